@@ -1,0 +1,70 @@
+"""Exit codes and the errors that map to them. The CLI turns every one into a message and a code, never a
+traceback; the library raises them so callers can do the same."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    INVALID_INPUT = 1  # the input is invalid (nothing written); also `estimate --check`: run would compact
+    USAGE = 2  # bad options or arguments
+    STATE = 3  # the state file belongs to another transcript, or is locked or corrupt (nothing written)
+    SUMMARIZER = 4  # the summarizer failed and --no-fallback was given (nothing written)
+    DOES_NOT_FIT = 5  # written, but the result still does not fit the window (a warning says why)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One finding of validation: ``line N: <json path>: <what>``. ``line`` is 1-based; 0 = whole file."""
+
+    line: int
+    path: str
+    message: str
+    severity: str = "error"  # "error" or "warning"
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line else "input"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"line": self.line, "path": self.path, "message": self.message, "severity": self.severity}
+
+
+class CtxCompactError(Exception):
+    exit_code: ExitCode = ExitCode.USAGE
+
+
+class UsageError(CtxCompactError):
+    exit_code = ExitCode.USAGE
+
+
+class InputError(CtxCompactError):
+    """The input cannot be used. ``problems`` lists every finding (line and path)."""
+
+    exit_code = ExitCode.INVALID_INPUT
+
+    def __init__(self, message: str, problems: list[Problem] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class LineError(Exception):
+    """Raised by a format's line parser: the line does not have the format's shape.
+
+    ``path`` is a JSON path into the line (``$.content[2].type``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+class StateError(CtxCompactError):
+    exit_code = ExitCode.STATE
+
+
+class SummarizerError(CtxCompactError):
+    exit_code = ExitCode.SUMMARIZER

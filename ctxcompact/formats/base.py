@@ -1,0 +1,78 @@
+"""The small interface every transcript format implements: sniff, parse a line, dump a record.
+
+A format module turns one decoded JSONL line into a :class:`~ctxcompact.model.Record` (with a
+:class:`~ctxcompact.model.Message` when the line carries one) and back. Everything else (validation,
+cleaning, estimation, compaction) works on the model and asks the format only through this interface and its
+:class:`Layout`.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import Message, Origin, Record, Role, TextBlock
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How a format arranges what the cleaner must keep valid.
+
+    results_per_message: True when each tool result is its own message (OpenAI ``tool`` messages); False
+        when all results answering one assistant message are merged into one message (Anthropic
+        ``tool_result`` blocks in one user message, Gemini ``function_response`` parts in one Content).
+    result_role: the role of the message that carries results (TOOL for OpenAI, USER otherwise).
+    alternate: the API requires user/assistant alternation (consecutive same-role messages are merged).
+    """
+
+    results_per_message: bool
+    result_role: Role
+    alternate: bool
+
+
+class Format(abc.ABC):
+    name: str = ""
+    layout: Layout
+    #: False for formats whose output we cannot make faithful (they write ``fallback`` instead).
+    writable: bool = True
+    #: the format written instead when this one is not writable
+    fallback: str = ""
+    #: file name of the JSON Schema in ``schemas/`` that ``validate`` checks each line against
+    schema_file: str = ""
+
+    @abc.abstractmethod
+    def sniff(self, obj: Any) -> int:
+        """How sure (0-100) we are that a decoded line belongs to this format. 0 = certainly not."""
+
+    @abc.abstractmethod
+    def parse_line(self, obj: Any, index: int, line: int, raw: bytes | None) -> Record:
+        """Build the record for one decoded line. Raise :class:`~ctxcompact.errors.LineError` when the line
+        does not have the format's shape (the message names the JSON path)."""
+
+    @abc.abstractmethod
+    def dump_message(self, message: Message, record: Record | None = None) -> Any:
+        """The JSON object for a message: used for records that changed or that ctxcompact made.
+
+        ``record`` is the record the message came from, if any (its ``data`` holds the line's envelope for
+        formats that wrap messages). Unknown fields in ``message.extra`` are written back."""
+
+    def finish(self, records: list[Record]) -> list[Record]:
+        """Whole-file pass after every line is parsed (link ids, follow chains). Default: nothing."""
+        return records
+
+    def make_message(self, role: Role, text: str) -> Message:
+        """A plain text message of this format (summary, continuation, synthetic replies)."""
+        return Message(role=role, blocks=[TextBlock(text)], source_role=role.value, content_was_string=True)
+
+    def dump_record(self, record: Record) -> Any:
+        """The JSON object to write for a record that changed or was made by ctxcompact."""
+        if record.message is None:
+            return record.data
+        return self.dump_message(record.message, record)
+
+
+def new_record(message: Message, origin: Origin, meta: dict[str, Any] | None = None) -> Record:
+    """A record made by ctxcompact (no input line)."""
+    return Record(index=-1, line=0, raw=None, data=None, message=message, origin=origin, dirty=True,
+                  meta=dict(meta or {}))

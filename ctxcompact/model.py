@@ -1,0 +1,237 @@
+"""The one transcript model that every format reads into and writes out of.
+
+A transcript is a list of :class:`Record` objects, one per non-blank input line. A record either carries a
+:class:`Message` (system, user, assistant or tool turn made of content blocks) or carries no message at all
+(progress lines, snapshots, session metadata): those are kept and written back untouched.
+
+Losslessness: every record keeps the exact bytes it was read from (``raw``) and the parsed object
+(``data``). A record that nothing changed is written back byte for byte; only records marked ``dirty``
+(changed by cleaning or compaction) or created by ctxcompact are serialized from the model. Unknown fields of
+a message are kept in ``Message.extra`` and unknown block types as :class:`OpaqueBlock`, so even a rewritten
+record carries them through.
+
+Tool calls and results are linked by id: a :class:`ToolCall` block in an assistant message is answered by the
+:class:`ToolResult` block with the same ``call_id``. Where the result lives depends on the format (a ``tool``
+message per result in OpenAI Chat Completions, ``tool_result`` blocks in one user message for Anthropic,
+merged ``function_response`` parts for Gemini); the format describes its layout in
+:class:`ctxcompact.formats.base.Layout`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+class Role(str, enum.Enum):
+    """Normalised roles. ``source_role`` on the message keeps the spelling of the format."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Origin(str, enum.Enum):
+    """Who made a record: the input, or ctxcompact (so later runs can recognise what it wrote)."""
+
+    INPUT = "input"
+    SYNTHETIC = "synthetic"  # made by cleaning (e.g. "Tool no response", "Understood.")
+    SUMMARY = "summary"  # the compaction summary
+    CONTINUATION = "continuation"  # the message that tells the agent to continue
+    MASKED = "masked"  # a tool result replaced by a placeholder
+
+
+# Fixed token cost of an image or other binary part (see README "Token estimation"). Anthropic bills an
+# image at about (width*height)/750 tokens, capped near 1,600 for the largest accepted size; OpenAI's
+# high-detail 1024x1024 tile count is 765. We use the upper figure so estimates never undercount.
+IMAGE_TOKENS = 1600
+
+
+@dataclass(slots=True)
+class TextBlock:
+    text: str
+    raw: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class ThinkingBlock:
+    """Model reasoning. ``redacted`` blocks carry encrypted data instead of text."""
+
+    text: str
+    signature: str | None = None
+    redacted: bool = False
+    raw: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class ImageBlock:
+    """An image, document or other binary part: counted at :data:`IMAGE_TOKENS`, never by its base64."""
+
+    media_type: str | None = None
+    raw: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A request by the model to run a tool.
+
+    ``arguments`` is the arguments as JSON text (what OpenAI carries; for Anthropic the ``input`` object
+    serialized compactly); ``input`` is the decoded value when it decodes, else ``None``.
+    """
+
+    id: str
+    name: str
+    arguments: str
+    input: Any = None
+    raw: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The answer to a :class:`ToolCall` with the same ``call_id``."""
+
+    call_id: str
+    content: list[Block]
+    is_error: bool = False
+    name: str | None = None  # the tool's name where the format records it (Gemini), else filled in by linking
+    synthetic: bool = False
+    raw: dict[str, Any] | None = None
+
+    def text(self) -> str:
+        return blocks_text(self.content)
+
+
+@dataclass(slots=True)
+class OpaqueBlock:
+    """A block of a kind the model does not interpret (server tools, citations, audio…), carried through.
+
+    ``text`` is what of it counts as tokens (its JSON, minus any binary payload), decided by the format.
+    """
+
+    kind: str
+    text: str = ""
+    raw: dict[str, Any] | None = None
+
+
+Block = Union[TextBlock, ThinkingBlock, ImageBlock, ToolCall, ToolResult, OpaqueBlock]
+
+
+@dataclass(slots=True)
+class Message:
+    role: Role
+    blocks: list[Block]
+    source_role: str = ""  # the role as the format spelled it ("developer", "model", …)
+    extra: dict[str, Any] = field(default_factory=dict)  # unknown top-level fields, carried through
+    content_was_string: bool = False  # the format gave content as a plain string (written back that way)
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [b for b in self.blocks if isinstance(b, ToolCall)]
+
+    def tool_results(self) -> list[ToolResult]:
+        return [b for b in self.blocks if isinstance(b, ToolResult)]
+
+    def text(self) -> str:
+        """The plain text of the message (text blocks only), joined by newlines."""
+        return "\n".join(b.text for b in self.blocks if isinstance(b, TextBlock))
+
+    @property
+    def is_tool_result_only(self) -> bool:
+        return bool(self.blocks) and all(isinstance(b, ToolResult) for b in self.blocks)
+
+
+@dataclass(slots=True)
+class Usage:
+    """Prompt tokens a provider reported for the request that produced this record.
+
+    ``prompt_tokens`` is the whole prompt as billed: for Anthropic input + cache creation + cache read.
+    ``context_window`` is set where the log records it (Codex ``token_count``).
+    """
+
+    prompt_tokens: int
+    output_tokens: int | None = None
+    context_window: int | None = None
+    source: str = ""  # e.g. "usage.prompt_tokens", "message.usage"
+
+
+@dataclass(slots=True)
+class Record:
+    """One line of a transcript."""
+
+    index: int  # 0-based position among the input's records (blank lines skipped)
+    line: int  # 1-based line number in the input file (0 for records ctxcompact made)
+    raw: bytes | None  # the exact line as read, without its line ending; None when made by ctxcompact
+    data: Any  # the decoded JSON object of the line (the format's own shape)
+    message: Message | None = None  # None for lines that carry no message
+    usage: Usage | None = None
+    origin: Origin = Origin.INPUT
+    dirty: bool = False  # changed since read: must be serialized from the model, not copied from raw
+    meta: dict[str, Any] = field(default_factory=dict)  # format facts: invocation_id, timestamp, uuid…
+
+    @property
+    def role(self) -> Role | None:
+        return self.message.role if self.message else None
+
+
+@dataclass(slots=True)
+class Transcript:
+    """A parsed transcript: its format name and records in input order."""
+
+    format: str
+    records: list[Record]
+    source: str = "-"  # path or "-" for stdin
+
+    def messages(self) -> Iterator[Message]:
+        for rec in self.records:
+            if rec.message is not None:
+                yield rec.message
+
+    def message_records(self) -> list[Record]:
+        return [r for r in self.records if r.message is not None]
+
+
+def blocks_text(blocks: list[Block]) -> str:
+    """Plain text of a block list (text of text blocks and of nested tool results)."""
+    parts: list[str] = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            parts.append(b.text)
+        elif isinstance(b, ToolResult):
+            parts.append(b.text())
+    return "\n".join(parts)
+
+
+def token_text(message: Message) -> tuple[list[str], int]:
+    """Everything in a message that costs tokens, as strings, plus the fixed cost of binary parts.
+
+    Counts text, thinking text, tool-call names and arguments, tool-result content (recursively) and the
+    token-bearing text of opaque blocks. Images and other binary parts add :data:`IMAGE_TOKENS` each.
+    Both the heuristic and the exact counters use this one function, so they always measure the same thing.
+    """
+    texts: list[str] = []
+    fixed = 0
+    stack: list[Block] = list(reversed(message.blocks))
+    while stack:
+        b = stack.pop()
+        if isinstance(b, TextBlock):
+            texts.append(b.text)
+        elif isinstance(b, ThinkingBlock):
+            texts.append(b.text)
+        elif isinstance(b, ToolCall):
+            texts.append(b.name)
+            texts.append(b.arguments)
+        elif isinstance(b, ToolResult):
+            stack.extend(reversed(b.content))
+        elif isinstance(b, ImageBlock):
+            fixed += IMAGE_TOKENS
+        elif isinstance(b, OpaqueBlock):
+            if b.text:
+                texts.append(b.text)
+    return texts, fixed
+
+
+def message_chars(message: Message) -> int:
+    texts, _ = token_text(message)
+    return sum(len(t) for t in texts)

@@ -1,0 +1,53 @@
+"""The interface every summarizer implements (extractive, anthropic, openai).
+
+A summarizer gets the records to summarize (the conversation since the last summary, already cleaned), the
+previous summary to carry forward, and a budget in tokens, and returns the summary text. LLM summarizers
+that fail raise :class:`~ctxcompact.errors.SummarizerError`; the pipeline then falls back to extractive.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Record
+
+
+@dataclass(slots=True)
+class Todo:
+    content: str
+    status: str = "pending"  # pending | in_progress | completed (as the todo tool spelled it)
+
+
+@dataclass(slots=True)
+class SummaryRequest:
+    records: list[Record]  # what to summarize, oldest first (message records; others may be present)
+    budget_tokens: int  # the summary must fit this (buffer x 0.5)
+    prior_summary: str | None = None  # the previous compaction's summary text, carried forward
+    prior_facts: dict[str, Any] | None = None  # structured facts of the previous extractive summary
+    latest_request: str | None = None  # the last thing a person typed (None if not found)
+    todos: list[Todo] = field(default_factory=list)  # open todo items (from todo tools or --todos)
+    instructions: str | None = None  # the user's focus for this summary (--instructions)
+
+
+@dataclass(slots=True)
+class SummaryResult:
+    text: str
+    summarizer: str  # "extractive", "anthropic", "openai"
+    model: str | None = None
+    fallback: bool = False  # True when an LLM summarizer failed and extractive stood in
+    fallback_reason: str | None = None
+    facts: dict[str, Any] | None = None  # structured facts, kept in the state for the next compaction
+    input_tokens: int | None = None  # as the provider reported
+    output_tokens: int | None = None
+    duration_s: float = 0.0
+    truncated: bool = False  # the text came back over budget and was cut to fit
+
+
+class Summarizer(abc.ABC):
+    name: str = ""
+
+    @abc.abstractmethod
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Summarize ``request.records``. Raise SummarizerError on failure."""
