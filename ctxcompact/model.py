@@ -169,6 +169,7 @@ class Record:
     origin: Origin = Origin.INPUT
     dirty: bool = False  # changed since read: must be serialized from the model, not copied from raw
     meta: dict[str, Any] = field(default_factory=dict)  # format facts: invocation_id, timestamp, uuid…
+    offset: int = -1  # byte offset of the line in the input (-1 when unknown or made by ctxcompact)
 
     @property
     def role(self) -> Role | None:
