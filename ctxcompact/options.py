@@ -1,0 +1,41 @@
+"""Everything a caller can choose, in one place. The CLI fills it from flags and CTXCOMPACT_* variables;
+library callers build it directly (every field has the CLI's default)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(slots=True)
+class Options:
+    # input and output
+    format: str = "auto"  # input format, or "auto" to detect it
+    to: str | None = None  # output format (default: the input's)
+    lenient: bool = False  # drop lines that fail their schema instead of failing
+    # budget (§6)
+    window: int | None = None
+    model: str | None = None
+    threshold: str | None = None  # "N" tokens, "80%" of the window, "0" disables compaction
+    config_path: Path | None = None  # user config with extra models
+    # estimation (§5)
+    exact: str = "tiktoken"  # "tiktoken", "none", or "anthropic"
+    encoding: str | None = None  # tiktoken encoding; default from --model, else o200k_base
+    default_factor: float | None = None  # calibration factor when nothing was reported
+    real_tokens: int | None = None  # prompt tokens the provider reported for the last request
+    # state (§7)
+    state_path: Path | None = None  # default: <input>.ctxstate.json
+    use_state: bool = True
+    reset_state: bool = False
+    lock_timeout: float = 10.0
+    # compaction (§8, §10)
+    strategy: str = "threshold"
+    summarizer: str = "extractive"
+    summary_model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None  # never written anywhere; normally from the environment
+    timeout: float = 60.0
+    max_retries: int = 2
+    instructions: str | None = None
+    no_fallback: bool = False
+    todos_file: Path | None = None

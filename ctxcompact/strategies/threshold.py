@@ -1,0 +1,147 @@
+"""Strategy ``threshold`` (§8), the default: over the threshold, summarize everything since the last
+summary and write ``[system messages, verbatim] + [summary] + [continuation]``.
+
+Nothing of the old conversation is kept verbatim: a kept "recent tail" can hold one giant tool result and
+never shrink (the original design measured exactly that failure), so the output is always the system
+prompt plus two short messages, far below the threshold.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SummarizerError
+from ..model import Origin, Record, Role, Transcript
+from ..summarizers.base import SummaryRequest, SummaryResult
+
+if TYPE_CHECKING:
+    from ..budget import Budget
+    from ..options import Options
+    from ..pipeline import Context, RunResult, Warn
+    from ..state import State
+
+# Marks a summary cut to its budget, so a reader knows the end is missing.
+CUT_MARK = "\n[… summary cut to fit its token budget]"
+
+
+@dataclass(slots=True)
+class Outcome:
+    transcript: Transcript
+    summary: SummaryResult
+    continuation: str
+    latest_request: str | None
+    records_covered: int
+
+
+def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
+    """The input's system records (kept verbatim) and the conversation to summarize.
+
+    Summaries and continuations written by an earlier compaction are left out of the conversation: the
+    earlier summary reaches the summarizer as prior context instead."""
+    system: list[Record] = []
+    body: list[Record] = []
+    for rec in records:
+        if rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
+            continue
+        if rec.message is not None and rec.message.role is Role.SYSTEM:
+            system.append(rec)
+        else:
+            body.append(rec)
+    return system, body
+
+
+def fit_to_budget(text: str, budget_tokens: int) -> tuple[str, bool]:
+    """Cut a summary that came back longer than its budget (chars/4 heuristic, as the budget is set)."""
+    limit = max(0, budget_tokens * 4)
+    if len(text) <= limit:
+        return text, False
+    keep = max(0, limit - len(CUT_MARK))
+    return text[:keep].rstrip() + CUT_MARK, True
+
+
+def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn) -> Outcome:
+    from ..conversation import SUMMARY_MARKER, latest_request, load_todos_file, open_todos
+    from ..pipeline import _summarizer, _summary_records, continuation_text
+    from ..summarizers import get_summarizer
+
+    system, body = split_context(ctx.transcript.records)
+    prior: dict[str, Any] = dict(state.summary) if state is not None and state.summary else {}
+    latest = latest_request(body) or prior.get("latest_request")
+    todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
+    request = SummaryRequest(
+        records=body,
+        budget_tokens=budget.summary_budget,
+        prior_summary=prior.get("text"),
+        prior_facts=prior.get("facts"),
+        latest_request=latest,
+        todos=todos,
+        instructions=opts.instructions,
+    )
+    started = time.monotonic()
+    try:
+        summary = _summarizer(opts).summarize(request)
+    except SummarizerError as exc:
+        if opts.no_fallback:
+            raise
+        warn(f"the {opts.summarizer} summarizer failed ({exc}); using the extractive summary instead")
+        summary = get_summarizer("extractive").summarize(request)
+        summary.fallback = True
+        summary.fallback_reason = str(exc)
+    summary.duration_s = round(time.monotonic() - started, 3)
+    text = summary.text.strip()
+    if not text.startswith(SUMMARY_MARKER):
+        text = f"{SUMMARY_MARKER}\n{text}"
+    text, cut = fit_to_budget(text, budget.summary_budget)
+    summary.text = text
+    summary.truncated = summary.truncated or cut
+    continuation = continuation_text(latest)
+    out = [*system, *_summary_records(ctx.transcript.format, text, continuation)]
+    return Outcome(
+        transcript=Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source),
+        summary=summary,
+        continuation=continuation,
+        latest_request=latest,
+        records_covered=ctx.input_records,
+    )
+
+
+def record_compaction(state: State, ctx: Context, result: RunResult, opts: Options) -> None:
+    """Keep the summary (for the next run's context and as prior context) and the compaction's history."""
+    from ..state import add_compaction
+
+    outcome: Outcome = result.outcome
+    summary = outcome.summary
+    state.summary = {
+        "text": summary.text,
+        "continuation": outcome.continuation,
+        "summarizer": summary.summarizer,
+        "model": summary.model,
+        "fallback": summary.fallback,
+        "fallback_reason": summary.fallback_reason,
+        "created_at": _now(),
+        "records_covered": ctx.input_records,
+        "latest_request": outcome.latest_request,
+        "facts": summary.facts,
+        "input_tokens": summary.input_tokens,
+        "output_tokens": summary.output_tokens,
+        "duration_s": summary.duration_s,
+        "truncated": summary.truncated,
+    }
+    add_compaction(
+        state,
+        strategy="threshold",
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        records_covered=ctx.input_records - ctx.covered,
+        watermark=ctx.input_records,
+        summarizer=summary.summarizer,
+        fallback=summary.fallback,
+        duration_s=summary.duration_s,
+    )
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
