@@ -1,0 +1,111 @@
+"""Calibration per SPEC §5: factor = clamp(real / last, 1, 5); tokens = max(real, ceil(current × f))."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxcompact.tokens.calibration import (
+    DEFAULT_EXACT_FACTOR,
+    DEFAULT_HEURISTIC_FACTOR,
+    Calibrated,
+    calibrate,
+    default_factor_for,
+)
+
+
+def test_defaults() -> None:
+    assert DEFAULT_HEURISTIC_FACTOR == 2.0  # SPEC §5
+    assert 1.0 < DEFAULT_EXACT_FACTOR < DEFAULT_HEURISTIC_FACTOR
+    assert default_factor_for("none") == 2.0
+    assert default_factor_for("tiktoken") == DEFAULT_EXACT_FACTOR
+
+
+def test_timing_gap_seed_case() -> None:
+    # Last request: estimate 70k, provider reported 140k → factor 2. A tool result grew the estimate to 90k.
+    # The stale real count (140k) would stay under a 180k threshold; calibrated = 180k reaches it.
+    c = calibrate(90_000, real=140_000, last_estimate=70_000, default_factor=2.0, source="state")
+    assert c == Calibrated(
+        tokens=180_000, calibrated=180_000, base=90_000, factor=2.0, source="state", real=140_000
+    )
+
+
+def test_massive_tool_response_with_default_factor() -> None:
+    # 400k-char tool response and no calibration data: 150,008 heuristic tokens × 2.0.
+    c = calibrate(150_008, real=None, last_estimate=None, default_factor=2.0, source="default")
+    assert (c.tokens, c.calibrated, c.factor, c.real, c.source) == (300_016, 300_016, 2.0, None, "default")
+
+
+def test_factor_clamped_at_one() -> None:
+    # Real below our estimate (e.g. right after a compaction): never scale the estimate down.
+    c = calibrate(50_000, real=30_000, last_estimate=60_000, default_factor=2.0, source="state")
+    assert c.factor == 1.0
+    assert c.calibrated == 50_000
+    assert c.tokens == 50_000
+
+
+def test_factor_clamped_at_five() -> None:
+    c = calibrate(10_000, real=80_000, last_estimate=8_000, default_factor=2.0, source="transcript")
+    assert c.factor == 5.0  # 10x observed, capped
+    assert c.calibrated == 50_000
+    assert c.tokens == 80_000  # real still wins
+
+
+def test_real_wins_when_transcript_did_not_grow() -> None:
+    c = calibrate(1_000, real=150_000, last_estimate=100_000, default_factor=2.0, source="state")
+    assert c.factor == 1.5
+    assert c.calibrated == 1_500
+    assert c.tokens == 150_000
+
+
+def test_calibrated_is_rounded_up() -> None:
+    # factor 4/3 exactly; 10 × 4/3 = 13.33… → 14
+    c = calibrate(10, real=4, last_estimate=3, default_factor=2.0, source="state")
+    assert c.calibrated == 14
+    assert c.factor == pytest.approx(4 / 3)
+
+
+def test_decimal_default_factor_has_no_float_drift() -> None:
+    # 100 × 1.15 is 114.99999999999999 in floats; the factor means 115/100.
+    assert calibrate(100, real=None, last_estimate=None, default_factor=1.15, source="default").tokens == 115
+    assert calibrate(20, real=None, last_estimate=None, default_factor=1.1, source="default").tokens == 22
+
+
+def test_real_without_last_estimate_uses_default_but_never_undercuts_real() -> None:
+    c = calibrate(100, real=5_000, last_estimate=None, default_factor=2.0, source="--real-tokens")
+    assert (c.factor, c.calibrated, c.tokens) == (2.0, 200, 5_000)
+    c = calibrate(100, real=5_000, last_estimate=0, default_factor=2.0, source="state")
+    assert (c.factor, c.tokens) == (2.0, 5_000)
+
+
+def test_zero_and_bad_inputs() -> None:
+    assert calibrate(0, real=None, last_estimate=None, default_factor=2.0, source="default").tokens == 0
+    assert calibrate(0, real=0, last_estimate=10, default_factor=2.0, source="state").tokens == 0
+    with pytest.raises(ValueError):
+        calibrate(-1, real=None, last_estimate=None, default_factor=2.0, source="default")
+    with pytest.raises(ValueError):
+        calibrate(1, real=None, last_estimate=None, default_factor=0.0, source="default")
+    with pytest.raises(ValueError):
+        calibrate(1, real=None, last_estimate=None, default_factor=math.nan, source="default")
+
+
+@given(
+    current=st.integers(min_value=0, max_value=10**9),
+    real=st.none() | st.integers(min_value=0, max_value=10**9),
+    last=st.none() | st.integers(min_value=0, max_value=10**9),
+    default=st.floats(min_value=1.0, max_value=10.0),
+)
+def test_never_undercounts(current: int, real: int | None, last: int | None, default: float) -> None:
+    c = calibrate(current, real=real, last_estimate=last, default_factor=default, source="x")
+    assert c.tokens >= current
+    assert c.tokens >= c.calibrated >= current
+    if real is not None:
+        assert c.tokens >= real
+        assert c.tokens == max(real, c.calibrated)
+    if real is not None and last:
+        assert 1.0 <= c.factor <= 5.0
+        assert c.calibrated <= 5 * current
+    assert c.calibrated == math.ceil(current * c.factor) or abs(c.calibrated - current * c.factor) < 1
