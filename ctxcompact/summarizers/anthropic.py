@@ -1,0 +1,204 @@
+"""LLM summarizer through Anthropic's Messages API (the official ``anthropic`` SDK).
+
+The SDK is imported inside methods only, so ``import ctxcompact`` stays fast and works without it loaded.
+Every failure becomes a :class:`~ctxcompact.errors.SummarizerError` whose message is built from the status
+code and error type only, never from headers or the key, so the pipeline can record it in the state and
+print it safely before falling back to the extractive summary.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import SummarizerError, UsageError
+from .base import Summarizer, SummaryRequest, SummaryResult
+from .prompt import (
+    MIN_INPUT_BUDGET,
+    SYSTEM_PROMPT,
+    PromptStats,
+    build_user_prompt,
+    fit_summary,
+    input_budget,
+    resolve_api_key,
+    scrub,
+)
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+_STATUS_WORDS = {
+    400: "bad request",
+    401: "authentication failed (check the API key)",
+    403: "permission denied",
+    404: "not found (check the model name and base URL)",
+    413: "request too large",
+    429: "rate limited",
+    500: "server error",
+    529: "overloaded",
+}
+
+
+def host_of(url: str | None) -> str:
+    """Host and port only: a base URL may carry credentials (user:pass@) or tokens in its query."""
+    if not url:
+        return "the default endpoint"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        return f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return "the configured endpoint"
+
+
+def anthropic_error_reason(
+    err: BaseException, *, timeout: float, max_retries: int, base_url: str | None
+) -> str:
+    """A short, secret-free reason for an SDK exception (shared with the token-count path)."""
+    import anthropic
+
+    retries = f" after {max_retries} retr{'y' if max_retries == 1 else 'ies'}" if max_retries else ""
+    if isinstance(err, anthropic.APITimeoutError):
+        return f"request timed out ({timeout:g} s){retries}"
+    if isinstance(err, anthropic.APIConnectionError):
+        return f"cannot connect to {host_of(base_url)}{retries}"
+    if isinstance(err, anthropic.APIStatusError):
+        status = err.status_code
+        etype = err.type if isinstance(err.type, str) else None
+        words = _STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
+        reason = f"HTTP {status}" + (f" {etype}" if etype else "") + f": {words}"
+        if status in (400, 404, 413) and isinstance(err.api_message, str):
+            reason += f" ({err.api_message})"  # e.g. "prompt is too long", an unknown model name
+        if status == 429 or status >= 500:
+            reason += retries
+        return reason
+    if isinstance(err, anthropic.APIResponseValidationError):
+        return "malformed response from the server"
+    if isinstance(err, anthropic.APIError):
+        return "malformed response from the server"
+    if isinstance(err, ValueError) and "JSON" in type(err).__name__:
+        return "malformed response from the server (not valid JSON)"
+    return f"unexpected error ({type(err).__name__})"
+
+
+class AnthropicSummarizer(Summarizer):
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        context_window: int | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        self.model = model
+        self._explicit_key = api_key
+        self.base_url = base_url
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.context_window = int(context_window or DEFAULT_CONTEXT_WINDOW)
+        self.instructions = instructions
+        self.last_stats: PromptStats | None = None  # what the last request dropped and cut
+
+    def __repr__(self) -> str:  # never show the key
+        return f"AnthropicSummarizer(model={self.model!r}, base_url={self.base_url!r})"
+
+    def _key(self) -> str:
+        key = resolve_api_key(self._explicit_key, "ANTHROPIC_API_KEY")
+        if key is None:
+            raise SummarizerError("no API key: set ANTHROPIC_API_KEY or CTXCOMPACT_API_KEY")
+        return key
+
+    def check(self) -> None:
+        """Fail before any work when the summarizer cannot possibly run (no model, no key, bad options)."""
+        if not self.model or not self.model.strip():
+            raise UsageError("--summarizer anthropic needs --summary-model MODEL (e.g. claude-sonnet-4-5)")
+        if self.timeout <= 0:
+            raise UsageError("--timeout must be greater than 0")
+        if self.max_retries < 0:
+            raise UsageError("--max-retries must be 0 or more")
+        self._key()
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.check()
+        key = self._key()
+        assert self.model is not None
+        if self.instructions and not request.instructions:
+            request = _with_instructions(request, self.instructions)
+        budget = input_budget(self.context_window, request.budget_tokens)
+        if budget < MIN_INPUT_BUDGET:
+            raise SummarizerError(
+                f"anthropic: the summarizer window ({self.context_window:,} tokens) leaves no room for input "
+                f"after the {request.budget_tokens:,}-token summary budget")
+        prompt, stats = build_user_prompt(request, budget)
+        self.last_stats = stats
+
+        import anthropic
+
+        started = time.monotonic()
+        try:
+            client = anthropic.Anthropic(
+                api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
+            message: Any = client.messages.create(
+                model=self.model,
+                max_tokens=request.budget_tokens,
+                system=SYSTEM_PROMPT,
+                messages=[{"role": "user", "content": prompt}],
+            )
+        except Exception as err:  # any SDK or transport failure becomes a fallback reason
+            reason = anthropic_error_reason(err, timeout=self.timeout, max_retries=self.max_retries,
+                                            base_url=self.base_url or _env_base_url())
+            raise SummarizerError(scrub(f"anthropic: {reason}", [key])) from None
+        duration = time.monotonic() - started
+        return self._result(message, request.budget_tokens, duration, key)
+
+    def _result(self, message: Any, budget_tokens: int, duration: float, key: str) -> SummaryResult:
+        def fail(why: str) -> SummarizerError:
+            return SummarizerError(scrub(f"anthropic: {why}", [key]))
+
+        stop = getattr(message, "stop_reason", None)
+        if stop == "refusal":
+            raise fail("the model refused to summarize (stop_reason refusal)")
+        content = getattr(message, "content", None)
+        if not isinstance(content, list) or not content:
+            raise fail("empty reply (no content)")
+        texts = [b.text for b in content
+                 if getattr(b, "type", None) == "text" and isinstance(getattr(b, "text", None), str)]
+        if not texts:
+            kinds = sorted({str(getattr(b, "type", "?")) for b in content})
+            raise fail(f"the reply has no text block ({', '.join(kinds)})")
+        text, cut = fit_summary("\n".join(texts), budget_tokens)
+        if not text:
+            raise fail("empty summary text")
+        usage = getattr(message, "usage", None)
+        input_tokens = output_tokens = None
+        if usage is not None:
+            # prompt tokens as billed: uncached input + cache writes + cache reads
+            input_tokens = sum(int(getattr(usage, f, None) or 0) for f in (
+                "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            output_tokens = getattr(usage, "output_tokens", None)
+        return SummaryResult(
+            text=text,
+            summarizer=self.name,
+            model=str(getattr(message, "model", None) or self.model),
+            input_tokens=input_tokens,
+            output_tokens=int(output_tokens) if output_tokens is not None else None,
+            duration_s=round(duration, 3),
+            truncated=cut or stop == "max_tokens",
+        )
+
+
+def _env_base_url() -> str | None:
+    import os
+
+    return os.environ.get("ANTHROPIC_BASE_URL") or None
+
+
+def _with_instructions(request: SummaryRequest, instructions: str) -> SummaryRequest:
+    import dataclasses
+
+    return dataclasses.replace(request, instructions=instructions)

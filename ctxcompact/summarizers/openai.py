@@ -1,0 +1,228 @@
+"""LLM summarizer through OpenAI Chat Completions (the official ``openai`` SDK), also for any
+OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio, gateways) through ``base_url``.
+
+Decisions where servers differ:
+
+- Output limit: api.openai.com gets ``max_completion_tokens`` (its reasoning models reject ``max_tokens``);
+  any other server gets ``max_tokens``, the parameter every OpenAI-compatible server understands.
+- Key: the explicit key, else ``CTXCOMPACT_API_KEY``, else ``OPENAI_API_KEY``. A server on this machine
+  or a private network (localhost, 127.0.0.0/8, ::1, 10/8, 172.16/12, 192.168/16, ``*.local``) usually needs
+  no key, so one is not demanded there and the placeholder ``not-needed`` is sent instead (the SDK refuses
+  to build a client without some key). Everywhere else a missing key is an error before any work.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import SummarizerError, UsageError
+from .anthropic import host_of
+from .base import Summarizer, SummaryRequest, SummaryResult
+from .prompt import (
+    MIN_INPUT_BUDGET,
+    SYSTEM_PROMPT,
+    PromptStats,
+    build_user_prompt,
+    fit_summary,
+    input_budget,
+    resolve_api_key,
+    scrub,
+)
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+PLACEHOLDER_KEY = "not-needed"
+OPENAI_HOST = "api.openai.com"
+
+_STATUS_WORDS = {
+    400: "bad request",
+    401: "authentication failed (check the API key)",
+    403: "permission denied",
+    404: "not found (check the model name and base URL)",
+    413: "request too large",
+    429: "rate limited",
+    500: "server error",
+    503: "service unavailable",
+}
+
+
+def is_local_url(url: str | None) -> bool:
+    """True for servers on this machine or a private network (they usually need no key)."""
+    if not url:
+        return False
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    if host in ("localhost", "host.docker.internal") or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_unspecified
+
+
+def _is_openai_host(url: str | None) -> bool:
+    if not url:
+        return True
+    try:
+        return (urlsplit(url).hostname or "").lower() == OPENAI_HOST
+    except ValueError:
+        return False
+
+
+def openai_error_reason(err: BaseException, *, timeout: float, max_retries: int, base_url: str | None) -> str:
+    import openai
+
+    retries = f" after {max_retries} retr{'y' if max_retries == 1 else 'ies'}" if max_retries else ""
+    if isinstance(err, openai.APITimeoutError):
+        return f"request timed out ({timeout:g} s){retries}"
+    if isinstance(err, openai.APIConnectionError):
+        return f"cannot connect to {host_of(base_url)}{retries}"
+    if isinstance(err, openai.APIStatusError):
+        status = err.status_code
+        # the error message is left out on purpose: OpenAI's 401 message echoes part of the key
+        label = next((x for x in (err.code, err.type) if isinstance(x, str) and x), None)
+        words = _STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
+        reason = f"HTTP {status}" + (f" {label}" if label else "") + f": {words}"
+        if status == 429 or status >= 500:
+            reason += retries
+        return reason
+    if isinstance(err, openai.APIError):
+        return "malformed response from the server"
+    if isinstance(err, ValueError) and "JSON" in type(err).__name__:
+        return "malformed response from the server (not valid JSON)"
+    return f"unexpected error ({type(err).__name__})"
+
+
+class OpenAISummarizer(Summarizer):
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        context_window: int | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        self.model = model
+        self._explicit_key = api_key
+        self.base_url = base_url
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.context_window = int(context_window or DEFAULT_CONTEXT_WINDOW)
+        self.instructions = instructions
+        self.last_stats: PromptStats | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAISummarizer(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def effective_base_url(self) -> str | None:
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+    def _key(self) -> str:
+        key = resolve_api_key(self._explicit_key, "OPENAI_API_KEY")
+        if key is not None:
+            return key
+        if is_local_url(self.effective_base_url):
+            return PLACEHOLDER_KEY
+        raise SummarizerError("no API key: set OPENAI_API_KEY or CTXCOMPACT_API_KEY "
+                              "(a server on localhost or a private network needs none)")
+
+    def check(self) -> None:
+        """Fail before any work when the summarizer cannot possibly run (no model, no key, bad options)."""
+        if not self.model or not self.model.strip():
+            raise UsageError("--summarizer openai needs --summary-model MODEL (e.g. gpt-4.1-mini, or the "
+                             "name a local server knows, such as llama3.1)")
+        if self.timeout <= 0:
+            raise UsageError("--timeout must be greater than 0")
+        if self.max_retries < 0:
+            raise UsageError("--max-retries must be 0 or more")
+        self._key()
+
+    @property
+    def output_param(self) -> str:
+        """Which request field carries the output limit (see the module notes)."""
+        return "max_completion_tokens" if _is_openai_host(self.effective_base_url) else "max_tokens"
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.check()
+        key = self._key()
+        assert self.model is not None
+        if self.instructions and not request.instructions:
+            import dataclasses
+
+            request = dataclasses.replace(request, instructions=self.instructions)
+        budget = input_budget(self.context_window, request.budget_tokens)
+        if budget < MIN_INPUT_BUDGET:
+            raise SummarizerError(
+                f"openai: the summarizer window ({self.context_window:,} tokens) leaves no room for input "
+                f"after the {request.budget_tokens:,}-token summary budget")
+        prompt, stats = build_user_prompt(request, budget)
+        self.last_stats = stats
+
+        import openai
+
+        limit: dict[str, Any] = {self.output_param: request.budget_tokens}
+        started = time.monotonic()
+        try:
+            client = openai.OpenAI(
+                api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
+            completion: Any = client.chat.completions.create(
+                model=self.model,
+                messages=[
+                    {"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": prompt},
+                ],
+                **limit,
+            )
+        except Exception as err:  # any SDK or transport failure becomes a fallback reason
+            reason = openai_error_reason(err, timeout=self.timeout, max_retries=self.max_retries,
+                                         base_url=self.effective_base_url)
+            raise SummarizerError(scrub(f"openai: {reason}", [key])) from None
+        duration = time.monotonic() - started
+        return self._result(completion, request.budget_tokens, duration, key)
+
+    def _result(self, completion: Any, budget_tokens: int, duration: float, key: str) -> SummaryResult:
+        def fail(why: str) -> SummarizerError:
+            return SummarizerError(scrub(f"openai: {why}", [key]))
+
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise fail("empty reply (no choices)")
+        choice = choices[0]
+        finish = getattr(choice, "finish_reason", None)
+        message = getattr(choice, "message", None)
+        if finish == "content_filter":
+            raise fail("the reply was blocked by the content filter")
+        if message is None:
+            raise fail("empty reply (no message)")
+        if getattr(message, "refusal", None):
+            raise fail("the model refused to summarize")
+        content = getattr(message, "content", None)
+        if not isinstance(content, str):
+            raise fail("the reply has no text content")
+        text, cut = fit_summary(content, budget_tokens)
+        if not text:
+            raise fail("empty summary text")
+        usage = getattr(completion, "usage", None)
+        input_tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
+        output_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
+        return SummaryResult(
+            text=text,
+            summarizer=self.name,
+            model=str(getattr(completion, "model", None) or self.model),
+            input_tokens=int(input_tokens) if input_tokens is not None else None,
+            output_tokens=int(output_tokens) if output_tokens is not None else None,
+            duration_s=round(duration, 3),
+            truncated=cut or finish == "length",
+        )
