@@ -1,0 +1,54 @@
+"""Summarizer registry. ``get_summarizer(name, **options)`` builds one by name.
+
+Every summarizer module is imported inside :func:`get_summarizer`, so ``import ctxcompact.summarizers`` never
+loads an SDK (anthropic, openai) and never imports ``conversation`` (which itself imports ``.base``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..errors import SummarizerError, UsageError
+from .base import Summarizer, SummaryRequest, SummaryResult, Todo
+
+__all__ = ["SUMMARIZERS", "Summarizer", "SummaryRequest", "SummaryResult", "Todo", "get_summarizer"]
+
+# name -> (module, class name)
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "extractive": ("ctxcompact.summarizers.extractive", "ExtractiveSummarizer"),
+    "anthropic": ("ctxcompact.summarizers.anthropic", "AnthropicSummarizer"),
+    "openai": ("ctxcompact.summarizers.openai", "OpenAISummarizer"),
+}
+SUMMARIZERS: tuple[str, ...] = tuple(_REGISTRY)
+
+
+def _find_class(module: Any, class_name: str, name: str) -> type[Summarizer] | None:
+    cls = getattr(module, class_name, None)
+    if isinstance(cls, type) and issubclass(cls, Summarizer):
+        return cls
+    # Tolerate another class name: the Summarizer subclass defined there whose ``name`` matches.
+    for value in vars(module).values():
+        if (isinstance(value, type) and issubclass(value, Summarizer) and value is not Summarizer
+                and getattr(value, "name", "") == name):
+            return value
+    return None
+
+
+def get_summarizer(name: str, **options: Any) -> Summarizer:
+    """The summarizer called ``name`` (``extractive``, ``anthropic``, ``openai``), built with ``options``.
+
+    Raises UsageError for an unknown name, SummarizerError when the module cannot be loaded (the pipeline
+    then falls back to extractive)."""
+    key = (name or "").strip().lower()
+    if key not in _REGISTRY:
+        raise UsageError(f"unknown summarizer {name!r}; choose one of: {', '.join(SUMMARIZERS)}")
+    module_name, class_name = _REGISTRY[key]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise SummarizerError(f"summarizer {key!r} is not available: {e}") from None
+    cls = _find_class(module, class_name, key)
+    if cls is None:
+        raise SummarizerError(f"summarizer {key!r} is not available: {module_name} defines no summarizer")
+    return cls(**options)

@@ -1,0 +1,458 @@
+"""The offline, deterministic summarizer (SPEC §10): a structured summary built from the transcript itself.
+
+Sections, in order, each only when it has something to say: Earlier summary (an LLM summary carried
+forward), User goals and rules, Timeline, Files and commands, Errors, Open todos, Last assistant action,
+Latest request. Rules and the latest request are quoted verbatim: losing or paraphrasing the user's rules is
+the most common complaint about compaction.
+
+Anchored and incremental: the facts of each summary are returned in ``SummaryResult.facts`` (a JSON object
+the state keeps) and merged with the facts of the next records, so rules, files, unresolved errors and todos
+survive any number of compactions even though each run sees only the new records.
+
+The text always fits ``budget_tokens`` by the chars/4 heuristic: parts are dropped in a fixed priority order
+(timeline, commands, earlier summary, resolved errors, older errors, last action, older goals, least recent
+files, todos); rules and the latest request go last, by a hard cut that sets ``truncated``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..conversation import (
+    SUMMARY_MARKER,
+    commands_run,
+    errors_seen,
+    files_touched,
+    is_open,
+    last_assistant_action,
+    latest_todo_list,
+    resolution_evidence,
+    shorten,
+    timeline,
+    user_requests,
+    user_rules,
+)
+from .base import Summarizer, SummaryRequest, SummaryResult, Todo
+
+FACTS_VERSION = 1
+# Caps on what the facts keep, so the state stays small however long the session runs.
+MAX_GOALS = 30
+MAX_RULES = 200
+MAX_FILES = 300
+MAX_COMMANDS = 60
+MAX_ERRORS = 40
+MAX_TIMELINE = 80
+MAX_TODOS = 100
+# Per-entry lengths in the rendered text.
+GOAL_CHARS = 400
+FIRST_GOAL_CHARS = 800
+ERROR_CHARS = 240
+COMMAND_CHARS = 200
+PATH_CHARS = 200
+TODO_CHARS = 300
+TIMELINE_CHARS = 160
+ACTION_CHARS = 500
+CUT_NOTE = "\n[… summary cut to fit its budget]"
+
+
+def heuristic_tokens(text: str) -> int:
+    """ceil(chars / 4): the estimate the budget is measured with."""
+    return math.ceil(len(text) / 4)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Facts: extraction and merging (plain JSON values so they can live in the state file)
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v.strip() else None
+
+
+def _str_list(v: Any) -> list[str]:
+    return [x for x in v if _str(x)] if isinstance(v, list) else []
+
+
+def _dicts(v: Any) -> list[dict[str, Any]]:
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
+def empty_facts() -> dict[str, Any]:
+    return {"version": FACTS_VERSION, "goals": [], "rules": [], "files": [], "commands": [], "errors": [],
+            "todos": [], "timeline": [], "last_action": None, "latest_request": None}
+
+
+def normalize_facts(raw: Any) -> dict[str, Any]:
+    """Facts from the state, with every field checked: anything malformed is dropped, never trusted."""
+    facts = empty_facts()
+    if not isinstance(raw, dict):
+        return facts
+    facts["goals"] = _str_list(raw.get("goals"))
+    facts["rules"] = _str_list(raw.get("rules"))
+    facts["timeline"] = _str_list(raw.get("timeline"))
+    facts["files"] = [{"path": f["path"], "tools": _str_list(f.get("tools"))}
+                      for f in _dicts(raw.get("files")) if _str(f.get("path"))]
+    facts["commands"] = [{"command": c["command"],
+                          "ok": c.get("ok") if isinstance(c.get("ok"), bool) else None}
+                         for c in _dicts(raw.get("commands")) if _str(c.get("command"))]
+    facts["errors"] = [{"tool": _str(e.get("tool")) or "tool", "command": _str(e.get("command")),
+                        "text": e["text"], "key": _str(e.get("key")) or e["text"],
+                        "resolved": e.get("resolved") is True}
+                       for e in _dicts(raw.get("errors")) if _str(e.get("text"))]
+    facts["todos"] = [{"content": t["content"], "status": _str(t.get("status")) or "pending"}
+                      for t in _dicts(raw.get("todos")) if _str(t.get("content"))]
+    facts["last_action"] = _str(raw.get("last_action"))
+    facts["latest_request"] = _str(raw.get("latest_request"))
+    return facts
+
+
+@dataclass(slots=True)
+class _New:
+    """What the new records say, before merging with the prior facts."""
+
+    goals: list[str]
+    rules: list[str]
+    files: list[dict[str, Any]]
+    commands: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+    todos: list[dict[str, Any]] | None  # None: the records hold no todo list
+    timeline: list[str]
+    last_action: str | None
+    latest: str | None
+    success_keys: set[str] = field(default_factory=set)
+    claimed_fixed: bool = False
+
+
+def _extract(request: SummaryRequest) -> _New:
+    records = request.records
+    typed = [t for _, t in user_requests(records)]
+    latest = request.latest_request or (typed[-1] if typed else None)
+    goals = [t for t in typed if t != latest]
+    files = [{"path": f.path, "tools": list(f.tools)}
+             for f in sorted(files_touched(records), key=lambda f: f.last_index)]
+    commands = [{"command": c.command, "ok": c.ok} for c in commands_run(records)]
+    errors = [{"tool": e.tool, "command": e.command, "text": e.text, "key": e.key, "resolved": e.resolved}
+              for e in errors_seen(records)]
+    todos: list[dict[str, Any]] | None
+    if request.todos:
+        todos = [{"content": t.content, "status": t.status} for t in request.todos if is_open(t)]
+    else:
+        found = latest_todo_list(records)
+        todos = None if found is None else [{"content": t.content, "status": t.status}
+                                            for t in found if is_open(t)]
+    action = last_assistant_action(records, ACTION_CHARS)
+    keys, claimed = resolution_evidence(records)
+    return _New(goals, user_rules(records), files, commands, errors, todos, timeline(records, TIMELINE_CHARS),
+                action.render() if action else None, latest, keys, claimed)
+
+
+def _dedupe_last(items: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -> list[dict[str, Any]]:
+    """Keep the last occurrence of each key, in the order of those last occurrences."""
+    last: dict[Any, int] = {}
+    for i, item in enumerate(items):
+        last[key(item)] = i
+    return [item for i, item in enumerate(items) if last[key(item)] == i]
+
+
+def merge_facts(prior: dict[str, Any], new: _New) -> dict[str, Any]:
+    """The prior facts updated with the new records' (the newer wins on conflict; lists are capped)."""
+    goals = list(prior["goals"])
+    if prior["latest_request"] and prior["latest_request"] != new.latest:
+        goals.append(prior["latest_request"])  # the earlier latest request is now one of the goals
+    for g in new.goals:
+        if g not in goals:
+            goals.append(g)
+    goals = [g for g in goals if g != new.latest]
+    if len(goals) > MAX_GOALS:  # keep the first request (the task) and the most recent ones
+        goals = goals[:1] + goals[-(MAX_GOALS - 1):]
+
+    rules = list(prior["rules"])
+    rules += [r for r in new.rules if r not in rules]
+    rules = rules[-MAX_RULES:]
+
+    files: dict[str, dict[str, Any]] = {}
+    for f in [*prior["files"], *new.files]:  # least recent first: a file touched again moves to the end
+        old = files.pop(f["path"], None)
+        tools = list(old["tools"]) if old else []
+        tools += [t for t in f["tools"] if t not in tools]
+        files[f["path"]] = {"path": f["path"], "tools": tools}
+    file_list = list(files.values())[-MAX_FILES:]
+
+    commands = _dedupe_last([*prior["commands"], *new.commands], lambda c: c["command"])[-MAX_COMMANDS:]
+
+    old_errors = []
+    for e in prior["errors"]:
+        e = dict(e)
+        if not e["resolved"] and (e["key"] in new.success_keys or new.claimed_fixed):
+            e["resolved"] = True
+        old_errors.append(e)
+    errors = _dedupe_last([*old_errors, *new.errors], lambda e: (e["key"], e["text"]))
+    if len(errors) > MAX_ERRORS:  # drop resolved ones first, oldest first
+        drop = len(errors) - MAX_ERRORS
+        kept: list[dict[str, Any]] = []
+        for e in errors:
+            if drop and e["resolved"]:
+                drop -= 1
+                continue
+            kept.append(e)
+        errors = kept[drop:]
+
+    todos = prior["todos"] if new.todos is None else new.todos
+    return {
+        "version": FACTS_VERSION,
+        "goals": goals,
+        "rules": rules,
+        "files": file_list,
+        "commands": commands,
+        "errors": errors,
+        "todos": todos[:MAX_TODOS],
+        "timeline": [*prior["timeline"], *new.timeline][-MAX_TIMELINE:],
+        "last_action": new.last_action or prior["last_action"],
+        "latest_request": new.latest or prior["latest_request"],
+    }
+
+
+# --------------------------------------------------------------------------------------------------------
+# Rendering within the budget
+
+
+@dataclass(slots=True)
+class _Doc:
+    """What is rendered; the shrink steps remove from it."""
+
+    earlier: str | None
+    goals: list[str]
+    rules: list[str]
+    timeline: list[str]
+    timeline_omitted: int
+    files: list[dict[str, Any]]  # most recent first
+    commands: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+    todos: list[dict[str, Any]]
+    last_action: str | None
+    latest: str | None
+
+
+def _render(doc: _Doc) -> str:
+    out = [SUMMARY_MARKER,
+           "Extracted from the transcript by ctxcompact; rules and the latest request are quoted verbatim."]
+
+    def section(title: str, lines: list[str]) -> None:
+        if lines:
+            out.append("")
+            out.append(f"## {title}")
+            out.extend(lines)
+
+    if doc.earlier:
+        section("Earlier summary", [doc.earlier])
+    goal_lines: list[str] = []
+    if doc.goals:
+        goal_lines.append("Goals (the user's requests, oldest first):")
+        goal_lines += [f"- {shorten(g, FIRST_GOAL_CHARS if i == 0 else GOAL_CHARS)}"
+                       for i, g in enumerate(doc.goals)]
+    if doc.rules:
+        goal_lines.append("Rules and constraints (verbatim):")
+        goal_lines += [f"- {r}" for r in doc.rules]
+    section("User goals and rules", goal_lines)
+    tl = [f"- {shorten(t, TIMELINE_CHARS)}" for t in doc.timeline]
+    if tl and doc.timeline_omitted:
+        tl.insert(0, f"({doc.timeline_omitted} earlier steps omitted)")
+    section("Timeline", tl)
+    fc: list[str] = []
+    if doc.files:
+        fc.append("Files (most recent first):")
+        fc += [f"- {shorten(f['path'], PATH_CHARS)}" + (f" ({', '.join(f['tools'])})" if f["tools"] else "")
+               for f in doc.files]
+    if doc.commands:
+        fc.append("Commands:")
+        status = {True: "ok", False: "failed", None: "no result"}
+        fc += [f"- `{shorten(c['command'], COMMAND_CHARS)}` → {status[c['ok']]}" for c in doc.commands]
+    section("Files and commands", fc)
+    errs = []
+    for e in doc.errors:
+        where = f"`{shorten(e['command'], 80)}`" if e["command"] else e["tool"]
+        state = "resolved" if e["resolved"] else "UNRESOLVED"
+        errs.append(f"- [{state}] {where}: {shorten(e['text'], ERROR_CHARS)}")
+    section("Errors", errs)
+    section("Open todos", [f"- [{t['status']}] {shorten(t['content'], TODO_CHARS)}" for t in doc.todos])
+    section("Last assistant action", [doc.last_action] if doc.last_action else [])
+    section("Latest request", [doc.latest] if doc.latest else [])
+    return "\n".join(out) + "\n"
+
+
+def _fits(doc: _Doc, budget: int) -> bool:
+    return heuristic_tokens(_render(doc)) <= budget
+
+
+def _drop_front(doc: _Doc, budget: int, get: Callable[[], list[Any]],
+                put: Callable[[list[Any]], None]) -> None:
+    """Drop the fewest leading items of a list that make the doc fit (all of them if none does)."""
+    items = list(get())
+    put([])
+    if not _fits(doc, budget):
+        return  # even with the list empty it does not fit: the next step goes on shrinking
+    lo, hi = 0, len(items)  # fewest dropped; fitting is monotonic in the number dropped
+    while lo < hi:
+        mid = (lo + hi) // 2
+        put(items[mid:])
+        if _fits(doc, budget):
+            hi = mid
+        else:
+            lo = mid + 1
+    put(items[lo:])
+
+
+def _cut_text(doc: _Doc, budget: int, get: Callable[[], str | None],
+              put: Callable[[str | None], None]) -> None:
+    """Shorten one text field until the doc fits (dropping it if it must)."""
+    text = get()
+    if not text:
+        return
+    put(None)
+    if not _fits(doc, budget):
+        return
+    lo, hi = 0, len(text)  # longest prefix that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        put(text[:mid].rstrip() + "…")
+        if _fits(doc, budget):
+            lo = mid
+        else:
+            hi = mid - 1
+    put(text[:lo].rstrip() + "…" if lo >= 40 else None)  # a stub under 40 chars says nothing
+
+
+def _shrink(doc: _Doc, budget: int) -> None:
+    def set_(name: str) -> Callable[[Any], None]:
+        return lambda v: setattr(doc, name, v)
+
+    total_timeline = len(doc.timeline) + doc.timeline_omitted
+
+    def put_timeline(kept: list[Any]) -> None:
+        doc.timeline = kept
+        doc.timeline_omitted = total_timeline - len(kept)
+
+    def put_later_goals(kept: list[Any]) -> None:
+        doc.goals = doc.goals[:1] + kept
+
+    steps: list[Callable[[], None]] = [
+        lambda: _drop_front(doc, budget, lambda: doc.timeline, put_timeline),
+        lambda: _drop_front(doc, budget, lambda: doc.commands, set_("commands")),
+        lambda: _cut_text(doc, budget, lambda: doc.earlier, set_("earlier")),
+        lambda: _drop_resolved(doc, budget),
+        lambda: _drop_front(doc, budget, lambda: doc.errors, set_("errors")),
+        lambda: _cut_text(doc, budget, lambda: doc.last_action, set_("last_action")),
+        # older goals before the first one (the task itself)
+        lambda: _drop_front(doc, budget, lambda: doc.goals[1:], put_later_goals),
+        lambda: _drop_tail(doc, budget, "files"),
+        lambda: _drop_tail(doc, budget, "todos"),
+        lambda: _drop_front(doc, budget, lambda: doc.goals, set_("goals")),
+    ]
+    for step in steps:
+        if _fits(doc, budget):
+            return
+        step()
+
+
+def _drop_resolved(doc: _Doc, budget: int) -> None:
+    """Drop resolved errors, oldest first, only as many as needed."""
+    errors = list(doc.errors)
+    resolved = [i for i, e in enumerate(errors) if e["resolved"]]
+
+    def without(k: int) -> list[dict[str, Any]]:
+        gone = set(resolved[:k])
+        return [e for i, e in enumerate(errors) if i not in gone]
+
+    doc.errors = without(len(resolved))
+    if not _fits(doc, budget):
+        return
+    lo, hi = 0, len(resolved)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        doc.errors = without(mid)
+        if _fits(doc, budget):
+            hi = mid
+        else:
+            lo = mid + 1
+    doc.errors = without(lo)
+
+
+def _drop_tail(doc: _Doc, budget: int, name: str) -> None:
+    items: list[Any] = list(getattr(doc, name))
+    lo, hi = 0, len(items)  # largest count kept from the head that fits
+    setattr(doc, name, [])
+    if not _fits(doc, budget):
+        return
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        setattr(doc, name, items[:mid])
+        if _fits(doc, budget):
+            lo = mid
+        else:
+            hi = mid - 1
+    setattr(doc, name, items[:lo])
+
+
+def render_facts(facts: dict[str, Any], budget_tokens: int, earlier: str | None = None) -> tuple[str, bool]:
+    """The summary text of ``facts`` within ``budget_tokens`` (chars/4), and whether it was cut hard."""
+    doc = _Doc(
+        earlier=earlier,
+        goals=list(facts["goals"]),
+        rules=list(facts["rules"]),
+        timeline=list(facts["timeline"]),
+        timeline_omitted=0,
+        files=list(reversed(facts["files"])),
+        commands=list(facts["commands"]),
+        errors=[dict(e) for e in facts["errors"]],
+        todos=list(facts["todos"]),
+        last_action=facts["last_action"],
+        latest=facts["latest_request"],
+    )
+    budget = max(0, budget_tokens)
+    _shrink(doc, budget)
+    text = _render(doc)
+    if heuristic_tokens(text) <= budget:
+        return text, False
+    # Last resort: only the marker, rules and latest request are left; keep the head.
+    limit = budget * 4
+    if limit <= len(CUT_NOTE):
+        return text[:limit], True
+    return text[: limit - len(CUT_NOTE)] + CUT_NOTE, True
+
+
+class ExtractiveSummarizer(Summarizer):
+    """Offline and deterministic: the same request always gives the same text."""
+
+    name = "extractive"
+
+    def __init__(self, **options: Any) -> None:
+        # Options meant for LLM summarizers (model, base_url, …) do not apply; accepted so callers can pass
+        # one option set to whichever summarizer they build.
+        self.options = options
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        start = time.monotonic()
+        prior = normalize_facts(request.prior_facts)
+        earlier = None
+        if request.prior_facts is None and request.prior_summary and request.prior_summary.strip():
+            earlier = _strip_marker(request.prior_summary)
+        facts = merge_facts(prior, _extract(request))
+        text, truncated = render_facts(facts, request.budget_tokens, earlier)
+        return SummaryResult(text=text, summarizer=self.name, facts=facts, truncated=truncated,
+                             duration_s=time.monotonic() - start)
+
+
+def _strip_marker(text: str) -> str | None:
+    lines = text.strip().splitlines()
+    if lines and lines[0].strip() == SUMMARY_MARKER:
+        lines = lines[1:]
+    body = "\n".join(lines).strip()
+    return body or None
+
+
+def todos_of(facts: dict[str, Any]) -> list[Todo]:
+    """The open todos the facts carry (for callers that build a continuation from them)."""
+    return [Todo(t["content"], t["status"]) for t in normalize_facts(facts)["todos"]]
