@@ -1,0 +1,487 @@
+"""Cleaning (SPEC §4): make a transcript valid input for its target API, reporting every repair.
+
+The cleaner works on the model only and asks the format nothing but its :class:`Layout`. It never mutates
+the records it is given: a record it does not change is passed through as the same object (so the writer
+copies its ``raw`` bytes), a record it changes is a copy with ``dirty=True``, and a record it makes comes from
+:func:`ctxcompact.formats.base.new_record`. Lines that carry no message stay where they were among their
+neighbours.
+
+Repairs, in the order they are made:
+
+1. ``duplicate_call_id``: a call reusing an earlier call's id is renamed ``<id>_2`` (``_3``…), and the
+   result matched to it follows. Results are matched to calls in order: first to the earliest unanswered
+   call with that id *before* the result, then (results that come before any such call) to the earliest
+   unanswered one anywhere.
+2. ``orphan_result``: a result whose id no call has, or a second result for an answered call, becomes text
+   context ``[tool result for call <id> (no matching call)]: <content>`` where it stood (a ``tool`` message
+   holding one becomes a user message). Nothing is dropped.
+3. ``missing_result``: a call with no result gets the synthetic result ``Tool no response``.
+4. ``moved_result`` / ``reordered_blocks``: every call message is followed directly by its results in call
+   order: one ``tool`` message per result where ``layout.results_per_message``, otherwise one message of
+   ``layout.result_role`` whose tool results come first (Anthropic requires it) and whose other blocks (user
+   text) follow in their order.
+5. For layouts that require alternation (``layout.alternate``): a system message after the leading system
+   messages becomes a user message (``role_changed``: the Messages API has no system turn, and moving it to
+   the front would change what it applies to); a conversation whose first non-system message is not a user
+   message gets a user message ``(conversation continues)`` before it (``inserted_message``); consecutive
+   messages of one role are merged (``merged_messages``: blocks concatenated, the first message's fields
+   kept, tool results first in a user message). Layouts without alternation (OpenAI, where system and
+   developer messages are legal anywhere) keep their role order.
+6. ``appended_reply``: a transcript whose last message is a tool result gets an assistant ``Understood.``.
+
+Cleaning is idempotent: a cleaned transcript comes back unchanged with no repairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .formats.base import Layout, new_record
+from .model import (
+    Block,
+    Message,
+    Origin,
+    Record,
+    Role,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    blocks_text,
+)
+
+NO_RESPONSE = "Tool no response"
+UNDERSTOOD = "Understood."
+CONTINUES = "(conversation continues)"
+
+#: every kind of repair :func:`clean` reports
+REPAIR_KINDS = (
+    "missing_result",
+    "moved_result",
+    "orphan_result",
+    "duplicate_call_id",
+    "appended_reply",
+    "merged_messages",
+    "reordered_blocks",
+    "role_changed",
+    "inserted_message",
+)
+
+# Keys under which formats keep a call id in a block's or message's raw JSON; renamed ids are patched there
+# too so that a format dumping from ``raw`` cannot write the old id back.
+_ID_KEYS = ("id", "tool_call_id", "tool_use_id", "call_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One repair: ``kind`` (see :data:`REPAIR_KINDS`), the input ``line`` it concerns (for records the
+    cleaner made, the line of the call or message they belong to), a short ``detail`` and the call id."""
+
+    kind: str
+    line: int
+    detail: str
+    call_id: str | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line else "input"
+        return f"{where}: {self.kind}: {self.detail}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "line": self.line, "detail": self.detail, "call_id": self.call_id}
+
+
+@dataclass(slots=True)
+class CleanResult:
+    transcript: Transcript
+    repairs: list[Repair] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.repairs)
+
+
+@dataclass(slots=True)
+class _Call:
+    pos: int  # index of the record in the input
+    bi: int  # index of the block in its message
+    block: ToolCall
+    new_id: str
+    result: _Result | None = None
+
+
+@dataclass(slots=True)
+class _Result:
+    pos: int
+    bi: int
+    block: ToolResult
+    call: _Call | None = None
+    duplicate: bool = False  # its call exists but was already answered
+
+
+def clean(transcript: Transcript, layout: Layout | None = None) -> CleanResult:
+    """Repair ``transcript`` for its format's API (SPEC §4); ``layout`` defaults to its format's."""
+    if layout is None:
+        from .formats import get_format  # type: ignore[attr-defined,unused-ignore]  # late: imports formats
+
+        layout = get_format(transcript.format).layout
+    return _Cleaner(transcript, layout).run()
+
+
+def _patch_raw(raw: dict[str, Any] | None, old: str, new: str) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    patched = dict(raw)
+    for key in _ID_KEYS:
+        if patched.get(key) == old:
+            patched[key] = new
+    return patched
+
+
+def _renamed_call(call: ToolCall, new_id: str) -> ToolCall:
+    return dataclasses.replace(call, id=new_id, raw=_patch_raw(call.raw, call.id, new_id))
+
+
+def _renamed_result(result: ToolResult, new_id: str) -> ToolResult:
+    if result.call_id == new_id:
+        return result
+    return dataclasses.replace(result, call_id=new_id, raw=_patch_raw(result.raw, result.call_id, new_id))
+
+
+def _context_blocks(result: ToolResult, why: str) -> list[Block]:
+    """An unanswerable result as user context: a text line, then any non-text parts (images…) it held."""
+    flag = " (error)" if result.is_error else ""
+    text = f"[tool result for call {result.call_id} ({why}){flag}]: {blocks_text(result.content)}"
+    rest: list[Block] = [b for b in result.content if not isinstance(b, (TextBlock, ToolResult))]
+    return [TextBlock(text), *rest]
+
+
+def _user_message(msg: Message, blocks: list[Block]) -> Message:
+    # A tool message's link fields make no sense on a user turn; everything else is carried through.
+    extra = {k: v for k, v in msg.extra.items() if k not in ("tool_call_id", "tool_use_id", "call_id")}
+    return Message(role=Role.USER, blocks=blocks, source_role=Role.USER.value, extra=extra)
+
+
+def _results_first(blocks: list[Block]) -> list[Block]:
+    results: list[Block] = [b for b in blocks if isinstance(b, ToolResult)]
+    return results + [b for b in blocks if not isinstance(b, ToolResult)]
+
+
+def _ends_on_result(msg: Message, layout: Layout) -> bool:
+    if msg.role == Role.TOOL:
+        return True
+    return msg.role == layout.result_role and msg.is_tool_result_only
+
+
+class _Cleaner:
+    def __init__(self, transcript: Transcript, layout: Layout) -> None:
+        self.t = transcript
+        self.layout = layout
+        self.recs = transcript.records
+        self.repairs: list[Repair] = []
+        # lines for the records the cleaner makes (keyed by id(): records are not hashable)
+        self.made_line: dict[int, int] = {}
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def report(self, kind: str, line: int, detail: str, call_id: str | None = None) -> None:
+        self.repairs.append(Repair(kind, line, detail, call_id))
+
+    def line_of(self, rec: Record) -> int:
+        return self.made_line.get(id(rec), rec.line)
+
+    def make(self, message: Message, origin: Origin, line: int) -> Record:
+        rec = new_record(message, origin)
+        self.made_line[id(rec)] = line
+        return rec
+
+    def msg(self, pos: int) -> Message:
+        m = self.recs[pos].message
+        assert m is not None
+        return m
+
+    # -- the passes -----------------------------------------------------------------------------------------
+    def run(self) -> CleanResult:
+        calls, results = self.link()
+        out = self.place(calls, results)
+        if self.layout.alternate:
+            out = self.fix_roles(out)
+            out = self.merge_runs(out)
+        out = self.close(out)
+        return CleanResult(dataclasses.replace(self.t, records=out), self.repairs)
+
+    def link(self) -> tuple[list[_Call], list[_Result]]:
+        """Find every call and result, give repeated call ids fresh names and match results to calls."""
+        calls: list[_Call] = []
+        results: list[_Result] = []
+        for pos, rec in enumerate(self.recs):
+            if rec.message is None:
+                continue
+            for bi, b in enumerate(rec.message.blocks):
+                if isinstance(b, ToolCall):
+                    calls.append(_Call(pos, bi, b, b.id))
+                elif isinstance(b, ToolResult):
+                    results.append(_Result(pos, bi, b))
+        used = {c.block.id for c in calls} | {r.block.call_id for r in results}
+        by_id: dict[str, list[_Call]] = {}
+        for c in calls:
+            same = by_id.setdefault(c.block.id, [])
+            same.append(c)
+            if len(same) > 1:
+                k = len(same)
+                while f"{c.block.id}_{k}" in used:
+                    k += 1
+                c.new_id = f"{c.block.id}_{k}"
+                used.add(c.new_id)
+                self.report("duplicate_call_id", self.recs[c.pos].line,
+                            f"call id {c.block.id!r} already used by an earlier call; renamed {c.new_id!r}",
+                            c.new_id)
+        # First pass: a result answers the earliest unanswered call with its id that came before it.
+        for r in results:
+            for c in by_id.get(r.block.call_id, []):
+                if c.result is None and (c.pos, c.bi) < (r.pos, r.bi):
+                    c.result, r.call = r, c
+                    break
+        # Second pass: results that came before their call.
+        for r in results:
+            if r.call is not None:
+                continue
+            same = by_id.get(r.block.call_id, [])
+            for c in same:
+                if c.result is None:
+                    c.result, r.call = r, c
+                    break
+            else:
+                r.duplicate = bool(same)
+        return calls, results
+
+    def residual(self, pos: int, calls: list[_Call], results: list[_Result]) -> list[Block]:
+        """The blocks of a message once its results are taken out (unanswerable ones become text context)
+        and its renamed calls carry their new ids."""
+        renamed = {c.bi: c for c in calls if c.pos == pos and c.new_id != c.block.id}
+        unmatched = {r.bi: r for r in results if r.pos == pos and r.call is None}
+        out: list[Block] = []
+        for bi, b in enumerate(self.msg(pos).blocks):
+            if isinstance(b, ToolCall):
+                out.append(_renamed_call(b, renamed[bi].new_id) if bi in renamed else b)
+            elif isinstance(b, ToolResult):
+                if bi in unmatched:
+                    out.extend(_context_blocks(b, "duplicate result" if unmatched[bi].duplicate
+                                               else "no matching call"))
+            else:
+                out.append(b)
+        return out
+
+    def place(self, calls: list[_Call], results: list[_Result]) -> list[Record]:
+        """Put every call's results right after its message, in call order, the way the layout wants."""
+        for r in results:
+            if r.call is None:
+                what = "a second result for an answered call" if r.duplicate else "no call has this id"
+                self.report("orphan_result", self.recs[r.pos].line,
+                            f"result for call {r.block.call_id!r}: {what}; kept as text context",
+                            r.block.call_id)
+        touched = sorted({c.pos for c in calls} | {r.pos for r in results})
+        # position -> the blocks written there (None: the record is dropped, its results went to their call)
+        self.blocks_at: dict[int, list[Block] | None] = {p: self.residual(p, calls, results) for p in touched}
+        self.emit_after: dict[int, list[Record]] = {}
+        self.reused: dict[int, Record | None] = {}  # per-message layout: position -> record written there
+        msg_positions = [i for i, rec in enumerate(self.recs) if rec.message is not None]
+        groups: dict[int, list[_Call]] = {}
+        for c in calls:
+            groups.setdefault(c.pos, []).append(c)
+
+        for mpos, group in groups.items():
+            mline = self.recs[mpos].line
+            placed: list[ToolResult] = []
+            for c in group:
+                if c.result is None:
+                    placed.append(ToolResult(call_id=c.new_id, content=[TextBlock(NO_RESPONSE)],
+                                             name=c.block.name, synthetic=True))
+                    self.report("missing_result", mline,
+                                f"call {c.new_id!r} ({c.block.name}) had no result; added {NO_RESPONSE!r}",
+                                c.new_id)
+                else:
+                    placed.append(_renamed_result(c.result.block, c.new_id))
+            following = [p for p in msg_positions if p > mpos]
+            if self.layout.results_per_message:
+                self.place_each(mpos, group, placed, following)
+            else:
+                self.place_merged(mpos, group, placed, following[0] if following else None)
+
+        out: list[Record] = []
+        for pos, rec in enumerate(self.recs):
+            if pos in self.reused:
+                kept = self.reused[pos]
+            elif pos in self.blocks_at:
+                kept = self.rebuilt(pos, self.blocks_at[pos])
+            else:
+                kept = rec
+            if kept is not None:
+                out.append(kept)
+            out.extend(self.emit_after.get(pos, ()))
+        return out
+
+    def rebuilt(self, pos: int, blocks: list[Block] | None) -> Record | None:
+        """The record at ``pos`` with ``blocks``: itself when nothing changed, None when nothing is left."""
+        rec = self.recs[pos]
+        msg = self.msg(pos)
+        if not blocks:
+            return None
+        if len(blocks) == len(msg.blocks) and all(a is b for a, b in zip(blocks, msg.blocks, strict=True)):
+            return rec
+        if msg.role == Role.TOOL and not any(isinstance(b, ToolResult) for b in blocks):
+            self.report("role_changed", rec.line,
+                        "tool message left without a tool result became a user message")
+            new_msg = _user_message(msg, blocks)
+        else:
+            new_msg = dataclasses.replace(msg, blocks=blocks, content_was_string=False)
+        return dataclasses.replace(rec, message=new_msg, dirty=True)
+
+    def new_results(self, placed: list[ToolResult], line: int) -> Record:
+        role = self.layout.result_role
+        origin = Origin.SYNTHETIC if all(p.synthetic for p in placed) else Origin.INPUT
+        return self.make(Message(role=role, blocks=list(placed), source_role=role.value), origin, line)
+
+    def place_merged(self, mpos: int, group: list[_Call], placed: list[ToolResult], host: int | None) -> None:
+        """One result message right after the call: the next message when it is of the result role (and holds
+        some of these results, unless the layout alternates), its other blocks kept after the results; else
+        a new message."""
+        mline = self.recs[mpos].line
+        # With alternation a following user message would be merged with the results anyway: put them
+        # into it straight away (results first) rather than make a message only to merge it.
+        if host is not None and (self.msg(host).role != self.layout.result_role or not (
+                self.layout.alternate or any(c.result is not None and c.result.pos == host for c in group))):
+            host = None
+        for c in group:
+            r = c.result
+            if r is not None and r.pos != host:
+                self.report("moved_result", self.recs[r.pos].line,
+                            f"result for call {c.new_id!r} moved next to its call at line {mline}", c.new_id)
+        if host is None:
+            self.emit_after[mpos] = [self.new_results(placed, mline)]
+            return
+        known = self.blocks_at.get(host)
+        rest = list(self.msg(host).blocks) if known is None else known
+        blocks: list[Block] = [*placed, *rest]
+        # Results out of call order, or text before them, is a reorder of the blocks the host already had.
+        own = {id(c.result.block): c for c in group if c.result is not None and c.result.pos == host}
+        kept_ids = own.keys() | {id(b) for b in rest}
+        before = [id(b) for b in self.msg(host).blocks if id(b) in kept_ids]
+        after = [id(c.result.block) if c.result is not None else 0 for c in group] + [id(b) for b in rest]
+        if [i for i in after if i in kept_ids] != before:
+            self.report("reordered_blocks", self.recs[host].line,
+                        "tool results put first, in the order of the calls at line " + str(mline))
+        self.blocks_at[host] = blocks
+
+    def place_each(self, mpos: int, group: list[_Call], placed: list[ToolResult],
+                   following: list[int]) -> None:
+        """One result message per call, in call order, right after the call. A message that holds exactly
+        the one result is reused; when the reused messages already follow the call in order, they stay."""
+        mline = self.recs[mpos].line
+        role = self.layout.result_role
+        sources: list[int | None] = []
+        for c in group:
+            r = c.result
+            if r is not None and self.msg(r.pos).role == role and len(self.msg(r.pos).blocks) == 1:
+                sources.append(r.pos)
+            else:
+                sources.append(None)
+        window = following[: len(group)]
+        in_place = sources == window
+        for c, src, p in zip(group, sources, placed, strict=True):
+            r = c.result
+            if src is None:
+                rec = self.new_results([p], mline)
+            else:
+                rec = self.recs[src]
+                if p is not rec.message.blocks[0]:  # type: ignore[union-attr]
+                    rec = dataclasses.replace(rec, message=dataclasses.replace(self.msg(src), blocks=[p]),
+                                              dirty=True)
+            if in_place:
+                assert src is not None
+                self.reused[src] = rec
+                continue
+            self.emit_after.setdefault(mpos, []).append(rec)
+            if src is not None:
+                self.reused[src] = None
+            if r is not None and r.pos not in window:
+                self.report("moved_result", self.recs[r.pos].line,
+                            f"result for call {c.new_id!r} moved next to its call at line {mline}", c.new_id)
+        if not in_place and any(c.result is not None and c.result.pos in window for c in group):
+            self.report("reordered_blocks", mline, "tool results put in the order of their calls")
+
+    def fix_roles(self, out: list[Record]) -> list[Record]:
+        """Alternating APIs: system only at the start, and the conversation opens with a user message."""
+        fixed: list[Record] = []
+        at_start = True
+        first_seen = False
+        for rec in out:
+            msg = rec.message
+            if msg is None:
+                fixed.append(rec)
+                continue
+            if msg.role == Role.SYSTEM:
+                if not at_start:
+                    self.report("role_changed", self.line_of(rec),
+                                "system message after the start became a user message")
+                    rec = dataclasses.replace(rec, message=_user_message(msg, list(msg.blocks)), dirty=True)
+                    msg = rec.message
+                    assert msg is not None
+                else:
+                    fixed.append(rec)
+                    continue
+            at_start = False
+            if not first_seen:
+                first_seen = True
+                if msg.role != Role.USER:
+                    opener = Message(role=Role.USER, blocks=[TextBlock(CONTINUES)],
+                                     source_role=Role.USER.value, content_was_string=True)
+                    line = self.line_of(rec)
+                    fixed.append(self.make(opener, Origin.SYNTHETIC, line))
+                    self.report("inserted_message", line,
+                                f"the conversation opened with a {msg.role.value} message; added a user "
+                                f"message {CONTINUES!r} before it")
+            fixed.append(rec)
+        return fixed
+
+    def merge_runs(self, out: list[Record]) -> list[Record]:
+        """Alternating APIs: consecutive messages of one role become one (lines without a message between
+        them do not separate them: the API never sees those)."""
+        merged: list[Record] = []
+        last: int | None = None  # index in ``merged`` of the last message record
+        for rec in out:
+            msg = rec.message
+            if msg is None:
+                merged.append(rec)
+                continue
+            prev = merged[last] if last is not None else None
+            if last is None or prev is None or prev.message is None or prev.message.role != msg.role:
+                last = len(merged)
+                merged.append(rec)
+                continue
+            pm = prev.message
+            blocks = [*pm.blocks, *msg.blocks]
+            if msg.role == self.layout.result_role:
+                blocks = _results_first(blocks)
+            new_msg = dataclasses.replace(pm, blocks=blocks, content_was_string=False)
+            # The later usage is the newer report of the prompt size.
+            origin = prev.origin if prev.origin == rec.origin else Origin.INPUT
+            merged[last] = dataclasses.replace(prev, message=new_msg, dirty=True,
+                                               usage=rec.usage or prev.usage, origin=origin)
+            if id(prev) in self.made_line:
+                self.made_line[id(merged[last])] = self.made_line[id(prev)]
+            self.report("merged_messages", self.line_of(rec),
+                        f"consecutive {msg.role.value} messages merged into the one at line "
+                        f"{self.line_of(prev)}")
+        return merged
+
+    def close(self, out: list[Record]) -> list[Record]:
+        """Never end on a tool result: the API expects the assistant to have answered it."""
+        last = next((r for r in reversed(out) if r.message is not None), None)
+        if last is None or last.message is None or not _ends_on_result(last.message, self.layout):
+            return out
+        reply = Message(role=Role.ASSISTANT, blocks=[TextBlock(UNDERSTOOD)], source_role=Role.ASSISTANT.value,
+                        content_was_string=True)
+        line = self.line_of(last)
+        self.report("appended_reply", line, f"transcript ended on a tool result; appended {UNDERSTOOD!r}")
+        return [*out, self.make(reply, Origin.SYNTHETIC, line)]
