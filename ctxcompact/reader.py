@@ -1,0 +1,108 @@
+"""Bytes to decoded JSON lines: line numbering, BOM, CRLF, blank lines, and readable decode errors.
+
+The reader streams: it holds one line at a time, so a transcript of any size can be read with memory bounded
+by its longest line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+import orjson
+
+from .errors import LineError
+
+_BOM = b"\xef\xbb\xbf"
+
+# orjson refuses documents nested deeper than this (its recursion guard); we name it in the message.
+ORJSON_MAX_DEPTH = 1024
+
+
+def iter_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(line number, bytes)`` for every non-blank line of ``stream``.
+
+    Line numbers are 1-based and count blank lines too, so they match what an editor shows. The line ending
+    (``\\n`` or ``\\r\\n``) is removed; a UTF-8 byte-order mark at the very start is removed; lines made only
+    of ASCII whitespace are skipped.
+    """
+    lineno = 0
+    # readline keeps one line in memory at a time (unlike read()), whatever the file size.
+    for chunk in iter(stream.readline, b""):
+        lineno += 1
+        line = chunk
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        if lineno == 1 and line.startswith(_BOM):
+            line = line[len(_BOM):]
+        if not line or line.isspace():
+            continue
+        yield lineno, line
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a decoded value's type (``object``, ``array``, ``string``, ``number``…)."""
+    return _type_name(value)
+
+
+def _explain(raw: bytes, err: orjson.JSONDecodeError) -> str:
+    """Turn orjson's terse error into a message that says what is wrong and where."""
+    msg = err.msg
+    pos = err.pos
+    col = err.colno
+    # orjson reports bad UTF-8 with a misleading text and position; find the real byte ourselves.
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as ude:
+        return f"invalid UTF-8 at byte {ude.start + 1} (the line must be UTF-8 text)"
+    if "depth limit" in msg or "recursion" in msg:
+        return (f"nesting too deep at column {col}: more than {ORJSON_MAX_DEPTH} levels of arrays/objects "
+                "(the JSON parser's limit)")
+    for start in (pos - 1, pos):
+        if start < 0:
+            continue
+        # orjson positions count characters, not bytes
+        tail = text[start:start + 9]
+        for word in ("-Infinity", "Infinity", "NaN"):
+            if tail.startswith(word):
+                return (f"{word} at column {start + 1} is not valid JSON "
+                        "(NaN and Infinity are not allowed; write null or a number)")
+    if "unexpected end of data" in msg or "EOF" in msg:
+        return f"truncated JSON: the line ends at column {col} before the value is complete"
+    if "after document" in msg or "trailing characters" in msg:
+        return f"trailing data at column {col} after the JSON value (one JSON value per line)"
+    if "surrogate" in msg:
+        return f"invalid JSON string at column {col}: {msg} (unpaired UTF-16 surrogate escape)"
+    return f"invalid JSON at column {col}: {msg}"
+
+
+def decode_line(raw: bytes, line: int) -> Any:
+    """Decode one line as a JSON object.
+
+    Raises :class:`LineError` with path ``$`` for anything that is not a single JSON object: invalid or
+    truncated JSON, invalid UTF-8, NaN/Infinity, nesting deeper than the parser allows, data after the
+    value, or a value that is not an object (``line`` is the line number, for callers that report it).
+    """
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise LineError("$", _explain(raw, err)) from None
+    if not isinstance(obj, dict):
+        raise LineError("$", f"expected a JSON object, got {_type_name(obj)} (each line must be one object)")
+    return obj
