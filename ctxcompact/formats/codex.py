@@ -1,0 +1,340 @@
+"""Codex CLI rollout files: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``.
+
+Sources of each rule:
+- Envelope ``{timestamp, type, payload}`` and the line types (session_meta, response_item, event_msg,
+  turn_context, compacted): openai/codex ``codex-rs/protocol/src/protocol.rs`` (RolloutItem, RolloutLine,
+  CompactedItem, TurnContextItem, EventMsg) as summarised in ../shared/research/FORMATS.md §2.
+- ResponseItem payloads (message with input_text/output_text, reasoning, function_call with a JSON-string
+  ``arguments`` and ``call_id``, function_call_output, custom_tool_call(_output), local_shell_call,
+  web_search_call, ghost_snapshot): ``codex-rs/protocol/src/models.rs``; checked against the real log
+  lanegrid/agtrace ``crates/agtrace-providers/tests/samples/codex_session.jsonl`` (CLI 0.66.0, MIT).
+- token_count: ``info.last_token_usage.input_tokens`` is the last request's prompt (it includes
+  ``cached_input_tokens``, OpenAI's convention); ``info.model_context_window`` the window. The event is
+  repeated with the same totals after each turn_context (seen in the agtrace log), so a repeat is ignored.
+- Legacy (mid-2025) files: a bare header line and bare ResponseItems without ``payload``; accepted.
+
+Rules:
+- ``response_item`` lines carry the messages (what the model saw). ``event_msg`` lines (user_message,
+  agent_message, agent_reasoning, token_count…) duplicate them for the UI and carry no message, nor do
+  turn_context, ghost_snapshot and unknown items: they are kept and written back unchanged.
+- ``session_meta`` is read as the system message (its ``instructions``, possibly empty) so strategies keep
+  it verbatim: Codex needs it as the first line to resume the file.
+- User messages that Codex injects (``<environment_context>``, ``<user_instructions>``, AGENTS.md
+  instructions, ``<turn_aborted>``…) get ``meta["injected"] = True``.
+- Reasoning: the visible summary/content text is counted; ``encrypted_content`` is kept as the thinking
+  block's signature and counted as 0 tokens. The Responses API drops reasoning items of earlier turns from
+  the context, so their blobs cost nothing; the current turn's reasoning is covered by calibration from
+  token_count. Counting base64 length would overcount by orders of magnitude.
+- Usage of a token_count goes on the first model-output record of the response it reports (the record
+  the request produced), so the calibration prefix is exactly the request's input.
+- ``compacted`` lines replace the history before them (Codex rebuilds history from ``replacement_history``
+  on resume): earlier records become message-less (``meta["inactive"] = "compacted"``) and the compacted
+  line carries the summary as an injected user message.
+- Output is writable: response_item lines (plus the session_meta kept as system message) are what Codex
+  replays on ``codex resume``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from ..errors import LineError
+from ..model import (
+    Block,
+    ImageBlock,
+    Message,
+    OpaqueBlock,
+    Record,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from .base import Format, Layout
+
+ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted",
+                           "inter_agent_communication", "world_state"})
+ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
+                        "custom_tool_call_output", "local_shell_call", "web_search_call", "ghost_snapshot",
+                        "compaction", "other"})
+_OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call",
+                           "web_search_call"})
+_INJECTED_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
+                      "<turn_aborted>", "<user_shell_command>", "<permissions instructions>")
+_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "developer": Role.SYSTEM, "system": Role.SYSTEM}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _content_blocks(content: Any, path: str) -> list[Block]:
+    if isinstance(content, str):
+        return [TextBlock(content)]
+    if not isinstance(content, list):
+        raise LineError(path, "must be a string or an array of content items")
+    out: list[Block] = []
+    for i, c in enumerate(content):
+        if not isinstance(c, dict):
+            raise LineError(f"{path}[{i}]", "must be an object")
+        kind = c.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            if not isinstance(c.get("text"), str):
+                raise LineError(f"{path}[{i}].text", "must be a string")
+            out.append(TextBlock(c["text"], raw=c))
+        elif kind in ("input_image", "image"):
+            out.append(ImageBlock(None, raw=c))
+        else:
+            out.append(OpaqueBlock(str(kind), orjson.dumps(c).decode(), raw=c))
+    return out
+
+
+def _output_blocks(output: Any, path: str) -> tuple[list[Block], bool]:
+    """function_call_output.output: a string, content items, or (old CLIs) ``{content, success}``."""
+    if isinstance(output, dict):
+        ok = output.get("success")
+        inner = output.get("content", "")
+        if not isinstance(inner, (str, list)):
+            inner = orjson.dumps(inner).decode()
+        blocks = _content_blocks(inner, path)
+        return blocks, ok is False
+    if output is None:
+        return [TextBlock("")], False
+    return _content_blocks(output, path), False
+
+
+def _item_message(p: dict[str, Any], path: str) -> Message | None:
+    kind = p.get("type")
+    extra = {k: v for k, v in p.items() if k not in ("role", "content")}
+    if kind == "message":
+        role = _ROLES.get(str(p.get("role")))
+        if role is None:
+            raise LineError(f"{path}.role", f"unknown role {p.get('role')!r}")
+        return Message(role, _content_blocks(p.get("content", []), f"{path}.content"),
+                       source_role=str(p["role"]), extra=extra)
+    if kind == "function_call":
+        args, cid = p.get("arguments"), p.get("call_id")
+        if not isinstance(args, str) or not isinstance(cid, str) or not isinstance(p.get("name"), str):
+            raise LineError(path, "function_call needs string name, arguments and call_id")
+        try:
+            decoded = orjson.loads(args)
+        except orjson.JSONDecodeError:
+            decoded = None  # truncated arguments occur; keep the text
+        return Message(Role.ASSISTANT, [ToolCall(cid, p["name"], args, decoded, raw=p)],
+                       source_role="function_call", extra=extra)
+    if kind == "custom_tool_call":
+        if not isinstance(p.get("call_id"), str) or not isinstance(p.get("name"), str):
+            raise LineError(path, "custom_tool_call needs string name and call_id")
+        inp = p.get("input", "")
+        text = inp if isinstance(inp, str) else orjson.dumps(inp).decode()
+        return Message(Role.ASSISTANT, [ToolCall(p["call_id"], p["name"], text, None, raw=p)],
+                       source_role="custom_tool_call", extra=extra)
+    if kind == "local_shell_call":
+        cid = p.get("call_id") or p.get("id")
+        if not isinstance(cid, str):
+            raise LineError(f"{path}.call_id", "local_shell_call needs a call_id or id")
+        action = p.get("action", {})
+        return Message(Role.ASSISTANT, [ToolCall(cid, "local_shell", orjson.dumps(action).decode(), action,
+                                                 raw=p)], source_role="local_shell_call", extra=extra)
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        if not isinstance(p.get("call_id"), str):
+            raise LineError(f"{path}.call_id", "must be a string")
+        blocks, err = _output_blocks(p.get("output"), f"{path}.output")
+        return Message(Role.TOOL, [ToolResult(p["call_id"], blocks, is_error=err, raw=p)],
+                       source_role=str(kind), extra=extra)
+    if kind == "reasoning":
+        texts = [s.get("text", "") for key in ("summary", "content") if isinstance(p.get(key), list)
+                 for s in p[key] if isinstance(s, dict) and isinstance(s.get("text"), str)]
+        enc = p.get("encrypted_content")
+        block = ThinkingBlock("\n".join(texts), signature=enc if isinstance(enc, str) else None,
+                              redacted=bool(enc) and not texts, raw=p)
+        return Message(Role.ASSISTANT, [block], source_role="reasoning", extra=extra)
+    if kind == "web_search_call":
+        light = orjson.dumps(p.get("action", {})).decode()
+        return Message(Role.ASSISTANT, [OpaqueBlock("web_search_call", light, raw=p)],
+                       source_role="web_search_call", extra=extra)
+    return None  # ghost_snapshot, compaction (encrypted), other: never counted
+
+
+def _usage(payload: dict[str, Any]) -> Usage | None:
+    info = payload.get("info")
+    if not isinstance(info, dict):
+        return None
+    last = info.get("last_token_usage")
+    if not isinstance(last, dict) or not isinstance(last.get("input_tokens"), int):
+        return None
+    win = info.get("model_context_window")
+    out = last.get("output_tokens")
+    return Usage(last["input_tokens"], out if isinstance(out, int) else None,
+                 context_window=win if isinstance(win, int) else None,
+                 source="event_msg.token_count.last_token_usage")
+
+
+class CodexFormat(Format):
+    name = "codex"
+    # Each function_call_output is its own item; the Responses API does not require alternation.
+    layout = Layout(results_per_message=True, result_role=Role.TOOL, alternate=False)
+    writable = True
+    fallback = "openai"
+    schema_file = "codex.schema.json"
+
+    def sniff(self, obj: Any) -> int:
+        if not isinstance(obj, dict):
+            return 0
+        kind = obj.get("type")
+        if kind in ROLLOUT_TYPES and isinstance(obj.get("payload"), dict):
+            return 98
+        if obj.get("record_type") == "state":
+            return 90
+        if kind in ITEM_TYPES - {"message"} and ("call_id" in obj or "ghost_commit" in obj
+                                                 or "encrypted_content" in obj):
+            return 70
+        parts = obj.get("content") if kind == "message" else None
+        if isinstance(parts, list) and any(
+                isinstance(c, dict) and c.get("type") in ("input_text", "output_text") for c in parts):
+            return 60
+        return 0
+
+    def parse_line(self, obj: Any, index: int, line: int, raw: bytes | None) -> Record:
+        if not isinstance(obj, dict):
+            raise LineError("$", "a rollout line must be a JSON object")
+        kind = obj.get("type")
+        meta: dict[str, Any] = {}
+        if isinstance(obj.get("timestamp"), str):
+            meta["timestamp"] = obj["timestamp"]
+        rec = Record(index=index, line=line, raw=raw, data=obj, meta=meta)
+        if "payload" not in obj:  # legacy: bare header, state marker or bare ResponseItem
+            meta["type"] = "legacy"
+            if kind in ITEM_TYPES:
+                meta["item"] = kind
+                rec.message = _item_message(obj, "$")
+            return rec
+        p = obj["payload"]
+        if not isinstance(kind, str):
+            raise LineError("$.type", "missing or not a string")
+        if not isinstance(p, dict):
+            raise LineError("$.payload", "must be an object")
+        meta["type"] = kind
+        if kind == "response_item":
+            meta["item"] = p.get("type")
+            rec.message = _item_message(p, "$.payload")
+        elif kind == "session_meta":
+            instr = p.get("instructions")
+            base = p.get("base_instructions")
+            if not isinstance(instr, str):
+                instr = base.get("text") if isinstance(base, dict) else base if isinstance(base, str) else ""
+            rec.message = Message(Role.SYSTEM, [TextBlock(str(instr or ""))], source_role="session_meta")
+        elif kind == "turn_context":
+            if isinstance(p.get("model"), str):
+                meta["model"] = p["model"]
+        elif kind == "event_msg":
+            meta["event"] = p.get("type")
+            if p.get("type") == "token_count":
+                rec.usage = _usage(p)
+        elif kind == "compacted":
+            texts = [p["message"]] if isinstance(p.get("message"), str) and p["message"] else []
+            for item in p.get("replacement_history") or []:
+                if isinstance(item, dict) and item.get("type") == "message":
+                    texts.extend(b.text for b in _content_blocks(item.get("content", []), "$.payload")
+                                 if isinstance(b, TextBlock))
+            rec.message = Message(Role.USER, [TextBlock("\n\n".join(texts))], source_role="compacted")
+            meta.update(injected=True, compaction=True)
+        msg = rec.message
+        if (msg is not None and msg.role is Role.USER and kind != "compacted"
+                and msg.text().lstrip().startswith(_INJECTED_PREFIXES)):
+            meta["injected"] = True
+        return rec
+
+    def finish(self, records: list[Record]) -> list[Record]:
+        last_compacted = max((i for i, r in enumerate(records) if r.meta.get("compaction")), default=-1)
+        for r in records[:max(last_compacted, 0)]:
+            if r.message is not None and r.meta.get("type") != "session_meta":
+                r.message = None
+                r.meta["inactive"] = "compacted"
+            r.usage = None
+        previous: Any = None
+        for i, r in enumerate(records):
+            if r.usage is None:
+                continue
+            usage, r.usage = r.usage, None
+            totals = r.data["payload"]["info"].get("total_token_usage")
+            if totals is not None and totals == previous:
+                continue  # the same report repeated after a turn_context
+            previous = totals
+            target = self._produced_by(records, i)
+            if target is not None:
+                target.usage = usage
+                r.meta["usage_on_line"] = target.line
+            else:
+                r.usage = usage
+        return records
+
+    @staticmethod
+    def _produced_by(records: list[Record], i: int) -> Record | None:
+        """The first model-output record of the response a token_count at ``i`` reports."""
+        first: Record | None = None
+        for r in reversed(records[:i]):
+            if r.message is None:
+                continue
+            if r.message.role is Role.ASSISTANT and r.meta.get("type") in ("response_item", "legacy"):
+                first = r
+                continue
+            break
+        return first if first is not None and first.usage is None else None
+
+    def dump_message(self, message: Message, record: Record | None = None) -> Any:
+        data = record.data if record is not None and isinstance(record.data, dict) else None
+        if data is not None and data.get("type") == "session_meta":
+            return {**data, "payload": {**data["payload"], "instructions": message.text() or None}}
+        payload = self._item(message)
+        if data is not None and "payload" not in data:
+            return payload  # legacy bare item
+        stamp = data.get("timestamp") if data is not None else None
+        return {"timestamp": stamp or _now(), "type": "response_item", "payload": payload}
+
+    @staticmethod
+    def _item(message: Message) -> dict[str, Any]:
+        blocks = message.blocks
+        if len(blocks) == 1:
+            b = blocks[0]
+            raw = dict(b.raw) if b.raw else {}
+            if isinstance(b, ToolCall):
+                if raw.get("type") == "custom_tool_call":
+                    return {**raw, "call_id": b.id, "name": b.name, "input": b.arguments}
+                if raw.get("type") == "local_shell_call":
+                    return raw
+                return {**raw, "type": "function_call", "name": b.name, "arguments": b.arguments,
+                        "call_id": b.id}
+            if isinstance(b, ToolResult):
+                custom = raw.get("type") == "custom_tool_call_output"
+                kind = "custom_tool_call_output" if custom else "function_call_output"
+                return {**raw, "type": kind, "call_id": b.call_id, "output": b.text()}
+            if isinstance(b, ThinkingBlock) and raw.get("type") == "reasoning":
+                return raw
+            if isinstance(b, OpaqueBlock) and raw:
+                return raw
+        role = message.source_role if message.source_role in ("user", "assistant", "developer", "system") \
+            else ("developer" if message.role is Role.SYSTEM else
+                  "assistant" if message.role is Role.ASSISTANT else "user")
+        part = "output_text" if role == "assistant" else "input_text"
+        content: list[dict[str, Any]] = []
+        for b in blocks:
+            if isinstance(b, TextBlock):
+                content.append({**(b.raw or {}), "type": part, "text": b.text})
+            elif isinstance(b, ImageBlock) and b.raw:
+                content.append(b.raw)
+            elif isinstance(b, ToolResult):
+                content.append({"type": part, "text": b.text()})
+            elif isinstance(b, ToolCall):
+                # A message mixing text and calls cannot be one rollout item; keep the call readable.
+                content.append({"type": part, "text": f"[tool call {b.name}({b.arguments})]"})
+        extra = {k: v for k, v in message.extra.items() if k != "type"}
+        return {**extra, "type": "message", "role": role, "content": content}
+
+
+FORMAT = CodexFormat()

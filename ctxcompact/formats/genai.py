@@ -1,0 +1,269 @@
+"""Gemini ``Content`` lines and Google ADK ``Event`` lines that wrap one.
+
+Sources of each rule:
+- Content/Part shapes (``role`` user/model, ``parts`` with text, thought, function_call{id,name,args},
+  function_response{id,name,response}, inline_data, file_data, executable_code, code_execution_result):
+  google-genai ``types.Content``/``types.Part``; ../shared/research/FORMATS.md §5.
+- Event envelope (author, invocation_id, id, timestamp in float seconds, actions, usage_metadata), the
+  camelCase aliases of the API server and the snake_case of ``model_dump()``: google/adk-python
+  ``src/google/adk/events/event.py`` and ``event_actions.py`` (pydantic ``alias_generator=to_camel``,
+  ``populate_by_name=True``); real events from google/adk-docs ``docs/get-started/testing.md`` (/run).
+- Compaction: ``actions.compaction{start_timestamp, end_timestamp, compacted_content}`` appended by ADK's
+  ``LlmEventSummarizer``; readers hide events whose timestamp lies in the range and use the summary
+  (adk-python ``apps/compaction.py``). A compaction with no range or no content is ignored.
+- Function responses answering parallel calls are merged into one Content (ADK's
+  ``merge_parallel_function_response_events``; the Gemini API expects one response part per call in the
+  turn after the calls).
+
+Rules:
+- Role ``model`` is the assistant; ``user`` and the legacy ``function`` are user turns.
+- ``thought: true`` text parts are thinking; inline/file data are binary parts at the fixed image cost.
+- ``function_response.response`` is an object: its compact JSON is the result text. Calls or responses
+  with no ``id`` (plain Gemini API) are paired by name in order and given ids ``genai-call-N`` that are
+  never written back.
+- ``meta``: invocation_id, timestamp, author, event_id (the sliding-window strategy groups on them);
+  ``usage_metadata.prompt_token_count`` is the Record's usage.
+- Layout: results merged in one user Content; no strict alternation (the Gemini API accepts consecutive
+  same-role contents and ADK sessions hold them, e.g. several agents answering in a row).
+- Writable: Content lines, or Event lines for records that were events (spelling kept).
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Any
+
+import orjson
+
+from ..errors import LineError
+from ..model import (
+    Block,
+    ImageBlock,
+    Message,
+    OpaqueBlock,
+    Record,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from .base import Format, Layout
+
+SYNTHETIC_ID_PREFIX = "genai-call-"
+_EVENT_KEYS = ("author", "invocationId", "invocation_id", "actions", "usageMetadata", "usage_metadata")
+_ROLES = {"user": Role.USER, "model": Role.ASSISTANT, "function": Role.USER}
+
+
+def _get(d: dict[str, Any], snake: str) -> Any:
+    """A field in either spelling (ADK emits camelCase via the API server, snake_case via model_dump)."""
+    if snake in d:
+        return d[snake]
+    head, *rest = snake.split("_")
+    return d.get(head + "".join(w.title() for w in rest))
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def _uses_snake(obj: Any) -> bool:
+    text = orjson.dumps(obj)
+    return any(k in text for k in (b'"function_call"', b'"function_response"', b'"invocation_id"',
+                                   b'"inline_data"', b'"usage_metadata"'))
+
+
+def _parse_content(content: Any, path: str) -> Message:
+    if not isinstance(content, dict):
+        raise LineError(path, "must be an object")
+    role = content.get("role", "user")
+    if role not in _ROLES:
+        raise LineError(f"{path}.role", f"must be user or model, not {role!r}")
+    parts = content.get("parts", [])
+    if not isinstance(parts, list):
+        raise LineError(f"{path}.parts", "must be an array")
+    blocks: list[Block] = []
+    for i, part in enumerate(parts):
+        p = f"{path}.parts[{i}]"
+        if not isinstance(part, dict):
+            raise LineError(p, "must be an object")
+        fc, fr = _get(part, "function_call"), _get(part, "function_response")
+        inline, fdata = _get(part, "inline_data"), _get(part, "file_data")
+        if isinstance(part.get("text"), str):
+            if part.get("thought") is True:
+                sig = _get(part, "thought_signature")
+                blocks.append(ThinkingBlock(part["text"], signature=sig, raw=part))
+            else:
+                blocks.append(TextBlock(part["text"], raw=part))
+        elif fc is not None:
+            if not isinstance(fc, dict) or not isinstance(fc.get("name"), str):
+                raise LineError(f"{p}.function_call", "needs a string name")
+            args = fc.get("args") or {}
+            blocks.append(ToolCall(str(fc.get("id") or ""), fc["name"], orjson.dumps(args).decode(), args,
+                                   raw=part))
+        elif fr is not None:
+            if not isinstance(fr, dict) or not isinstance(fr.get("name"), str):
+                raise LineError(f"{p}.function_response", "needs a string name")
+            resp = fr.get("response", {})
+            blocks.append(ToolResult(str(fr.get("id") or ""), [TextBlock(orjson.dumps(resp).decode())],
+                                     name=fr["name"], raw=part))
+        elif inline is not None or fdata is not None:
+            media = _get(inline or fdata or {}, "mime_type")
+            blocks.append(ImageBlock(media if isinstance(media, str) else None, raw=part))
+        else:
+            light = {k: v for k, v in part.items() if k not in ("thought_signature", "thoughtSignature")}
+            kind = next(iter(light), "part")
+            blocks.append(OpaqueBlock(kind, orjson.dumps(light).decode(), raw=part))
+    extra = {k: v for k, v in content.items() if k not in ("role", "parts")}
+    return Message(_ROLES[role], blocks, source_role=role, extra=extra)
+
+
+class GenaiFormat(Format):
+    name = "genai"
+    layout = Layout(results_per_message=False, result_role=Role.USER, alternate=False)
+    writable = True
+    fallback = ""
+    schema_file = "genai.schema.json"
+
+    def sniff(self, obj: Any) -> int:
+        if not isinstance(obj, dict):
+            return 0
+        if any(k in obj for k in ("invocationId", "invocation_id")) and "author" in obj:
+            return 98
+        content = obj.get("content")
+        if "author" in obj and ((isinstance(content, dict) and "parts" in content) or "actions" in obj):
+            return 95
+        if isinstance(obj.get("parts"), list) and obj.get("role", "user") in _ROLES and "content" not in obj:
+            return 90
+        return 0
+
+    def parse_line(self, obj: Any, index: int, line: int, raw: bytes | None) -> Record:
+        if not isinstance(obj, dict):
+            raise LineError("$", "a genai line must be a JSON object (Content or ADK Event)")
+        meta: dict[str, Any] = {}
+        rec = Record(index=index, line=line, raw=raw, data=obj, meta=meta)
+        if "parts" in obj and not any(k in obj for k in _EVENT_KEYS):
+            rec.message = _parse_content(obj, "$")
+            return rec
+        meta["event"] = True
+        for snake, name in (("invocation_id", "invocation_id"), ("timestamp", "timestamp"),
+                            ("author", "author"), ("id", "event_id"), ("branch", "branch")):
+            value = _get(obj, snake)
+            if value is not None:
+                meta[name] = value
+        content = obj.get("content")
+        if content is not None:
+            rec.message = _parse_content(content, "$.content")
+        actions = obj.get("actions")
+        compaction = _get(actions, "compaction") if isinstance(actions, dict) else None
+        if isinstance(compaction, dict):
+            start, end = _get(compaction, "start_timestamp"), _get(compaction, "end_timestamp")
+            summary = _get(compaction, "compacted_content")
+            ranged = isinstance(start, (int, float)) and isinstance(end, (int, float))
+            if ranged and isinstance(summary, dict):
+                rec.message = _parse_content(summary, "$.actions.compaction.compacted_content")
+                meta.update(compaction=(float(start), float(end)), injected=True)
+        um = _get(obj, "usage_metadata")
+        if isinstance(um, dict) and isinstance(_get(um, "prompt_token_count"), int):
+            out = _get(um, "candidates_token_count")
+            rec.usage = Usage(_get(um, "prompt_token_count"), out if isinstance(out, int) else None,
+                              source="usage_metadata.prompt_token_count")
+        return rec
+
+    def finish(self, records: list[Record]) -> list[Record]:
+        # Hide what an ADK compaction replaced (timestamp inside its range), as ADK does on read.
+        ranges = [(i, r.meta["compaction"]) for i, r in enumerate(records) if "compaction" in r.meta]
+        for ci, (start, end) in ranges:
+            for r in records[:ci]:
+                ts = r.meta.get("timestamp")
+                if r.message is not None and isinstance(ts, (int, float)) and start <= ts <= end:
+                    r.message = None
+                    r.usage = None
+                    r.meta["inactive"] = "compacted"
+        # Pair calls and responses that have no id by name, in order.
+        pending: dict[str, list[ToolCall]] = {}
+        n = 0
+        for r in records:
+            if r.message is None:
+                continue
+            for b in r.message.blocks:
+                if isinstance(b, ToolCall) and not b.id:
+                    n += 1
+                    b.id = f"{SYNTHETIC_ID_PREFIX}{n}"
+                    pending.setdefault(b.name, []).append(b)
+                elif isinstance(b, ToolResult) and not b.call_id:
+                    queue = pending.get(b.name or "", [])
+                    if queue:
+                        b.call_id = queue.pop(0).id
+                    else:
+                        n += 1
+                        b.call_id = f"{SYNTHETIC_ID_PREFIX}{n}"
+        return records
+
+    def dump_message(self, message: Message, record: Record | None = None) -> Any:
+        data = record.data if record is not None and isinstance(record.data, dict) else None
+        snake = _uses_snake(data) if data is not None else False
+        key = (lambda s: s) if snake else _camel
+        parts = [self._part(b, key) for b in message.blocks]
+        role = message.source_role if message.source_role in _ROLES else (
+            "model" if message.role is Role.ASSISTANT else "user")
+        content = {**message.extra, "role": role, "parts": parts}
+        if data is not None and "parts" in data and not any(k in data for k in _EVENT_KEYS):
+            return content
+        if data is not None:
+            out = {**data, "content": content}
+            actions = out.get("actions")
+            if isinstance(actions, dict) and _get(actions, "compaction") is not None:
+                out.pop("content")  # the summary lives in the compaction action, not in content
+                comp = dict(actions["compaction"])
+                comp[key("compacted_content")] = content
+                out["actions"] = {**actions, "compaction": comp}
+            return out
+        meta = record.meta if record is not None else {}
+        if "invocation_id" in meta or "author" in meta:
+            return {"content": content, key("invocation_id"): meta.get("invocation_id", ""),
+                    "author": meta.get("author", "model" if message.role is Role.ASSISTANT else "user"),
+                    "actions": {}, "id": str(uuidlib.uuid4()), "timestamp": meta.get("timestamp", 0.0)}
+        return content
+
+    @staticmethod
+    def _part(b: Block, key: Any) -> dict[str, Any]:
+        raw = dict(b.raw) if b.raw else {}
+        if isinstance(b, ThinkingBlock):
+            return {**raw, "text": b.text, "thought": True}
+        if isinstance(b, TextBlock):
+            return {**raw, "text": b.text}
+        if isinstance(b, ToolCall):
+            args = b.input
+            if args is None:
+                try:
+                    args = orjson.loads(b.arguments)
+                except orjson.JSONDecodeError:
+                    args = {"arguments": b.arguments}
+            old = raw.get("function_call") or raw.get("functionCall") or {}
+            call: dict[str, Any] = {**old, "name": b.name, "args": args}
+            if b.id and not b.id.startswith(SYNTHETIC_ID_PREFIX):
+                call["id"] = b.id
+            raw.pop("function_call", None)
+            raw.pop("functionCall", None)
+            return {**raw, key("function_call"): call}
+        if isinstance(b, ToolResult):
+            old = raw.get("function_response") or raw.get("functionResponse") or {}
+            text = b.text()
+            response: Any = {"result": text}
+            if "response" in old and orjson.dumps(old["response"]).decode() == text:
+                response = old["response"]  # unchanged: keep the object as it was
+            resp: dict[str, Any] = {**old, "name": b.name or old.get("name", ""), "response": response}
+            if b.call_id and not b.call_id.startswith(SYNTHETIC_ID_PREFIX):
+                resp["id"] = b.call_id
+            raw.pop("function_response", None)
+            raw.pop("functionResponse", None)
+            return {**raw, key("function_response"): resp}
+        if raw:
+            return raw
+        return {"text": ""}
+
+
+FORMAT = GenaiFormat()
