@@ -123,25 +123,24 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
 
     if state is not None and state.watermark > 0:
         fp = state.fingerprint
-        prefix_bytes = int(fp["bytes"])
-        if len(data) < prefix_bytes or hashlib.sha256(data[:prefix_bytes]).hexdigest() != fp["sha256"]:
+        prefix_bytes = fp.nbytes
+        if len(data) < prefix_bytes or hashlib.sha256(data[:prefix_bytes]).hexdigest() != fp.sha256:
             raise StateError(
                 "the state file does not belong to this transcript: the first "
                 f"{state.watermark} records it covers changed or are missing "
                 "(use --reset-state to start over)"
             )
         covered = state.watermark
-        prefix_lines = int(fp.get("lines") or _count_lines(data, prefix_bytes))
-        state_format = fp.get("format")
-        if state_format:
-            if fmt_name not in ("auto", state_format):
-                raise UsageError(f"--format {fmt_name} does not match the state's format {state_format}")
-            fmt_name = state_format
+        prefix_lines = fp.lines if fp.lines is not None else _count_lines(data, prefix_bytes)
+        if fp.format:
+            if fmt_name not in ("auto", fp.format):
+                raise UsageError(f"--format {fmt_name} does not match the state's format {fp.format}")
+            fmt_name = fp.format
         fmt = get_format(fmt_name)
-        for offset, length in fp.get("system_lines") or []:
+        for offset, length in fp.system_lines:
             raw = data[offset : offset + length]
             prefix_system.append(_parse_one(fmt, raw, offset, len(prefix_system)))
-            system_spans.append((int(offset), int(length)))
+            system_spans.append((offset, length))
         summary_records = summary_messages(fmt_name, state)
 
     stream = io.BytesIO(data)
@@ -194,10 +193,10 @@ def _parse_one(fmt: Any, raw: bytes, offset: int, index: int) -> Record:
 def summary_messages(fmt_name: str, state: State) -> list[Record]:
     """The summary (and continuation) of the last compaction as records of the given format."""
     summary = state.summary
-    if not summary:
+    if summary is None:
         return []
-    continuation = summary.get("continuation") or continuation_text(summary.get("latest_request"))
-    return _summary_records(fmt_name, summary["text"], continuation)
+    continuation = summary.continuation or continuation_text(summary.latest_request)
+    return _summary_records(fmt_name, summary.text, continuation)
 
 
 def _summary_records(fmt_name: str, summary_text: str, continuation: str) -> list[Record]:
@@ -287,17 +286,19 @@ def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State 
     base = counts.base
     current = sum(base)
     factor0 = default_factor(opts, counts)
-    cal = state.calibration if state is not None else {}
-    same_estimator = cal.get("estimator") in (None, counts.estimator)
+    cal = state.calibration if state is not None else None
+    # a measured pair only holds for the estimator that made it
+    same_estimator = cal is not None and cal.estimator in (None, counts.estimator)
 
     if opts.exact == "anthropic":
         real = _anthropic_count(ctx.transcript, opts)
         return calibrate(current, real=real, last_estimate=current, default_factor=factor0,
                          source="anthropic count_tokens")
     if opts.real_tokens is not None:
-        pending = cal.get("pending_estimate") if same_estimator else None
-        return calibrate(current, real=opts.real_tokens, last_estimate=pending or current,
-                         default_factor=factor0, source="--real-tokens")
+        # the figure is for the last request sent: what we wrote last time, if the state knows it
+        last = cal.last_estimate if cal is not None and same_estimator and cal.last_estimate else current
+        return calibrate(current, real=opts.real_tokens, last_estimate=last, default_factor=factor0,
+                         source="--real-tokens")
     # usage recorded in the transcript: the last one after the watermark, against the prefix it saw
     records = ctx.transcript.records
     for i in range(len(records) - 1, -1, -1):
@@ -309,9 +310,14 @@ def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State 
                                  default_factor=factor0,
                                  source=f"transcript usage (line {records[i].line}, {usage.source})")
             break
-    if state is not None and cal.get("real") and cal.get("last_estimate") and same_estimator:
-        return calibrate(current, real=int(cal["real"]), last_estimate=int(cal["last_estimate"]),
-                         default_factor=factor0, source="state")
+    if cal is not None and same_estimator:
+        if cal.real and cal.last_estimate:
+            return calibrate(current, real=cal.real, last_estimate=cal.last_estimate,
+                             default_factor=factor0, source="state")
+        if cal.factor:
+            # the provider has not reported since our last output: keep the factor it last measured
+            return calibrate(current, real=None, last_estimate=None, default_factor=cal.factor,
+                             source="state (factor of an earlier request)")
     return calibrate(current, real=None, last_estimate=None, default_factor=factor0,
                      source="default" if opts.default_factor is None else "--default-factor")
 
@@ -589,22 +595,24 @@ def _does_not_fit_reason(t: Transcript, counts: Counts, opts: Options, budget: B
 def _update_state(
     state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts, opts: Options
 ) -> None:
-    from .state import record_estimate, reset_calibration
+    from .state import Fingerprint, InputInfo, TokenCache, record_estimate, reset_calibration
     from .strategies.threshold import record_compaction
 
     if inp.path is not None:
-        state.input = {"path": str(inp.path), "format": ctx.input_format}
+        state.input = InputInfo(path=str(inp.path), format=ctx.input_format)
     if result.compacted:
         state.watermark = ctx.input_records
-        state.fingerprint = {
-            "records": ctx.input_records,
-            "bytes": ctx.input_bytes,
-            "lines": ctx.input_lines,
-            "sha256": hashlib.sha256(inp.data).hexdigest(),
-            "format": ctx.input_format,
-            "system_lines": [[o, n] for o, n in ctx.system_spans],
-            "tokens": {"heuristic": sum(out_counts.heuristic)},
-        }
+        state.fingerprint = Fingerprint(
+            records=ctx.input_records,
+            nbytes=ctx.input_bytes,
+            lines=ctx.input_lines,
+            sha256=hashlib.sha256(inp.data).hexdigest(),
+            format=ctx.input_format,
+            system_lines=list(ctx.system_spans),
+            tokens=TokenCache(heuristic=sum(out_counts.heuristic), exact=
+                              sum(out_counts.exact) if out_counts.exact is not None else None,
+                              encoding=out_counts.encoding),
+        )
         record_compaction(state, ctx, result, opts)
         reset_calibration(state)
     record_estimate(state, sum(out_counts.base), out_counts.estimator)

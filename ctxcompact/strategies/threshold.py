@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import SummarizerError
 from ..model import Origin, Record, Role, Transcript
@@ -68,14 +67,14 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     from ..summarizers import get_summarizer
 
     system, body = split_context(ctx.transcript.records)
-    prior: dict[str, Any] = dict(state.summary) if state is not None and state.summary else {}
-    latest = latest_request(body) or prior.get("latest_request")
+    prior = state.summary if state is not None else None
+    latest = latest_request(body) or (prior.latest_request if prior is not None else None)
     todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
     request = SummaryRequest(
         records=body,
         budget_tokens=budget.summary_budget,
-        prior_summary=prior.get("text"),
-        prior_facts=prior.get("facts"),
+        prior_summary=prior.text if prior is not None else None,
+        prior_facts=prior.facts if prior is not None else None,
         latest_request=latest,
         todos=todos,
         instructions=opts.instructions,
@@ -110,26 +109,16 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
 
 def record_compaction(state: State, ctx: Context, result: RunResult, opts: Options) -> None:
     """Keep the summary (for the next run's context and as prior context) and the compaction's history."""
-    from ..state import add_compaction
+    from ..state import Summary, add_compaction
 
     outcome: Outcome = result.outcome
     summary = outcome.summary
-    state.summary = {
-        "text": summary.text,
-        "continuation": outcome.continuation,
-        "summarizer": summary.summarizer,
-        "model": summary.model,
-        "fallback": summary.fallback,
-        "fallback_reason": summary.fallback_reason,
-        "created_at": _now(),
-        "records_covered": ctx.input_records,
-        "latest_request": outcome.latest_request,
-        "facts": summary.facts,
-        "input_tokens": summary.input_tokens,
-        "output_tokens": summary.output_tokens,
-        "duration_s": summary.duration_s,
-        "truncated": summary.truncated,
-    }
+    state.summary = Summary.from_result(
+        summary,
+        records_covered=ctx.input_records,
+        latest_request=outcome.latest_request,
+        continuation=outcome.continuation,
+    )
     add_compaction(
         state,
         strategy="threshold",
@@ -141,7 +130,3 @@ def record_compaction(state: State, ctx: Context, result: RunResult, opts: Optio
         fallback=summary.fallback,
         duration_s=summary.duration_s,
     )
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

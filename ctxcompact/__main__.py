@@ -1,0 +1,5 @@
+"""`python -m ctxcompact` runs the CLI."""
+
+from .cli import main
+
+main()

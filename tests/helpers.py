@@ -1,0 +1,73 @@
+"""Small builders for tests: realistic openai/anthropic lines without hand-writing JSON."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "samples"
+
+
+def jsonl(objs: Iterable[Any]) -> bytes:
+    return b"".join(orjson.dumps(o) + b"\n" for o in objs)
+
+
+def sys_msg(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str | None = None, calls: list[tuple[str, str, dict[str, Any]]] | None = None,
+              **extra: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        msg["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": orjson.dumps(args).decode()}}
+            for cid, name, args in calls
+        ]
+    msg.update(extra)
+    return msg
+
+
+def tool(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def coding_session(turns: int, tool_chars: int = 2000, start: int = 0) -> list[dict[str, Any]]:
+    """A coding-agent conversation: each turn a request, a read_file call with a result, and an answer."""
+    out: list[dict[str, Any]] = []
+    for t in range(start, start + turns):
+        path = f"src/module_{t}.py"
+        out.append(user(f"Turn {t}: please look at {path} and explain the function handle_{t}."))
+        out.append(assistant(None, [(f"call_{t}", "read_file", {"path": path})]))
+        body = (f"def handle_{t}(request):\n    return process(request, retries={t})\n" * 100)[:tool_chars]
+        out.append(tool(f"call_{t}", body))
+        out.append(assistant(f"handle_{t} forwards the request to process() with {t} retries."))
+    return out
+
+
+def ctxcompact(*args: str, input: bytes | None = None, env: dict[str, str] | None = None,
+               cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run the real CLI in a subprocess (what a user or a shell pipeline sees)."""
+    import os
+
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CTXCOMPACT_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "ctxcompact", *args],
+        input=input,
+        capture_output=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
