@@ -182,9 +182,7 @@ def messages(seed: int, target_bytes: int) -> Iterator[dict[str, Any]]:
             for call in calls:
                 result = _tool_result(rng, call["function"]["name"])
                 yield emit({"role": "tool", "tool_call_id": call["id"], "content": result})
-                if written >= target_bytes:
-                    break
-            if written >= target_bytes:
+            if written >= target_bytes:  # stop after whole steps: every call answered, the turn closed
                 break
         answer = " ".join(rng.choices(WORDS + UNICODE_BITS, k=rng.randint(10, 120)))
         yield emit({"role": "assistant", "content": f"Done. {answer}"})
