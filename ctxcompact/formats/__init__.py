@@ -24,7 +24,7 @@ from ..reader import decode_line, iter_lines
 from .base import Format
 
 # Order matters: on a tie in detection the earlier format wins.
-_MODULES = ["openai", "anthropic"]
+_MODULES = ["openai", "anthropic", "genai", "claude_code", "codex"]
 
 FORMATS: dict[str, Format] = {}
 for _name in _MODULES:
