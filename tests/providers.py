@@ -71,10 +71,8 @@ def anthropic_message(
     content: list[dict[str, Any]] | None = None,
     delay: float = 0.0,
 ) -> Reply:
-    if content is not None:
-        blocks = content
-    else:
-        blocks = [{"type": "text", "text": text}] if text is not None else []
+    default = [{"type": "text", "text": text}] if text is not None else []
+    blocks = content if content is not None else default
     return Reply(200, {
         "id": f"msg_{next(_ids):024d}",
         "type": "message",

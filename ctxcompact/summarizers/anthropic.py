@@ -140,10 +140,12 @@ class AnthropicSummarizer(Summarizer):
         import anthropic
 
         started = time.monotonic()
+        message: Any = None
+        reason: str | None = None
         try:
             client = anthropic.Anthropic(
                 api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
-            message: Any = client.messages.create(
+            message = client.messages.create(
                 model=self.model,
                 max_tokens=request.budget_tokens,
                 system=SYSTEM_PROMPT,
@@ -152,7 +154,10 @@ class AnthropicSummarizer(Summarizer):
         except Exception as err:  # any SDK or transport failure becomes a fallback reason
             reason = anthropic_error_reason(err, timeout=self.timeout, max_retries=self.max_retries,
                                             base_url=self.base_url or _env_base_url())
-            raise SummarizerError(scrub(f"anthropic: {reason}", [key])) from None
+        if reason is not None:
+            # raised outside the except block so the SDK error (whose text may echo the key or the
+            # request) is not even attached as __context__ for a traceback printer to show
+            raise SummarizerError(scrub(f"anthropic: {reason}", [key]))
         duration = time.monotonic() - started
         return self._result(message, request.budget_tokens, duration, key)
 

@@ -174,10 +174,12 @@ class OpenAISummarizer(Summarizer):
 
         limit: dict[str, Any] = {self.output_param: request.budget_tokens}
         started = time.monotonic()
+        completion: Any = None
+        reason: str | None = None
         try:
             client = openai.OpenAI(
                 api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
-            completion: Any = client.chat.completions.create(
+            completion = client.chat.completions.create(
                 model=self.model,
                 messages=[
                     {"role": "system", "content": SYSTEM_PROMPT},
@@ -188,7 +190,8 @@ class OpenAISummarizer(Summarizer):
         except Exception as err:  # any SDK or transport failure becomes a fallback reason
             reason = openai_error_reason(err, timeout=self.timeout, max_retries=self.max_retries,
                                          base_url=self.effective_base_url)
-            raise SummarizerError(scrub(f"openai: {reason}", [key])) from None
+        if reason is not None:  # raised outside the except block: no SDK error attached as __context__
+            raise SummarizerError(scrub(f"openai: {reason}", [key]))
         duration = time.monotonic() - started
         return self._result(completion, request.budget_tokens, duration, key)
 
