@@ -116,10 +116,13 @@ class Fingerprint:
     format: str = ""
     tokens: TokenCache | None = None
     system_lines: list[tuple[int, int]] = field(default_factory=list)
+    lines: int | None = None  # physical lines of the prefix (blank ones too), for line numbers after it
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"records": self.records, "bytes": self.nbytes, "sha256": self.sha256,
-                             "format": self.format}
+        d: dict[str, Any] = {"records": self.records, "bytes": self.nbytes}
+        if self.lines is not None:
+            d["lines"] = self.lines
+        d.update({"sha256": self.sha256, "format": self.format})
         if self.tokens is not None:
             d["tokens"] = self.tokens.to_json()
         d["system_lines"] = [[off, n] for off, n in self.system_lines]
@@ -130,7 +133,7 @@ class Fingerprint:
         tokens = d.get("tokens")
         return cls(records=d["records"], nbytes=d["bytes"], sha256=d["sha256"], format=d["format"],
                    tokens=TokenCache.from_json(tokens) if tokens is not None else None,
-                   system_lines=[(int(off), int(n)) for off, n in d["system_lines"]])
+                   system_lines=[(int(off), int(n)) for off, n in d["system_lines"]], lines=d.get("lines"))
 
 
 @dataclass(slots=True)
@@ -149,20 +152,24 @@ class Summary:
     input_tokens: int | None = None
     output_tokens: int | None = None
     duration_s: float = 0.0
+    continuation: str | None = None  # the continuation text written after it, reused verbatim later
+    truncated: bool = False
 
     @classmethod
-    def from_result(cls, result: SummaryResult, *, records_covered: int,
-                    latest_request: str | None = None) -> Summary:
+    def from_result(cls, result: SummaryResult, *, records_covered: int, latest_request: str | None = None,
+                    continuation: str | None = None) -> Summary:
         """The state's record of a summarizer's result covering the first ``records_covered`` records."""
         return cls(text=result.text, summarizer=result.summarizer, model=result.model,
                    fallback=result.fallback, fallback_reason=result.fallback_reason,
                    records_covered=records_covered, latest_request=latest_request,
                    facts=copy.deepcopy(result.facts), input_tokens=result.input_tokens,
-                   output_tokens=result.output_tokens, duration_s=float(result.duration_s))
+                   output_tokens=result.output_tokens, duration_s=float(result.duration_s),
+                   continuation=continuation, truncated=result.truncated)
 
     def to_json(self) -> dict[str, Any]:
         return {"text": self.text, "summarizer": self.summarizer, "model": self.model,
                 "fallback": self.fallback, "fallback_reason": self.fallback_reason,
+                "continuation": self.continuation, "truncated": self.truncated,
                 "created_at": self.created_at, "records_covered": self.records_covered,
                 "latest_request": self.latest_request, "facts": copy.deepcopy(self.facts),
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
@@ -174,7 +181,8 @@ class Summary:
                    fallback_reason=d.get("fallback_reason"), created_at=d["created_at"],
                    records_covered=d["records_covered"], latest_request=d.get("latest_request"),
                    facts=copy.deepcopy(d.get("facts")), input_tokens=d.get("input_tokens"),
-                   output_tokens=d.get("output_tokens"), duration_s=float(d.get("duration_s", 0.0)))
+                   output_tokens=d.get("output_tokens"), duration_s=float(d.get("duration_s", 0.0)),
+                   continuation=d.get("continuation"), truncated=d.get("truncated", False))
 
 
 @dataclass(slots=True)
@@ -369,6 +377,8 @@ def _consistency_problem(obj: dict[str, Any]) -> str | None:
     fp = obj["fingerprint"]
     if fp["records"] != obj["watermark"]:
         return (f"$.fingerprint.records: {fp['records']} differs from the watermark {obj['watermark']}")
+    if "lines" in fp and fp["lines"] < fp["records"]:
+        return f"$.fingerprint.lines: {fp['lines']} lines cannot hold {fp['records']} records"
     if fp["records"] == 0 and fp["bytes"] != 0:
         return "$.fingerprint.bytes: a fingerprint of 0 records must cover 0 bytes"
     for i, (off, n) in enumerate(fp["system_lines"]):
