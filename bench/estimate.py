@@ -8,6 +8,7 @@ peak RSS are its own (``os.wait4`` returns the child's rusage, as /usr/bin/time 
   (c) tiktoken    ctxcompact estimate --exact tiktoken --json FILE
   (d) raw         tiktoken encode_ordinary_batch over the text extracted from every message (one batch,
                   tiktoken's own threads); the time of the encode call alone is shown beside the total
+  (e) ours        the same text through ctxcompact.tokens.exact.count_texts (bounded batches, lengths only)
 
 and prints MB/s (of the file), peak RSS and both as ratios to the floor. It also prints the numbers behind
 calibration.DEFAULT_EXACT_FACTOR: o200k tokens per ceil(chars/4) token, cl100k vs o200k on a sample, and the
@@ -50,7 +51,8 @@ print(orjson.dumps({"lines": n}).decode())
 # text, tool-call names and arguments), then one encode_ordinary_batch call over all of it.
 RAW = """
 import sys, time, orjson
-from ctxcompact.tokens.exact import get_encoding
+from ctxcompact.tokens.exact import count_texts, get_encoding
+mode = sys.argv[2]
 t0 = time.perf_counter()
 texts = []
 for line in open(sys.argv[1], "rb"):
@@ -69,12 +71,15 @@ for line in open(sys.argv[1], "rb"):
     texts.append("\\n".join(parts))
 enc = get_encoding("o200k_base")
 t1 = time.perf_counter()
-counts = [len(ids) for ids in enc.encode_ordinary_batch(texts)]
+if mode == "ours":
+    counts = count_texts(texts, enc)
+else:
+    counts = [len(ids) for ids in enc.encode_ordinary_batch(texts)]
 t2 = time.perf_counter()
-if len(sys.argv) > 2:  # calibration numbers (an untimed second run)
+if mode == "stats":  # calibration numbers (an untimed extra run)
     sample, size = [], 0
     for t in texts:
-        if size >= int(sys.argv[2]):
+        if size >= int(sys.argv[3]):
             break
         sample.append(t)
         size += len(t)
@@ -164,15 +169,17 @@ def main(argv: list[str] | None = None) -> int:
         run_child("(a) orjson.loads per line (floor)", [sys.executable, "-c", FLOOR, str(path)]),
         cli_run("(b) estimate --exact none", "none", path),
         cli_run("(c) estimate --exact tiktoken", "tiktoken", path),
-        run_child("(d) raw tiktoken encode_ordinary_batch", [sys.executable, "-c", RAW, str(path)]),
+        run_child("(d) raw tiktoken encode_ordinary_batch", [sys.executable, "-c", RAW, str(path), "raw"]),
+        run_child("(e) tokens.exact.count_texts (chunked)", [sys.executable, "-c", RAW, str(path), "ours"]),
     ]
     floor = runs[0]
-    if runs[3].ok:
-        raw = orjson.loads(runs[3].stdout)
-        runs[3].note = (
-            f"encode call alone {raw['encode_s']:.1f} s = {size_mb / raw['encode_s']:.1f} MB/s; "
-            f"o200k tokens {raw['o200k']}"
-        )
+    for r in runs[3:]:
+        if r.ok:
+            raw = orjson.loads(r.stdout)
+            r.note = (
+                f"encode call alone {raw['encode_s']:.1f} s = {size_mb / raw['encode_s']:.1f} MB/s; "
+                f"o200k tokens {raw['o200k']}"
+            )
 
     print(f"{'case':<42} {'seconds':>8} {'MB/s':>7} {'peak RSS MB':>12} {'time/floor':>11} {'RSS/floor':>10}")
     for r in runs:
@@ -188,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         if r.note:
             print(f"{'':<42} {r.note}")
 
-    extra = run_child("stats", [sys.executable, "-c", RAW, str(path), str(int(args.sample_mb * 1e6))])
+    extra = run_child(
+        "stats", [sys.executable, "-c", RAW, str(path), "stats", str(int(args.sample_mb * 1e6))]
+    )
     stats = orjson.loads(extra.stdout) if extra.ok else None
     if stats:
         msgs = stats["messages"]

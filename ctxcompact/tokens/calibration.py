@@ -14,32 +14,33 @@ a compaction) from shrinking the estimate below what we count ourselves.
 
 Without calibration data the factor is a default that depends on the counter:
 
-- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (SPEC §5). chars/4 undercounts structured content
-  2-3x (JSON, code, tool schemas); the seeds first used 1.5, which let the first uncalibrated turn overflow,
-  and settled on 2.0.
+- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (SPEC §5). Against what providers bill, chars/4
+  was observed to undercount structured content (JSON, code, tool schemas) 2-3x; the design this follows
+  first used 1.5 and moved to 2.0, and its stress runs document that a real ratio above the default cannot
+  be caught before the first usage figure arrives, so the default errs high.
 
-- ``DEFAULT_EXACT_FACTOR = 1.25`` for tiktoken counts. The exact count covers the transcript's text with the
-  o200k (or cl100k) tokenizer; what a provider bills on top is measured or argued as follows:
+- ``DEFAULT_EXACT_FACTOR = 1.25`` for tiktoken counts. The exact count covers the transcript's own text with
+  o200k (or cl100k); what a provider bills on top was measured (``python bench/estimate.py`` prints these
+  numbers for a 100 MB coding-agent transcript from bench/gen_openai.py: tool calls, code, JSON, logs, some
+  non-English text) or, where it cannot be measured offline, argued:
 
-  * Per-message framing. OpenAI's documented chat format costs 3 tokens per message plus 3 to prime the
-    reply (4 with a ``name``); Anthropic's is of the same order. On transcripts from bench/gen_openai.py
-    (coding-agent shape: tool calls and tool results of 200 B-40 kB) the messages average ~690 o200k tokens,
-    so framing adds ~0.5-1 %; on chatty transcripts of short turns (~40 tokens a message) it adds 8-10 %.
-  * The tokenizer. Claude's tokenizer is not public; o200k is our stand-in. Anthropic's own count_tokens
-    figures for English prose run ~10-20 % above o200k and higher for code and JSON, and the newest Claude
-    tokenizers are documented as using up to 35 % more tokens for the same text; Gemini's SentencePiece
-    vocabulary is close to o200k on English. cl100k on the same samples is ~3-5 % above o200k
-    (measured: bench/estimate.py prints both), which bounds how much two modern BPEs usually differ.
-  * What the transcript does not hold: tool definitions (JSON schemas, often 1-10k tokens), the provider's
-    own system framing, and thinking signatures are billed but not in the file.
+  * Per-message framing: OpenAI's chat format costs 3 tokens per message plus 3 to prime the reply, and
+    Anthropic's is of the same order. The bench transcript averages ~1,080 o200k tokens a message, so framing
+    is 0.28 % there; for chatty transcripts of short turns (~40 tokens a message) it is ~8 %.
+  * The tokenizer: on the bench text cl100k and o200k agree within 0.1 % (code, JSON and English tokenize
+    alike in both), so for OpenAI models the encoding choice hardly matters. Claude's tokenizer is not public
+    and cannot be measured offline; Anthropic's count_tokens is commonly reported 10-30 % above o200k on
+    English and code, and Anthropic documents its newest tokenizer as using up to ~35 % more tokens for the
+    same text. That gap is what the default has to cover.
+  * What the file does not hold: tool definitions (JSON schemas, often 1-10k tokens) and the provider's own
+    system framing are billed but not in the transcript.
 
-  Summed for the case that matters (a Claude coding agent: code and JSON heavy, moderate framing), 1.25
-  covers the tokenizer gap with a small margin for framing; for OpenAI models counted with their own
-  encoding it overcounts by ~20 %, which only makes compaction fire a little early on the first,
-  uncalibrated run. As the heuristic/exact ratio on the bench transcripts is ~1.1-1.2 (o200k tokens per
-  ceil(chars/4) token), 2.0 × chars/4 and 1.25 × exact land within ~10 % of each other, so switching
-  ``--exact`` does not change the first decision much. Both defaults are overridable (``--default-factor``),
-  and the first real usage figure replaces them.
+  1.25 covers the usual Claude tokenizer gap plus framing; for OpenAI models counted with their own encoding
+  it overcounts by ~20 %, which only makes compaction fire a little early on the first, uncalibrated run.
+  For comparison, on the bench text o200k gives 1.20 tokens per ceil(chars/4) token, so the heuristic's
+  default (2.0 × chars/4 ≈ 1.67 × o200k) is the more conservative of the two, as it should be for the
+  weaker counter. Both defaults are overridable (``--default-factor``), and the first real usage figure
+  replaces them.
 """
 
 from __future__ import annotations
