@@ -123,7 +123,7 @@ class _Result:
 def clean(transcript: Transcript, layout: Layout | None = None) -> CleanResult:
     """Repair ``transcript`` for its format's API (SPEC §4); ``layout`` defaults to its format's."""
     if layout is None:
-        from .formats import get_format  # type: ignore[attr-defined,unused-ignore]  # late: imports formats
+        from .formats import get_format  # late: the registry imports every format module
 
         layout = get_format(transcript.format).layout
     return _Cleaner(transcript, layout).run()
@@ -152,15 +152,19 @@ def _renamed_result(result: ToolResult, new_id: str) -> ToolResult:
 def _context_blocks(result: ToolResult, why: str) -> list[Block]:
     """An unanswerable result as user context: a text line, then any non-text parts (images…) it held."""
     flag = " (error)" if result.is_error else ""
-    text = f"[tool result for call {result.call_id} ({why}){flag}]: {blocks_text(result.content)}"
+    tool = f" of tool {result.name}" if result.name else ""
+    text = f"[tool result for call {result.call_id}{tool} ({why}){flag}]: {blocks_text(result.content)}"
     rest: list[Block] = [b for b in result.content if not isinstance(b, (TextBlock, ToolResult))]
     return [TextBlock(text), *rest]
 
 
 def _user_message(msg: Message, blocks: list[Block]) -> Message:
-    # A tool message's link fields make no sense on a user turn; everything else is carried through.
-    extra = {k: v for k, v in msg.extra.items() if k not in ("tool_call_id", "tool_use_id", "call_id")}
-    return Message(role=Role.USER, blocks=blocks, source_role=Role.USER.value, extra=extra)
+    # A tool message's link fields make no sense on a user turn (OpenAI's "name" there would name a
+    # participant, not the tool; the context text names the tool); everything else is carried through.
+    drop = ("tool_call_id", "tool_use_id", "call_id", "name") if msg.role == Role.TOOL else ()
+    extra = {k: v for k, v in msg.extra.items() if k not in drop}
+    return Message(role=Role.USER, blocks=blocks, source_role=Role.USER.value, extra=extra,
+                   content_was_string=msg.content_was_string)
 
 
 def _results_first(blocks: list[Block]) -> list[Block]:
@@ -334,13 +338,16 @@ class _Cleaner:
                         "tool message left without a tool result became a user message")
             new_msg = _user_message(msg, blocks)
         else:
-            new_msg = dataclasses.replace(msg, blocks=blocks, content_was_string=False)
+            # content_was_string stays: formats write a string only for a lone text block anyway.
+            new_msg = dataclasses.replace(msg, blocks=blocks)
         return dataclasses.replace(rec, message=new_msg, dirty=True)
 
     def new_results(self, placed: list[ToolResult], line: int) -> Record:
         role = self.layout.result_role
-        origin = Origin.SYNTHETIC if all(p.synthetic for p in placed) else Origin.INPUT
-        return self.make(Message(role=role, blocks=list(placed), source_role=role.value), origin, line)
+        synthetic = all(p.synthetic for p in placed)
+        message = Message(role=role, blocks=list(placed), source_role=role.value,
+                          content_was_string=synthetic)
+        return self.make(message, Origin.SYNTHETIC if synthetic else Origin.INPUT, line)
 
     def place_merged(self, mpos: int, group: list[_Call], placed: list[ToolResult], host: int | None) -> None:
         """One result message right after the call: the next message when it is of the result role (and holds
@@ -365,7 +372,8 @@ class _Cleaner:
         blocks: list[Block] = [*placed, *rest]
         # Results out of call order, or text before them, is a reorder of the blocks the host already had.
         own = {id(c.result.block): c for c in group if c.result is not None and c.result.pos == host}
-        kept_ids = own.keys() | {id(b) for b in rest}
+        had = {id(b) for b in self.msg(host).blocks}
+        kept_ids = (own.keys() | {id(b) for b in rest}) & had
         before = [id(b) for b in self.msg(host).blocks if id(b) in kept_ids]
         after = [id(c.result.block) if c.result is not None else 0 for c in group] + [id(b) for b in rest]
         if [i for i in after if i in kept_ids] != before:
@@ -407,7 +415,9 @@ class _Cleaner:
             if r is not None and r.pos not in window:
                 self.report("moved_result", self.recs[r.pos].line,
                             f"result for call {c.new_id!r} moved next to its call at line {mline}", c.new_id)
-        if not in_place and any(c.result is not None and c.result.pos in window for c in group):
+        # Results that already followed the call but in another order than the calls'.
+        stayed = [c.result.pos for c in group if c.result is not None and c.result.pos in window]
+        if stayed != sorted(stayed):
             self.report("reordered_blocks", mline, "tool results put in the order of their calls")
 
     def fix_roles(self, out: list[Record]) -> list[Record]:
@@ -439,8 +449,8 @@ class _Cleaner:
                     line = self.line_of(rec)
                     fixed.append(self.make(opener, Origin.SYNTHETIC, line))
                     self.report("inserted_message", line,
-                                f"the conversation opened with a {msg.role.value} message; added a user "
-                                f"message {CONTINUES!r} before it")
+                                f"the first message after the system prompt was {msg.role.value}, not user; "
+                                f"added a user message {CONTINUES!r} before it")
             fixed.append(rec)
         return fixed
 
