@@ -574,3 +574,13 @@ def test_fit_summary_never_exceeds_budget(text: str, budget: int) -> None:
     assert len(out) <= budget * 4
     if not cut:
         assert out == text.strip()
+
+
+def test_original_request_not_pinned_when_it_survived() -> None:
+    records = [rec(0, Role.ASSISTANT, TextBlock("banner " + "b" * 20_000)),
+               rec(1, Role.USER, TextBlock("GOAL: add logging")),
+               rec(2, Role.ASSISTANT, TextBlock("ok"))]
+    prompt, stats = build_user_prompt(SummaryRequest(records=records, budget_tokens=800), 3_000)
+    assert stats.records_dropped == 1
+    assert "<original_request>" not in prompt
+    assert prompt.count("GOAL: add logging") == 1

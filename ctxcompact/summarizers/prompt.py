@@ -333,6 +333,8 @@ def build_user_prompt(request: SummaryRequest, input_budget_tokens: int) -> tupl
         while start < len(rendered) - 1 and overhead + total > budget_chars:
             total -= sizes[start]
             start += 1
+        if original is not None and _first_user_text(records[:start]) is None:
+            original = None  # the first user message survived in the transcript: no need to pin it
     kept = rendered[start:]
     kept_records = records[start:]
 
