@@ -181,3 +181,12 @@ def test_count_reply_without_input_tokens(env: pytest.MonkeyPatch, server: Provi
     with pytest.raises(ProviderCountError, match="no input_tokens"):
         count_transcript_tokens(transcript(), "anthropic", "m", api_key="k", base_url=server.url,
                                 max_retries=0)
+
+
+def test_pipeline_entry_point(env: pytest.MonkeyPatch, server: ProviderServer) -> None:
+    from ctxcompact.tokens.provider import anthropic_count_tokens_for_transcript
+
+    server.push(count_tokens_reply(99))
+    assert anthropic_count_tokens_for_transcript(transcript(), model="m", api_key="k", base_url=server.url,
+                                                 timeout=5.0) == 99
+    assert server.received[0].body["model"] == "m"
