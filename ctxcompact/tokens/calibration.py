@@ -26,7 +26,8 @@ Without calibration data the factor is a default that depends on the counter:
 
   * Per-message framing: OpenAI's chat format costs 3 tokens per message plus 3 to prime the reply, and
     Anthropic's is of the same order. The bench transcript averages ~1,080 o200k tokens a message, so framing
-    is 0.28 % there; for chatty transcripts of short turns (~40 tokens a message) it is ~8 %.
+    is 0.28 % there; on samples/openai-session.jsonl and openai-long.jsonl (18 and 79 messages, ~130 and
+    ~270 tokens a message) it is 2.5 % and 1.1 %; for chatty transcripts of ~40-token turns it is ~8 %.
   * The tokenizer: on the bench text cl100k and o200k agree within 0.1 % (code, JSON and English tokenize
     alike in both), so for OpenAI models the encoding choice hardly matters. Claude's tokenizer is not public
     and cannot be measured offline; Anthropic's count_tokens is commonly reported 10-30 % above o200k on
@@ -37,7 +38,8 @@ Without calibration data the factor is a default that depends on the counter:
 
   1.25 covers the usual Claude tokenizer gap plus framing; for OpenAI models counted with their own encoding
   it overcounts by ~20 %, which only makes compaction fire a little early on the first, uncalibrated run.
-  For comparison, on the bench text o200k gives 1.20 tokens per ceil(chars/4) token, so the heuristic's
+  For comparison, on the bench text o200k gives 1.20 tokens per ceil(chars/4) token (1.05 and 1.17 on the
+  two OpenAI samples; cl100k within 0.5 % of o200k on both), so the heuristic's
   default (2.0 × chars/4 ≈ 1.67 × o200k) is the more conservative of the two, as it should be for the
   weaker counter. Both defaults are overridable (``--default-factor``), and the first real usage figure
   replaces them.
