@@ -74,7 +74,7 @@ def clean_file(
     data = InputData.load(source)
     result = read_transcript(io.BytesIO(data.data), fmt, lenient=lenient, schema=True)
     cleaned = _clean(result.transcript)
-    out_format = _output_format(Options(to=to), result.transcript.format, warn)
+    out_format = _output_format(Options(to=to), cleaned.transcript, warn)
     return CleanFileResult(cleaned.transcript, out_format, list(cleaned.repairs), list(result.problems))
 
 

@@ -482,10 +482,12 @@ class RunResult:
         return write_transcript(self.transcript, self.output_format)
 
 
-def _output_format(opts: Options, input_format: str, warn: Warn) -> str:
-    target = opts.to or input_format
+def _output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:
+    from .formats import is_unchanged
+
+    target = opts.to or transcript.format
     fmt = get_format(target)
-    if not fmt.writable:
+    if not fmt.writable and not (target == transcript.format and is_unchanged(transcript)):
         fallback = fmt.fallback or "openai"
         warn(f"the {target} format cannot be written faithfully; writing {fallback} instead")
         return fallback
@@ -533,11 +535,10 @@ def _run_locked(
         _summarizer(opts).check()  # a missing key is an error before any work
     ctx = build_context(inp, opts, state, schema=True)
     report = _estimate_context(ctx, opts, state, budget, state_path)
-    out_format = _output_format(opts, ctx.input_format, warn) if not dry_run else (opts.to or ctx.input_format)
     new_state_obj = state or new_state(ctx.input_format)
     result = RunResult(
         transcript=ctx.transcript,
-        output_format=out_format,
+        output_format=opts.to or ctx.input_format,
         compacted=False,
         tokens_before=report.calibrated.tokens,
         tokens_after=report.calibrated.tokens,
@@ -555,8 +556,8 @@ def _run_locked(
         result.transcript = outcome.transcript
         result.outcome = outcome
         result.compacted = True
-    if result.transcript.format != out_format:
-        result.transcript = dataclasses.replace(result.transcript, format=out_format)
+    if not dry_run:
+        result.output_format = _output_format(opts, result.transcript, warn)
     # what we write, estimated as the next request will be: the base for the next calibration
     out_counts = count_context(result.transcript, opts)
     out_base = sum(out_counts.base)

@@ -26,18 +26,33 @@ def iter_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
     (``\\n`` or ``\\r\\n``) is removed; a UTF-8 byte-order mark at the very start is removed; lines made only
     of ASCII whitespace are skipped.
     """
-    lineno = 0
+    for lineno, _offset, line in iter_lines_at(stream):
+        yield lineno, line
+
+
+def iter_lines_at(stream: BinaryIO, first_line: int = 1) -> Iterator[tuple[int, int, bytes]]:
+    """Like :func:`iter_lines`, also giving each line's byte offset from the stream's current position.
+
+    ``first_line`` is the number of the stream's first line, for a stream positioned after a prefix of the
+    file (then no BOM is looked for: a BOM can only open the file). The offset points at the line's first
+    byte after any BOM, so ``data[offset:offset + len(line)] == line``.
+    """
+    lineno = first_line - 1
+    pos = 0
     # readline keeps one line in memory at a time (unlike read()), whatever the file size.
     for chunk in iter(stream.readline, b""):
         lineno += 1
+        start = pos
+        pos += len(chunk)
         line = chunk
         if line.endswith(b"\n"):
             line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
         if lineno == 1 and line.startswith(_BOM):
             line = line[len(_BOM):]
+            start += len(_BOM)
         if not line or line.isspace():
             continue
-        yield lineno, line
+        yield lineno, start, line
 
 
 def _type_name(value: Any) -> str:

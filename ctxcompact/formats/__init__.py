@@ -20,7 +20,7 @@ import orjson
 
 from ..errors import InputError, LineError, Problem, UsageError
 from ..model import Block, ImageBlock, Message, OpaqueBlock, Record, ToolResult, Transcript
-from ..reader import decode_line, iter_lines
+from ..reader import decode_line, iter_line_spans
 from .base import Format
 
 # Order matters: on a tie in detection the earlier format wins.
@@ -202,7 +202,8 @@ def _cap(problems: list[Problem], total: int) -> list[Problem]:
 
 
 def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
-               schema: bool = True) -> tuple[Transcript, list[Problem], int]:
+               schema: bool = True, first_line: int = 1, first_index: int = 0,
+               base_offset: int = 0) -> tuple[Transcript, list[Problem], int]:
     """Read every line; return (transcript of the good lines, per-line problems, number of bad lines).
 
     Problems are capped at :data:`MAX_PROBLEMS` (plus a note); bad lines are counted in full. Raises
@@ -222,8 +223,10 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
             problems.append(p)
 
     decoded: list[tuple[int, bytes, Any]] = []
+    offsets: dict[int, int] = {}
     try:
-        for lineno, raw in iter_lines(stream):
+        for lineno, offset, raw in iter_line_spans(stream, first_line, base_offset):
+            offsets[lineno] = offset
             try:
                 decoded.append((lineno, raw, decode_line(raw, lineno)))
             except LineError as err:
@@ -238,7 +241,8 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
     records: list[Record] = []
     for lineno, raw, obj in decoded:
         try:
-            rec = chosen.parse_line(obj, len(records), lineno, raw)
+            rec = chosen.parse_line(obj, first_index + len(records), lineno, raw)
+            rec.offset = offsets[lineno]
         except LineError as err:
             add(Problem(lineno, err.path, err.message))
             continue
@@ -246,6 +250,7 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
         for p in found:
             add(p)
         if not found:
+            rec.offset = offset
             records.append(rec)
     records = chosen.finish(records)
     problems.sort(key=lambda p: p.line)
@@ -254,7 +259,8 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
 
 
 def read_transcript(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *, lenient: bool = False,
-                    schema: bool = True) -> ReadResult:
+                    schema: bool = True, first_line: int = 1, first_index: int = 0,
+                    base_offset: int = 0) -> ReadResult:
     """Read a JSONL transcript into the model.
 
     ``source`` is a path (``-`` for stdin), an open binary stream, or the bytes themselves. ``fmt`` is a
@@ -262,9 +268,11 @@ def read_transcript(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
     (``openai`` when auto). Strict (default): any bad line raises InputError carrying every per-line
     problem (first :data:`MAX_PROBLEMS`, then a note). Lenient: bad lines are dropped, reported as
     warnings and counted in ``dropped``. ``schema=True`` also checks each line against the format's
-    JSON Schema.
+    JSON Schema. ``first_line``, ``first_index`` and ``base_offset`` say where ``source`` starts within the
+    whole input (after a prefix the state covers), so line numbers, record indexes and offsets stay true.
     """
-    transcript, problems, bad = read_lines(source, fmt, schema=schema)
+    transcript, problems, bad = read_lines(source, fmt, schema=schema, first_line=first_line,
+                                           first_index=first_index, base_offset=base_offset)
     if not lenient:
         if problems:
             n = bad
@@ -284,6 +292,12 @@ def _neutral_block(b: Block) -> Block:
     return dataclasses.replace(b, raw=None)
 
 
+def is_unchanged(transcript: Transcript) -> bool:
+    """True when every record is an input line nothing changed: it can be written back as read, even in a
+    format we cannot otherwise write faithfully (a Claude Code log below the threshold passes through)."""
+    return all(rec.raw is not None and not rec.dirty for rec in transcript.records)
+
+
 def write_transcript(transcript: Transcript, fmt: str | None = None) -> Iterator[bytes]:
     """Yield the transcript's lines (each ending in ``\\n``) in ``fmt`` (default: the transcript's format).
 
@@ -298,7 +312,9 @@ def write_transcript(transcript: Transcript, fmt: str | None = None) -> Iterator
     for them. A format that cannot be written faithfully writes its ``fallback`` format instead.
     """
     target = get_format(fmt or transcript.format)
-    if not target.writable and target.fallback:
+    if not target.writable and target.fallback and not (
+        target.name == transcript.format and is_unchanged(transcript)
+    ):
         target = get_format(target.fallback)
     same = target.name == transcript.format
     for rec in transcript.records:
