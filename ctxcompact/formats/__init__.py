@@ -20,7 +20,7 @@ import orjson
 
 from ..errors import InputError, LineError, Problem, UsageError
 from ..model import Block, ImageBlock, Message, OpaqueBlock, Record, ToolResult, Transcript
-from ..reader import decode_line, iter_line_spans
+from ..reader import decode_line, iter_lines_at
 from .base import Format
 
 # Order matters: on a tie in detection the earlier format wins.
@@ -225,8 +225,8 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
     decoded: list[tuple[int, bytes, Any]] = []
     offsets: dict[int, int] = {}
     try:
-        for lineno, offset, raw in iter_line_spans(stream, first_line, base_offset):
-            offsets[lineno] = offset
+        for lineno, offset, raw in iter_lines_at(stream, first_line):
+            offsets[lineno] = base_offset + offset
             try:
                 decoded.append((lineno, raw, decode_line(raw, lineno)))
             except LineError as err:
@@ -250,7 +250,6 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
         for p in found:
             add(p)
         if not found:
-            rec.offset = offset
             records.append(rec)
     records = chosen.finish(records)
     problems.sort(key=lambda p: p.line)
