@@ -264,13 +264,15 @@ _RULE_WORDS = re.compile(
     r"should not|shouldn['’]t|no need to|stop|keep)\b",
     re.I,
 )
+_LIST_MARKER = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _MAX_RULE_CHARS = 600  # longer "sentences" are pasted text (logs, code), not rules
 
 
 def rules_in_text(text: str) -> list[str]:
-    """Sentences or lines of a user message that state a rule or constraint, verbatim (outer whitespace
-    stripped). Fenced code blocks are skipped: a "must" in pasted code is no instruction."""
+    """Sentences of a user message that state a rule or constraint, verbatim (outer whitespace stripped),
+    split at sentence ends and line breaks. Fenced code blocks are skipped: a "must" in pasted code is no
+    instruction."""
     out: list[str] = []
     in_fence = False
     for line in text.splitlines():
@@ -279,9 +281,10 @@ def rules_in_text(text: str) -> list[str]:
             continue
         if in_fence or not _RULE_WORDS.search(line):
             continue
-        pieces = [line.strip()] if len(line) <= 200 else _SENTENCE_END.split(line.strip())
+        pieces = _SENTENCE_END.split(line.strip())
         for piece in pieces:
-            piece = piece.strip()
+            # a list marker is layout, not part of the rule
+            piece = _LIST_MARKER.sub("", piece.strip(), count=1).strip()
             if piece and len(piece) <= _MAX_RULE_CHARS and _RULE_WORDS.search(piece) and piece not in out:
                 out.append(piece)
     return out
@@ -350,7 +353,8 @@ _EXTENSIONS = {
     "xml", "ipynb", "swift", "proto", "gradle", "mk", "tf", "lua", "pl", "r", "scala", "dart", "ex", "exs",
     "erl", "hs", "ml", "zig", "nim", "log", "patch", "diff", "png", "jpg", "svg", "pdf", "db", "sqlite",
 }
-_FILENAMES = {"Makefile", "Dockerfile", "Procfile", "Gemfile", "Rakefile", "LICENSE", "README", "Justfile"}
+# Bare names that are files even without an extension ("README" or "LICENSE" are too often plain words).
+_FILENAMES = {"Makefile", "Dockerfile", "Procfile", "Gemfile", "Rakefile", "Justfile", "Containerfile"}
 
 
 def path_tokens(text: str) -> list[str]:
@@ -384,7 +388,7 @@ def paths_of_call(call: ToolCall) -> list[str]:
         for key in _PATH_KEYS:
             for v in _strings(args.get(key)):
                 v = v.strip()
-                if v and len(v) <= 400 and "\n" not in v and v not in out:
+                if v.strip("./") and len(v) <= 400 and "\n" not in v and v not in out:
                     out.append(v)
         for key in ("patch", "input", "diff"):
             for v in _strings(args.get(key)):
@@ -486,9 +490,15 @@ def result_is_error(result: ToolResult, shell_like: bool) -> bool:
     return bool(_ERROR_LINE.search(result.text()[:200_000]))
 
 
+_PYTEST_E = re.compile(r"^E\s+([\w.]*(?:Error|Exception|Failed)\b.*)$")
+_COMPILER = re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:error|fatal error|[A-Z]{1,4}\d{2,5})\b")
+
+
 def error_line(text: str, limit: int = 240) -> str:
-    """The most telling line of an error output: the exception line of a traceback, else the first line
-    that looks like an error, else the first non-blank line; cut to ``limit`` characters."""
+    """The most telling line of an error output, cut to ``limit`` characters. In order of preference: the
+    exception line of a traceback, pytest's ``E   SomeError: …`` line, a compiler/linter line
+    (``path:12:5: error …``, ``path:1:1: E501 …``), a ``FAILED`` summary line, any line that looks like an
+    error, the first non-blank line."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     chosen = ""
     if "Traceback (most recent call last)" in text:
@@ -496,6 +506,14 @@ def error_line(text: str, limit: int = 240) -> str:
             m = _EXC_LINE.match(ln)
             if m:
                 chosen = m.group(1)
+                break
+    for pattern, group in ((_PYTEST_E, 1), (_COMPILER, 0), (re.compile(r"^FAILED\s.*$"), 0)):
+        if chosen:
+            break
+        for ln in lines:
+            m = pattern.match(ln.strip() if group == 0 else ln)
+            if m:
+                chosen = m.group(group) if group else ln.strip()
                 break
     if not chosen:
         for ln in lines:
@@ -613,7 +631,10 @@ def shorten(text: str, limit: int) -> str:
 
 
 def describe_call(call: ToolCall, limit: int = 80) -> str:
-    """``name(main argument)``: the command, the path, or the first short string argument."""
+    """``name(main argument)``: the command, the path, the todo count, or the first string argument."""
+    todos = todo_list_from_call(call)
+    if todos is not None:
+        return f"{call.name}({sum(1 for t in todos if is_open(t))} open of {len(todos)})"
     cmd = command_of(call)
     if cmd is not None:
         return f"{call.name}({shorten(cmd, limit)})"
@@ -679,14 +700,7 @@ def timeline(records: Sequence[Record], entry_limit: int = 160) -> list[str]:
             said = msg.text().strip()
             if said:
                 out.append(shorten("Assistant: " + said, entry_limit))
-            descs = []
-            for c in msg.tool_calls():
-                todos = todo_list_from_call(c)
-                if todos is not None:
-                    n_open = sum(1 for t in todos if is_open(t))
-                    descs.append(f"{c.name}({n_open} open of {len(todos)})")
-                else:
-                    descs.append(describe_call(c, 60))
+            descs = [describe_call(c, 60) for c in msg.tool_calls()]
             if descs:
                 out.append(shorten("Ran " + ", ".join(descs), entry_limit))
         for res in msg.tool_results():

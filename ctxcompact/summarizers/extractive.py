@@ -11,12 +11,14 @@ survive any number of compactions even though each run sees only the new records
 
 The text always fits ``budget_tokens`` by the chars/4 heuristic: parts are dropped in a fixed priority order
 (timeline, commands, earlier summary, resolved errors, older errors, last action, older goals, least recent
-files, todos); rules and the latest request go last, by a hard cut that sets ``truncated``.
+files, todos, the newest error, the first goal); rules and the latest request go last, by a hard cut that
+sets ``truncated``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +50,7 @@ MAX_ERRORS = 40
 MAX_TIMELINE = 80
 MAX_TODOS = 100
 # Per-entry lengths in the rendered text.
+STORED_GOAL_CHARS = 2000
 GOAL_CHARS = 400
 FIRST_GOAL_CHARS = 800
 ERROR_CHARS = 240
@@ -130,7 +133,7 @@ def _extract(request: SummaryRequest) -> _New:
     records = request.records
     typed = [t for _, t in user_requests(records)]
     latest = request.latest_request or (typed[-1] if typed else None)
-    goals = [t for t in typed if t != latest]
+    goals = [_goal_text(t) for t in typed if t != latest]
     files = [{"path": f.path, "tools": list(f.tools)}
              for f in sorted(files_touched(records), key=lambda f: f.last_index)]
     commands = [{"command": c.command, "ok": c.ok} for c in commands_run(records)]
@@ -147,6 +150,14 @@ def _extract(request: SummaryRequest) -> _New:
     keys, claimed = resolution_evidence(records)
     return _New(goals, user_rules(records), files, commands, errors, todos, timeline(records, TIMELINE_CHARS),
                 action.render() if action else None, latest, keys, claimed)
+
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+
+
+def _goal_text(text: str) -> str:
+    """A request as a goal: pasted code blocks and logs replaced by a marker, length capped."""
+    return shorten(_FENCE.sub(" [code block] ", text), STORED_GOAL_CHARS)
 
 
 def _dedupe_last(items: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -> list[dict[str, Any]]:
@@ -335,6 +346,9 @@ def _shrink(doc: _Doc, budget: int) -> None:
         doc.timeline = kept
         doc.timeline_omitted = total_timeline - len(kept)
 
+    def put_older_errors(kept: list[Any]) -> None:
+        doc.errors = kept + doc.errors[-1:]
+
     def put_later_goals(kept: list[Any]) -> None:
         doc.goals = doc.goals[:1] + kept
 
@@ -343,12 +357,13 @@ def _shrink(doc: _Doc, budget: int) -> None:
         lambda: _drop_front(doc, budget, lambda: doc.commands, set_("commands")),
         lambda: _cut_text(doc, budget, lambda: doc.earlier, set_("earlier")),
         lambda: _drop_resolved(doc, budget),
-        lambda: _drop_front(doc, budget, lambda: doc.errors, set_("errors")),
+        lambda: _drop_front(doc, budget, lambda: doc.errors[:-1], put_older_errors),
         lambda: _cut_text(doc, budget, lambda: doc.last_action, set_("last_action")),
         # older goals before the first one (the task itself)
         lambda: _drop_front(doc, budget, lambda: doc.goals[1:], put_later_goals),
         lambda: _drop_tail(doc, budget, "files"),
         lambda: _drop_tail(doc, budget, "todos"),
+        lambda: _drop_front(doc, budget, lambda: doc.errors, set_("errors")),
         lambda: _drop_front(doc, budget, lambda: doc.goals, set_("goals")),
     ]
     for step in steps:
