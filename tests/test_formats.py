@@ -587,3 +587,24 @@ def test_unmodified_transcript_writes_the_input_bytes(case: tuple[str, list[Any]
     expected = b"".join(_style(o, spaced) + b"\n" for o, spaced, _, _ in rows)
     t = read_transcript(data, name, schema=False).transcript
     assert written(t) == expected
+
+
+def test_offsets_point_at_each_line_and_a_prefix_can_be_skipped() -> None:
+    import io
+
+    data = (
+        b'\xef\xbb\xbf{"role":"user","content":"a"}\r\n\n'
+        b'{"role":"assistant","content":"b"}\n{"role":"user","content":"c"}\n'
+    )
+    recs = read_transcript(data).transcript.records
+    assert [r.line for r in recs] == [1, 3, 4]
+    for r in recs:
+        assert r.raw is not None and data[r.offset : r.offset + len(r.raw)] == r.raw
+    # read only the part after the first two lines, as the pipeline does after a covered prefix
+    prefix = data.index(b'{"role":"assistant"')
+    stream = io.BytesIO(data)
+    stream.seek(prefix)
+    rest = read_transcript(
+        stream, "openai", first_line=3, first_index=1, base_offset=prefix
+    ).transcript.records
+    assert [(r.line, r.index, r.offset) for r in rest] == [(r.line, r.index, r.offset) for r in recs[1:]]
