@@ -310,9 +310,9 @@ def calibrate(state_path: str, prompt_tokens: int) -> None:
 
     state = api.calibrate(Path(state_path), prompt_tokens)
     cal = state.calibration
-    if cal.get("last_estimate"):
-        _echo_err(f"calibrated: real {prompt_tokens:,} / estimate {cal['last_estimate']:,} "
-                  f"→ factor {cal.get('factor') or 0:.3f}")
+    if cal.last_estimate:
+        _echo_err(f"calibrated: real {prompt_tokens:,} / estimate {cal.last_estimate:,} "
+                  f"→ factor {cal.factor or 0:.3f}")
 
 
 @cli.group(epilog=EXIT_CODES)
@@ -357,6 +357,39 @@ def state_reset(path: str) -> None:
     with state_lock(Path(path)):
         existed = reset_state(Path(path))
     _echo_err(f"{'removed' if existed else 'no state at'} {path}")
+
+
+@cli.command(epilog=EXIT_CODES)
+@opt("--only", multiple=True, metavar="PATTERN",
+     help="Run only scenarios whose name (or category) matches: a glob or a substring; repeatable.")
+@opt("--seed", type=int, default=0, show_default=True, help="Seed of the generated content (deterministic).")
+@opt("--json", "as_json", is_flag=True, envvar=_env("json"),
+     help="One JSON object per scenario, as an array.")
+@opt("--list", "list_only", is_flag=True, help="List the scenarios and exit.")
+def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool) -> None:
+    """Run the multi-turn stress matrix (§11) through the real pipeline and print its table.
+
+    Each scenario plays a whole agent session: `run` before every model call and `calibrate` after it,
+    on an append-only log with a real state file, against a simulated provider that bills a chosen ratio
+    of the chars/4 heuristic. Exit 1 when any scenario overflows the window or loops (outside the documented
+    limitation: no usage reported and a ratio above the default factor), errors, or ends in an unexpected
+    exit 5.
+
+    \b
+    Example:
+      ctxcompact simulate
+      ctxcompact simulate --only '8k_*' --seed 7
+      ctxcompact simulate --json | jq '.[] | select(.overflow or .loop) | .name'
+    """
+    from .simulate import select, simulate_command
+
+    if list_only:
+        for s in select(only):
+            click.echo(f"{s.category:<11} {s.name}")
+        return
+    code = simulate_command(only, seed, as_json, echo=click.echo)
+    if code:
+        raise SystemExit(code)
 
 
 # --------------------------------------------------------------------------------------------------
