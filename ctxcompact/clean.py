@@ -34,6 +34,7 @@ Cleaning is idempotent: a cleaned transcript comes back unchanged with no repair
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,30 +241,35 @@ class _Cleaner:
                 self.report("duplicate_call_id", self.recs[c.pos].line,
                             f"call id {c.block.id!r} already used by an earlier call; renamed {c.new_id!r}",
                             c.new_id)
-        # First pass: a result answers the earliest unanswered call with its id that came before it.
+        # First pass: a result answers the earliest unanswered call with its id that came before it. Results
+        # are taken in order and always answer the earliest call, so the answered calls of an id are a prefix
+        # of its list and one pointer per id finds the next (linear even when one id is reused 10,000 times).
+        nxt: dict[str, int] = {}
         for r in results:
-            for c in by_id.get(r.block.call_id, []):
-                if c.result is None and (c.pos, c.bi) < (r.pos, r.bi):
-                    c.result, r.call = r, c
-                    break
-        # Second pass: results that came before their call.
+            same = by_id.get(r.block.call_id, [])
+            k = nxt.get(r.block.call_id, 0)
+            if k < len(same) and (same[k].pos, same[k].bi) < (r.pos, r.bi):
+                same[k].result, r.call = r, same[k]
+                nxt[r.block.call_id] = k + 1
+        # Second pass: results that came before their call take the earliest call still unanswered.
         for r in results:
             if r.call is not None:
                 continue
             same = by_id.get(r.block.call_id, [])
-            for c in same:
-                if c.result is None:
-                    c.result, r.call = r, c
-                    break
+            k = nxt.get(r.block.call_id, 0)
+            if k < len(same):
+                same[k].result, r.call = r, same[k]
+                nxt[r.block.call_id] = k + 1
             else:
                 r.duplicate = bool(same)
         return calls, results
 
     def residual(self, pos: int, calls: list[_Call], results: list[_Result]) -> list[Block]:
+        """(``calls`` and ``results`` are those of the message at ``pos``.)"""
         """The blocks of a message once its results are taken out (unanswerable ones become text context)
         and its renamed calls carry their new ids."""
-        renamed = {c.bi: c for c in calls if c.pos == pos and c.new_id != c.block.id}
-        unmatched = {r.bi: r for r in results if r.pos == pos and r.call is None}
+        renamed = {c.bi: c for c in calls if c.new_id != c.block.id}
+        unmatched = {r.bi: r for r in results if r.call is None}
         out: list[Block] = []
         for bi, b in enumerate(self.msg(pos).blocks):
             if isinstance(b, ToolCall):
@@ -284,17 +290,20 @@ class _Cleaner:
                 self.report("orphan_result", self.recs[r.pos].line,
                             f"result for call {r.block.call_id!r}: {what}; kept as text context",
                             r.block.call_id)
-        touched = sorted({c.pos for c in calls} | {r.pos for r in results})
-        # position -> the blocks written there (None: the record is dropped, its results went to their call)
-        self.blocks_at: dict[int, list[Block] | None] = {p: self.residual(p, calls, results) for p in touched}
+        calls_at: dict[int, list[_Call]] = {}
+        results_at: dict[int, list[_Result]] = {}
+        for c in calls:
+            calls_at.setdefault(c.pos, []).append(c)
+        for r in results:
+            results_at.setdefault(r.pos, []).append(r)
+        # position -> the blocks written there (empty: the record is dropped, its results went to their call)
+        self.blocks_at: dict[int, list[Block]] = {
+            p: self.residual(p, calls_at.get(p, []), results_at.get(p, []))
+            for p in sorted(calls_at.keys() | results_at.keys())}
         self.emit_after: dict[int, list[Record]] = {}
         self.reused: dict[int, Record | None] = {}  # per-message layout: position -> record written there
         msg_positions = [i for i, rec in enumerate(self.recs) if rec.message is not None]
-        groups: dict[int, list[_Call]] = {}
-        for c in calls:
-            groups.setdefault(c.pos, []).append(c)
-
-        for mpos, group in groups.items():
+        for mpos, group in calls_at.items():
             mline = self.recs[mpos].line
             placed: list[ToolResult] = []
             for c in group:
@@ -306,7 +315,8 @@ class _Cleaner:
                                 c.new_id)
                 else:
                     placed.append(_renamed_result(c.result.block, c.new_id))
-            following = [p for p in msg_positions if p > mpos]
+            start = bisect.bisect_right(msg_positions, mpos)
+            following = msg_positions[start: start + len(group)]
             if self.layout.results_per_message:
                 self.place_each(mpos, group, placed, following)
             else:
@@ -325,7 +335,7 @@ class _Cleaner:
             out.extend(self.emit_after.get(pos, ()))
         return out
 
-    def rebuilt(self, pos: int, blocks: list[Block] | None) -> Record | None:
+    def rebuilt(self, pos: int, blocks: list[Block]) -> Record | None:
         """The record at ``pos`` with ``blocks``: itself when nothing changed, None when nothing is left."""
         rec = self.recs[pos]
         msg = self.msg(pos)
@@ -456,34 +466,49 @@ class _Cleaner:
 
     def merge_runs(self, out: list[Record]) -> list[Record]:
         """Alternating APIs: consecutive messages of one role become one (lines without a message between
-        them do not separate them: the API never sees those)."""
-        merged: list[Record] = []
-        last: int | None = None  # index in ``merged`` of the last message record
-        for rec in out:
+        them do not separate them: the API never sees those). Each run is merged once, in linear time."""
+        runs: dict[int, list[Record]] = {}  # index in ``out`` of a run's first record -> its records
+        head: int | None = None
+        for i, rec in enumerate(out):
             msg = rec.message
             if msg is None:
-                merged.append(rec)
                 continue
-            prev = merged[last] if last is not None else None
-            if last is None or prev is None or prev.message is None or prev.message.role != msg.role:
-                last = len(merged)
+            first = out[head].message if head is not None else None
+            if head is None or first is None or first.role != msg.role:
+                head = i
+                runs[head] = [rec]
+            else:
+                runs[head].append(rec)
+        merged: list[Record] = []
+        for i, rec in enumerate(out):
+            if rec.message is None:
                 merged.append(rec)
-                continue
-            pm = prev.message
-            blocks = [*pm.blocks, *msg.blocks]
-            if msg.role == self.layout.result_role:
-                blocks = _results_first(blocks)
-            new_msg = dataclasses.replace(pm, blocks=blocks, content_was_string=False)
-            # The later usage is the newer report of the prompt size.
-            origin = prev.origin if prev.origin == rec.origin else Origin.INPUT
-            merged[last] = dataclasses.replace(prev, message=new_msg, dirty=True,
-                                               usage=rec.usage or prev.usage, origin=origin)
-            if id(prev) in self.made_line:
-                self.made_line[id(merged[last])] = self.made_line[id(prev)]
-            self.report("merged_messages", self.line_of(rec),
-                        f"consecutive {msg.role.value} messages merged into the one at line "
-                        f"{self.line_of(prev)}")
+            elif i in runs:
+                merged.append(self.merge_run(runs[i]))
         return merged
+
+    def merge_run(self, run: list[Record]) -> Record:
+        first = run[0]
+        if len(run) == 1:
+            return first
+        fm = first.message
+        assert fm is not None
+        blocks = [b for rec in run if rec.message is not None for b in rec.message.blocks]
+        if fm.role == self.layout.result_role:
+            blocks = _results_first(blocks)
+        for rec in run[1:]:
+            self.report("merged_messages", self.line_of(rec),
+                        f"consecutive {fm.role.value} messages merged into the one at line "
+                        f"{self.line_of(first)}")
+        # The latest usage is the newest report of the prompt size; a run mixing input and made records
+        # holds input.
+        usage = next((r.usage for r in reversed(run) if r.usage is not None), None)
+        origin = first.origin if all(r.origin == first.origin for r in run) else Origin.INPUT
+        new_msg = dataclasses.replace(fm, blocks=blocks, content_was_string=False)
+        rec = dataclasses.replace(first, message=new_msg, dirty=True, usage=usage, origin=origin)
+        if id(first) in self.made_line:
+            self.made_line[id(rec)] = self.made_line[id(first)]
+        return rec
 
     def close(self, out: list[Record]) -> list[Record]:
         """Never end on a tool result: the API expects the assistant to have answered it."""
