@@ -85,6 +85,30 @@ def estimate_options(f: F) -> F:
     return f
 
 
+def strategy_options(f: F) -> F:
+    f = opt("--safety-ratio", type=click.FloatRange(min=0.05, max=1.0), default=0.7, show_default=True,
+            help="sliding-window: also compact when the context exceeds this share of the window.")(f)
+    f = opt("--overlap", type=click.IntRange(min=0), default=2, show_default=True,
+            help="sliding-window: invocations before the new ones that each event re-covers (ω).")(f)
+    f = opt("--invocation-threshold", type=click.IntRange(min=1), default=5, show_default=True,
+            help="sliding-window: compact every θ new invocations.")(f)
+    f = opt("--clear-thinking", is_flag=True,
+            help="mask: also clear thinking blocks older than the latest assistant turn.")(f)
+    f = opt("--min-savings", type=click.IntRange(min=0),
+            help="mask: mask only when it frees at least this many tokens.")(f)
+    f = opt("--exclude-tools", multiple=True, metavar="NAME",
+            help="mask: never clear results of this tool (repeatable, or comma-separated).")(f)
+    f = opt("--protect-tokens", type=click.IntRange(min=0),
+            help="mask: never clear the newest T tokens of tool output.")(f)
+    f = opt("--keep-results", type=click.IntRange(min=0), default=3, show_default=True,
+            help="mask: never clear the N most recent tool results.")(f)
+    f = opt("--prune", is_flag=True, envvar=_env("prune"),
+            help="threshold: mask old tool results first; summarize only if still over the threshold.")(f)
+    f = opt("--strategy", type=click.Choice(["threshold", "mask", "sliding-window"]), default="threshold",
+            show_default=True, help="Compaction strategy (see README: when to use which).")(f)
+    return f
+
+
 def state_options(f: F) -> F:
     f = opt("--reset-state", is_flag=True, help="Ignore and replace a state that does not match the input.")(f)
     f = opt("--no-state", is_flag=True, help="Neither read nor write a state file.")(f)
@@ -113,6 +137,8 @@ def _options(**kw: Any) -> Options:
         if name == "no_state":
             opts.use_state = not value
             continue
+        if name == "exclude_tools":
+            value = tuple(t.strip() for item in value for t in item.split(",") if t.strip())
         setattr(opts, name, value)
     return opts
 
@@ -203,6 +229,7 @@ def clean(file: str | None, output: str | None, fmt: str, lenient: bool, to: str
 @format_options
 @budget_options
 @estimate_options
+@strategy_options
 @state_options
 @opt("--json", "as_json", is_flag=True, envvar=_env("json"), help="Machine-readable report on stdout.")
 @opt("--check", is_flag=True, help="Exit 1 when `run` would compact, 0 otherwise.")
@@ -238,8 +265,7 @@ def estimate(file: str | None, as_json: bool, check: bool, **kw: Any) -> None:
 @budget_options
 @estimate_options
 @state_options
-@opt("--strategy", type=click.Choice(["threshold"]), default="threshold", show_default=True,
-     help="Compaction strategy.")
+@strategy_options
 @opt("--summarizer", type=click.Choice(["extractive", "anthropic", "openai"]), default="extractive",
      show_default=True, help="Who writes the summary; extractive is offline and deterministic.")
 @opt("--summary-model", help="Model of the LLM summarizer.")

@@ -39,3 +39,14 @@ class Options:
     instructions: str | None = None
     no_fallback: bool = False
     todos_file: Path | None = None
+    # masking (§9a): --strategy mask, or the first tier of threshold with --prune
+    prune: bool = False
+    keep_results: int = 3
+    protect_tokens: int | None = None  # None: the strategy's documented default
+    exclude_tools: tuple[str, ...] = ()
+    min_savings: int | None = None  # None: the strategy's documented default
+    clear_thinking: bool = False
+    # sliding window (§9)
+    invocation_threshold: int = 5
+    overlap: int = 2
+    safety_ratio: float = 0.7

@@ -160,7 +160,7 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         if rec.message is not None and rec.message.role is Role.SYSTEM and rec.offset >= 0 and rec.raw:
             system_spans.append((rec.offset, len(rec.raw)))
 
-    records = prefix_system + summary_records + new_records
+    records = apply_state_layers(prefix_system + summary_records + new_records, state, fmt_name)
     transcript = Transcript(format=fmt_name, records=records, source=str(inp.path or "-"))
     cleaned = clean(transcript)
     input_records = covered + len(new_records) + result.dropped
@@ -176,6 +176,22 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         dropped=result.dropped,
         input_format=fmt_name,
     )
+
+
+def apply_state_layers(records: list[Record], state: State | None, fmt_name: str) -> list[Record]:
+    """Re-apply what earlier runs decided beyond the watermark: sliding-window compaction events (§9)
+    and masked tool results (§9a), so a later run never re-expands what an earlier one reduced."""
+    if state is None:
+        return records
+    if state.events:
+        from .strategies.sliding_window import apply_events
+
+        records = apply_events(records, state, fmt_name)
+    if state.masking:
+        from .strategies.mask import reapply_masking
+
+        records = reapply_masking(records, state.masking, fmt_name)
+    return records
 
 
 def _parse_one(fmt: Any, raw: bytes, offset: int, index: int) -> Record:
@@ -352,6 +368,7 @@ class EstimateReport:
     projected_tokens_after: int
     repairs: int
     state_path: str | None
+    extras: dict[str, Any] = field(default_factory=dict)  # the strategy's own keys (describe_strategy)
 
     @property
     def percent_used(self) -> float:
@@ -386,7 +403,13 @@ class EstimateReport:
             "projected_tokens_after": self.projected_tokens_after,
             "repairs": self.repairs,
             "state": self.state_path,
+            "strategy": self.strategy,
+            **self.extras,
         }
+
+    @property
+    def strategy(self) -> str:
+        return str(self.extras.get("strategy_name", "threshold"))
 
 
 def _budget(opts: Options) -> Budget:
@@ -407,7 +430,16 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     state_path = resolve_state_path(source, opts, required=False)
     state = None if (state_path is None or opts.reset_state) else load_state(state_path)
     ctx = build_context(inp, opts, state, schema=False)
-    return _estimate_context(ctx, opts, state, budget, state_path)
+    report = _estimate_context(ctx, opts, state, budget, state_path)
+    _describe(report, ctx, opts, budget, state)
+    return report
+
+
+def _describe(report: EstimateReport, ctx: Context, opts: Options, budget: Budget, state: State | None) -> None:
+    from .strategies import StrategyInput, describe_strategy
+
+    report.extras = {"strategy_name": opts.strategy,
+                     **describe_strategy(StrategyInput(ctx, opts, budget, state, report, _stderr_warn))}
 
 
 def _estimate_context(
@@ -467,7 +499,7 @@ class RunResult:
     estimate: EstimateReport
     repairs: list[Any]
     problems: list[Problem]
-    outcome: Any = None  # strategies.threshold.Outcome when compacted
+    outcome: Any = None  # the strategy's outcome (strategies.StrategyOutcome) when it acted
     exit_code: ExitCode = ExitCode.OK
     warnings: list[str] = field(default_factory=list)
     state: State | None = None
@@ -476,7 +508,7 @@ class RunResult:
     @property
     def summary(self) -> Any:
         """The SummaryResult of the compaction, or None."""
-        return self.outcome.summary if self.outcome is not None else None
+        return getattr(self.outcome, "summary", None) if self.outcome is not None else None
 
     def lines(self) -> Iterator[bytes]:
         return write_transcript(self.transcript, self.output_format)
@@ -535,6 +567,7 @@ def _run_locked(
         _summarizer(opts).check()  # a missing key is an error before any work
     ctx = build_context(inp, opts, state, schema=True)
     report = _estimate_context(ctx, opts, state, budget, state_path)
+    _describe(report, ctx, opts, budget, state)
     new_state_obj = state or new_state(ctx.input_format)
     result = RunResult(
         transcript=ctx.transcript,
@@ -548,14 +581,13 @@ def _run_locked(
         state=new_state_obj,
         state_path=state_path,
     )
-    if report.would_compact:
-        from .strategies.threshold import compact
+    from .strategies import StrategyInput, apply_strategy
 
-        with progress(f"summarizing with {opts.summarizer}"):
-            outcome = compact(ctx, opts, budget, state, warn)
+    outcome = apply_strategy(StrategyInput(ctx, opts, budget, state, report, warn))
+    if outcome is not None:
         result.transcript = outcome.transcript
         result.outcome = outcome
-        result.compacted = True
+        result.compacted = outcome.compacted
     if not dry_run:
         result.output_format = _output_format(opts, result.transcript, warn)
     # what we write, estimated as the next request will be: the base for the next calibration
@@ -576,7 +608,7 @@ def _run_locked(
         )
     if dry_run:
         return result
-    _update_state(new_state_obj, inp, ctx, result, out_counts, opts)
+    _update_state(new_state_obj, inp, ctx, result, out_counts)
     if output is not None:
         write_output(result, output)
     if state_path is not None:
@@ -593,29 +625,14 @@ def _does_not_fit_reason(t: Transcript, counts: Counts, opts: Options, budget: B
     return f"the result is {after:,} tokens and does not fit the {budget.window:,}-token window"
 
 
-def _update_state(
-    state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts, opts: Options
-) -> None:
-    from .state import Fingerprint, InputInfo, TokenCache, record_estimate, reset_calibration
-    from .strategies.threshold import record_compaction
+def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
+    from .state import InputInfo, record_estimate
 
     if inp.path is not None:
         state.input = InputInfo(path=str(inp.path), format=ctx.input_format)
-    if result.compacted:
-        state.watermark = ctx.input_records
-        state.fingerprint = Fingerprint(
-            records=ctx.input_records,
-            nbytes=ctx.input_bytes,
-            lines=ctx.input_lines,
-            sha256=hashlib.sha256(inp.data).hexdigest(),
-            format=ctx.input_format,
-            system_lines=list(ctx.system_spans),
-            tokens=TokenCache(heuristic=sum(out_counts.heuristic), exact=
-                              sum(out_counts.exact) if out_counts.exact is not None else None,
-                              encoding=out_counts.encoding),
-        )
-        record_compaction(state, ctx, result, opts)
-        reset_calibration(state)
+    if result.outcome is not None:
+        result.outcome.commit(state, inp, ctx, result, out_counts)
+    # the estimate of what we wrote: the next `calibrate` pairs the provider's figure with it
     record_estimate(state, sum(out_counts.base), out_counts.estimator)
 
 

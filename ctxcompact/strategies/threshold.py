@@ -19,8 +19,9 @@ from ..summarizers.base import SummaryRequest, SummaryResult
 if TYPE_CHECKING:
     from ..budget import Budget
     from ..options import Options
-    from ..pipeline import Context, RunResult, Warn
+    from ..pipeline import Context, Counts, InputData, RunResult, Warn
     from ..state import State
+    from . import StrategyInput
 
 # Marks a summary cut to its budget, so a reader knows the end is missing.
 CUT_MARK = "\n[… summary cut to fit its token budget]"
@@ -33,6 +34,42 @@ class Outcome:
     continuation: str
     latest_request: str | None
     records_covered: int
+    compacted: bool = True
+    tier: str | None = None  # "summary" when --prune masked first and it was not enough
+
+    def commit(self, state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
+        """Move the watermark over every input record, keep the summary, reset the calibration."""
+        import hashlib
+
+        from ..state import Fingerprint, TokenCache, reset_calibration
+
+        state.watermark = ctx.input_records
+        state.fingerprint = Fingerprint(
+            records=ctx.input_records,
+            nbytes=ctx.input_bytes,
+            lines=ctx.input_lines,
+            sha256=hashlib.sha256(inp.data).hexdigest(),
+            format=ctx.input_format,
+            system_lines=list(ctx.system_spans),
+            # what replaces the covered prefix (system + summary + continuation) costs this much
+            tokens=TokenCache(heuristic=sum(out_counts.heuristic),
+                              exact=sum(out_counts.exact) if out_counts.exact is not None else None,
+                              encoding=out_counts.encoding),
+        )
+        state.masking = None  # every masked record is now inside the summary
+        record_compaction(state, ctx, result, self)
+        # the factor measured on the large pre-compaction request must not scale the small one (§5)
+        reset_calibration(state)
+
+
+def apply(si: StrategyInput) -> Outcome | None:
+    """Compact when the estimate reaches the threshold; otherwise pass the context through."""
+    if not si.report.would_compact:
+        return None
+    from ..progress import progress
+
+    with progress(f"summarizing with {si.opts.summarizer}"):
+        return compact(si.ctx, si.opts, si.budget, si.state, si.warn)
 
 
 def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
@@ -107,11 +144,10 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     )
 
 
-def record_compaction(state: State, ctx: Context, result: RunResult, opts: Options) -> None:
+def record_compaction(state: State, ctx: Context, result: RunResult, outcome: Outcome) -> None:
     """Keep the summary (for the next run's context and as prior context) and the compaction's history."""
     from ..state import Summary, add_compaction
 
-    outcome: Outcome = result.outcome
     summary = outcome.summary
     state.summary = Summary.from_result(
         summary,
@@ -129,4 +165,5 @@ def record_compaction(state: State, ctx: Context, result: RunResult, opts: Optio
         summarizer=summary.summarizer,
         fallback=summary.fallback,
         duration_s=summary.duration_s,
+        tier=outcome.tier,
     )
