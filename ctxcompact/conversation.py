@@ -9,7 +9,7 @@ summarizers use the rest to build their summary.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,10 @@ _INJECTED_TAGS: tuple[str, ...] = (
     "environment_context",
     "user_instructions",
     "user-prompt-submit-hook",
+    # Claude Code's "!" shell mode: a command and its output, not a request
+    "bash-input",
+    "bash-stdout",
+    "bash-stderr",
 )
 _TAG_ALT = "|".join(re.escape(t) for t in _INJECTED_TAGS)
 # A whole injected element (or an unclosed one running to the end of the text).
@@ -445,15 +449,16 @@ def _is_shell_call(call: ToolCall) -> bool:
     return command_of(call) is not None
 
 
-def commands_run(records: Sequence[Record]) -> list[CommandRun]:
+def commands_run(records: Sequence[Record], failed: FailureCheck | None = None) -> list[CommandRun]:
     """Shell commands the agent ran, in order, each with whether its result looked successful."""
+    failed = failed or result_is_error
     outcome: dict[str, bool] = {}
     for rec in records:
         if rec.message is None:
             continue
         for res in rec.message.tool_results():
             if not res.synthetic:
-                outcome[res.call_id] = not result_is_error(res, True)
+                outcome[res.call_id] = not failed(res, True)
     out: list[CommandRun] = []
     for i, rec in enumerate(records):
         if rec.message is None:
@@ -480,6 +485,13 @@ def _content_tool(name: str) -> bool:
     return any(w in n for w in _CONTENT_TOOL_WORDS) and _squash(name) not in _SHELL_TOOLS
 
 
+# Substrings without which _ERROR_LINE cannot match: a fast test that skips the regex for most outputs.
+_ERROR_HINTS = ("Traceback", "rror", "ERROR", "xception", "FAILED", "failed", "xit", "not found",
+                "No such file", "ERR!", "panicked", "fatal", "FATAL")
+
+FailureCheck = Callable[[ToolResult, bool], bool]
+
+
 def result_is_error(result: ToolResult, shell_like: bool) -> bool:
     """A failed result: marked ``is_error``, or (for commands and non-reading tools) output with a
     traceback, ``Error:``, ``FAILED``, ``N failed`` or a non-zero exit code."""
@@ -487,7 +499,22 @@ def result_is_error(result: ToolResult, shell_like: bool) -> bool:
         return True
     if result.synthetic or not shell_like:
         return False
-    return bool(_ERROR_LINE.search(result.text()[:200_000]))
+    text = result.text()[:200_000]
+    return any(h in text for h in _ERROR_HINTS) and bool(_ERROR_LINE.search(text))
+
+
+def failure_checker() -> FailureCheck:
+    """:func:`result_is_error` remembering its answers, for several passes over the same live records
+    (keyed by object identity, so use it only while those records are alive)."""
+    memo: dict[tuple[int, bool], bool] = {}
+
+    def check(result: ToolResult, shell_like: bool) -> bool:
+        key = (id(result), shell_like)
+        if key not in memo:
+            memo[key] = result_is_error(result, shell_like)
+        return memo[key]
+
+    return check
 
 
 _PYTEST_E = re.compile(r"^E\s+([\w.]*(?:Error|Exception|Failed)\b.*)$")
@@ -564,9 +591,10 @@ def call_key(call: ToolCall | None, name: str) -> str:
     return f"tool:{call.name}:{call.arguments.strip()}"
 
 
-def errors_seen(records: Sequence[Record]) -> list[ErrorSeen]:
+def errors_seen(records: Sequence[Record], failed: FailureCheck | None = None) -> list[ErrorSeen]:
     """Failed tool results in order, each marked resolved when a later result of the same command (or the
     same tool with the same arguments) succeeded, or a later assistant message says it is fixed."""
+    failed = failed or result_is_error
     calls = call_index(records)
     errors: list[ErrorSeen] = []
     for i, rec in enumerate(records):
@@ -585,7 +613,7 @@ def errors_seen(records: Sequence[Record]) -> list[ErrorSeen]:
             name = call.name if call else (res.name or "tool")
             shell_like = call is not None and (_is_shell_call(call) or not _content_tool(call.name))
             key = call_key(call, name)
-            if result_is_error(res, shell_like):
+            if failed(res, shell_like):
                 errors.append(ErrorSeen(name, command_of(call) if call else None, error_line(res.text()) or
                                         "(error with no output)", key, i))
             else:
@@ -595,10 +623,12 @@ def errors_seen(records: Sequence[Record]) -> list[ErrorSeen]:
     return errors
 
 
-def resolution_evidence(records: Sequence[Record]) -> tuple[set[str], bool]:
+def resolution_evidence(records: Sequence[Record],
+                        failed: FailureCheck | None = None) -> tuple[set[str], bool]:
     """What in ``records`` resolves errors seen before them: the keys (:func:`call_key`) of successful
     results, and whether an assistant message says a problem is fixed. Used to carry errors across
     compactions."""
+    failed = failed or result_is_error
     calls = call_index(records)
     keys: set[str] = set()
     claimed = False
@@ -613,7 +643,7 @@ def resolution_evidence(records: Sequence[Record]) -> tuple[set[str], bool]:
             if call is None or res.synthetic:
                 continue
             shell_like = _is_shell_call(call) or not _content_tool(call.name)
-            if not result_is_error(res, shell_like):
+            if not failed(res, shell_like):
                 keys.add(call_key(call, call.name))
     return keys, claimed
 
@@ -683,9 +713,11 @@ def last_assistant_action(records: Sequence[Record], text_limit: int = 500) -> L
     return LastAction(text, calls or [])
 
 
-def timeline(records: Sequence[Record], entry_limit: int = 160) -> list[str]:
+def timeline(records: Sequence[Record], entry_limit: int = 160,
+             failed: FailureCheck | None = None) -> list[str]:
     """One short line per step, oldest first: user requests, assistant statements, tool calls (grouped per
     message), failures, todo updates."""
+    failed = failed or result_is_error
     calls = call_index(records)
     out: list[str] = []
     for rec in records:
@@ -708,6 +740,6 @@ def timeline(records: Sequence[Record], entry_limit: int = 160) -> list[str]:
             if call is None or res.synthetic:
                 continue
             shell_like = _is_shell_call(call) or not _content_tool(call.name)
-            if result_is_error(res, shell_like):
+            if failed(res, shell_like):
                 out.append(shorten(f"{call.name} failed: {error_line(res.text())}", entry_limit))
     return out

@@ -28,6 +28,7 @@ from ..conversation import (
     SUMMARY_MARKER,
     commands_run,
     errors_seen,
+    failure_checker,
     files_touched,
     is_open,
     last_assistant_action,
@@ -136,9 +137,10 @@ def _extract(request: SummaryRequest) -> _New:
     goals = [_goal_text(t) for t in typed if t != latest]
     files = [{"path": f.path, "tools": list(f.tools)}
              for f in sorted(files_touched(records), key=lambda f: f.last_index)]
-    commands = [{"command": c.command, "ok": c.ok} for c in commands_run(records)]
+    failed = failure_checker()  # four passes below look at the same results
+    commands = [{"command": c.command, "ok": c.ok} for c in commands_run(records, failed)]
     errors = [{"tool": e.tool, "command": e.command, "text": e.text, "key": e.key, "resolved": e.resolved}
-              for e in errors_seen(records)]
+              for e in errors_seen(records, failed)]
     todos: list[dict[str, Any]] | None
     if request.todos:
         todos = [{"content": t.content, "status": t.status} for t in request.todos if is_open(t)]
@@ -147,8 +149,9 @@ def _extract(request: SummaryRequest) -> _New:
         todos = None if found is None else [{"content": t.content, "status": t.status}
                                             for t in found if is_open(t)]
     action = last_assistant_action(records, ACTION_CHARS)
-    keys, claimed = resolution_evidence(records)
-    return _New(goals, user_rules(records), files, commands, errors, todos, timeline(records, TIMELINE_CHARS),
+    keys, claimed = resolution_evidence(records, failed)
+    return _New(goals, user_rules(records), files, commands, errors, todos,
+                timeline(records, TIMELINE_CHARS, failed),
                 action.render() if action else None, latest, keys, claimed)
 
 
