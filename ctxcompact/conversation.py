@@ -517,13 +517,14 @@ def failure_checker() -> FailureCheck:
     return check
 
 
-_PYTEST_E = re.compile(r"^E\s+([\w.]*(?:Error|Exception|Failed)\b.*)$")
+_PYTEST_E = re.compile(r"^(?:E\s+)?([\w.]*(?:Error|Exception|Failed)\b.*|assert\b.*)$")
+_EXIT_ONLY = re.compile(r"^\s*(?:exit(?:ed with)? (?:code|status)|exit code)\b", re.I)
 _COMPILER = re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:error|fatal error|[A-Z]{1,4}\d{2,5})\b")
 
 
 def error_line(text: str, limit: int = 240) -> str:
     """The most telling line of an error output, cut to ``limit`` characters. In order of preference: the
-    exception line of a traceback, pytest's ``E   SomeError: …`` line, a compiler/linter line
+    exception line of a traceback, pytest's ``E   SomeError: …`` or ``assert …`` line, a compiler/linter line
     (``path:12:5: error …``, ``path:1:1: E501 …``), a ``FAILED`` summary line, any line that looks like an
     error, the first non-blank line."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
@@ -543,10 +544,10 @@ def error_line(text: str, limit: int = 240) -> str:
                 chosen = m.group(group) if group else ln.strip()
                 break
     if not chosen:
-        for ln in lines:
-            if _ERROR_LINE.search(ln) and "Traceback" not in ln:
-                chosen = ln.strip()
-                break
+        # "Exit code: 1" says least: any other error-looking line first
+        candidates = [ln.strip() for ln in lines if _ERROR_LINE.search(ln) and "Traceback" not in ln]
+        telling = [c for c in candidates if not _EXIT_ONLY.match(c)]
+        chosen = (telling or candidates or [""])[0]
     if not chosen and lines:
         chosen = lines[0].strip()
     return shorten(chosen, limit)

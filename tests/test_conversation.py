@@ -307,6 +307,11 @@ def test_error_line_prefers_the_telling_line() -> None:
     assert error_line(tb) == "ValueError: bad café"
     assert error_line("x\napp/m.py:49: error: Incompatible return value\nFound 1 error") == (
         "app/m.py:49: error: Incompatible return value")
+    # Codex shell output: the exit-code header says least, the assertion says most
+    codex = "Exit code: 1\nWall time: 0.8 seconds\nOutput:\nF\nassert 900.0 == 90\n1 failed in 0.05s\n"
+    assert error_line(codex) == "assert 900.0 == 90"
+    assert error_line("Exit code: 1\nOutput:\nboom\n3 failed, 2 passed") == "3 failed, 2 passed"
+    assert error_line("Exit code: 2\nOutput:\n") == "Exit code: 2"
     assert error_line("") == ""
     assert len(error_line("Error: " + "x" * 1000)) == 240
 
