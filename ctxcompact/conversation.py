@@ -33,6 +33,7 @@ _INJECTED_PREFIXES: tuple[str, ...] = (
     "# AGENTS.md instructions for",
     SUMMARY_MARKER,
     CONTINUATION_MARKER,
+    "[tool result for call ",  # clean.py keeps a result without a call as text context like this
 )
 _INJECTED_TAGS: tuple[str, ...] = (
     "command-name",

@@ -69,6 +69,8 @@ def result(cid: str, text: str, is_error: bool = False, synthetic: bool = False)
     SUMMARY_MARKER + "\n## Latest request\nfix it",
     CONTINUATION_MARKER + " to save space.]\nThe user's latest request was: fix it",
     "This session is being continued from a previous conversation that ran out of context.",
+    "[tool result for call call_9 (no matching call)]: 3 passed",
+    "<bash-input>ls</bash-input>",
     "   ",
     "",
 ])
