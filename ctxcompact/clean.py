@@ -303,7 +303,13 @@ class _Cleaner:
         self.emit_after: dict[int, list[Record]] = {}
         self.reused: dict[int, Record | None] = {}  # per-message layout: position -> record written there
         msg_positions = [i for i, rec in enumerate(self.recs) if rec.message is not None]
-        for mpos, group in calls_at.items():
+        # Calls are answered after the turn that made them: the call's own message, or with split_turns the
+        # last of the consecutive assistant lines it belongs to.
+        turn_end = self.turn_ends(msg_positions)
+        groups: dict[int, list[_Call]] = {}
+        for c in calls:
+            groups.setdefault(turn_end.get(c.pos, c.pos), []).append(c)
+        for mpos, group in groups.items():
             mline = self.recs[mpos].line
             placed: list[ToolResult] = []
             for c in group:
@@ -334,6 +340,24 @@ class _Cleaner:
                 out.append(kept)
             out.extend(self.emit_after.get(pos, ()))
         return out
+
+    def turn_ends(self, msg_positions: list[int]) -> dict[int, int]:
+        """Position of each assistant line -> position of the last line of its turn (split_turns only)."""
+        ends: dict[int, int] = {}
+        if not self.layout.split_turns:
+            return ends
+        run: list[int] = []
+        for pos in msg_positions:
+            msg = self.msg(pos)
+            if msg.role == Role.ASSISTANT and not any(isinstance(b, ToolResult) for b in msg.blocks):
+                run.append(pos)
+                continue
+            for p in run:
+                ends[p] = run[-1]
+            run = []
+        for p in run:
+            ends[p] = run[-1]
+        return ends
 
     def rebuilt(self, pos: int, blocks: list[Block]) -> Record | None:
         """The record at ``pos`` with ``blocks``: itself when nothing changed, None when nothing is left."""

@@ -24,11 +24,15 @@ class Layout:
         ``tool_result`` blocks in one user message, Gemini ``function_response`` parts in one Content).
     result_role: the role of the message that carries results (TOOL for OpenAI, USER otherwise).
     alternate: the API requires user/assistant alternation (consecutive same-role messages are merged).
+    split_turns: one model turn may span several consecutive assistant lines (Claude Code writes one line
+        per content block, Codex one line per response item), so parallel calls on consecutive lines are
+        answered after the last of them, not each right after its own line.
     """
 
     results_per_message: bool
     result_role: Role
     alternate: bool
+    split_turns: bool = False
 
 
 class Format(abc.ABC):

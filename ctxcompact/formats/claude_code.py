@@ -184,7 +184,7 @@ class ClaudeCodeFormat(Format):
     name = "claude-code"
     # On disk each parallel tool result is its own user line and an API response is split one block per
     # line, so a valid log needs no merging: describing it as it is keeps unchanged logs unchanged.
-    layout = Layout(results_per_message=True, result_role=Role.USER, alternate=False)
+    layout = Layout(results_per_message=True, result_role=Role.USER, alternate=False, split_turns=True)
     writable = False
     fallback = "anthropic"
     schema_file = "claude-code.schema.json"

@@ -178,7 +178,7 @@ def _usage(payload: dict[str, Any]) -> Usage | None:
 class CodexFormat(Format):
     name = "codex"
     # Each function_call_output is its own item; the Responses API does not require alternation.
-    layout = Layout(results_per_message=True, result_role=Role.TOOL, alternate=False)
+    layout = Layout(results_per_message=True, result_role=Role.TOOL, alternate=False, split_turns=True)
     writable = True
     fallback = "openai"
     schema_file = "codex.schema.json"
