@@ -100,6 +100,9 @@ def is_injected_text(text: str) -> bool:
 
 
 def _is_meta_record(rec: Record) -> bool:
+    # Formats flag lines a person did not type (Codex environment blocks, ADK compaction events, …).
+    if rec.meta.get("injected"):
+        return True
     data = rec.data
     if not isinstance(data, dict):
         return False

@@ -37,3 +37,12 @@ def test_without_split_turns_the_first_result_moves_up() -> None:
     assert {r.kind for r in result.repairs} == {"moved_result"}
     order = [r.message.blocks[0] for r in result.transcript.records if r.message]
     assert isinstance(order[2], ToolResult) and order[2].call_id == "a"
+
+
+def test_latest_request_skips_lines_a_format_flags_as_injected() -> None:
+    from ctxcompact.conversation import latest_request
+
+    typed = rec(0, Role.USER, TextBlock("please fix the flaky test"))
+    injected = rec(1, Role.USER, TextBlock("cwd: /repo, shell: zsh"))
+    injected.meta["injected"] = True
+    assert latest_request([typed, injected]) == "please fix the flaky test"
