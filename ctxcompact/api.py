@@ -23,7 +23,9 @@ from .pipeline import EstimateReport, RunResult, Source, Warn, _stderr_warn, est
 from .state import State, load_state, reset_state, save_state
 
 
-def load_transcript(source: Source, fmt: str = "auto", *, lenient: bool = False, schema: bool = True) -> Transcript:
+def load_transcript(
+    source: Source, fmt: str = "auto", *, lenient: bool = False, schema: bool = True
+) -> Transcript:
     """Read a transcript (path, bytes or binary stream) into the model. Raises InputError when invalid."""
     from .formats import read_transcript
     from .pipeline import InputData
@@ -62,9 +64,15 @@ class CleanFileResult:
 
 
 def clean_file(
-    source: Source, fmt: str = "auto", *, lenient: bool = False, to: str | None = None, warn: Warn = _stderr_warn
+    source: Source,
+    fmt: str = "auto",
+    *,
+    lenient: bool = False,
+    to: str | None = None,
+    warn: Warn = _stderr_warn,
 ) -> CleanFileResult:
-    """Read, validate per line and clean a transcript; ``.lines()`` gives the output in ``to`` or its format."""
+    """Read, validate per line and clean a transcript; ``.lines()`` gives the output (in ``to``, or the
+    input's format)."""
     import io
 
     from .clean import clean as _clean

@@ -51,69 +51,152 @@ def input_argument(f: F) -> F:
 
 
 def output_option(f: F) -> F:
-    return opt("-o", "--output", type=click.Path(dir_okay=False, writable=True),
-               help="Write here instead of stdout (atomically: temp file, fsync, rename).")(f)
+    return opt(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, writable=True),
+        help="Write here instead of stdout (atomically: temp file, fsync, rename).",
+    )(f)
 
 
 def format_options(f: F) -> F:
-    f = opt("--lenient", is_flag=True, help="Drop lines that fail their schema (reported) instead of failing.")(f)
-    f = opt("--format", "fmt", type=click.Choice(FORMAT_NAMES), default="auto", show_default=True,
-            envvar=_env("format"), help="Input format; auto detects it from the content.")(f)
+    f = opt(
+        "--lenient", is_flag=True, help="Drop lines that fail their schema (reported) instead of failing."
+    )(f)
+    f = opt(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMAT_NAMES),
+        default="auto",
+        show_default=True,
+        envvar=_env("format"),
+        help="Input format; auto detects it from the content.",
+    )(f)
     return f
 
 
 def budget_options(f: F) -> F:
-    f = opt("--config", "config_path", type=click.Path(dir_okay=False), envvar=_env("config"),
-            help="Config file with extra models (default ~/.config/ctxcompact/config.json).")(f)
-    f = opt("--threshold", help="Compact at N tokens, or N% of the window; 0 disables compaction "
-            "(default: window − buffer).")(f)
+    f = opt(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        envvar=_env("config"),
+        help="Config file with extra models (default ~/.config/ctxcompact/config.json).",
+    )(f)
+    f = opt(
+        "--threshold",
+        help="Compact at N tokens, or N% of the window; 0 disables compaction (default: window − buffer).",
+    )(f)
     f = opt("--model", help="Model name: sets the window from the known-models table and the encoding.")(f)
     f = opt("--window", type=click.IntRange(min=1), help="Context window in tokens (default 200000).")(f)
     return f
 
 
 def estimate_options(f: F) -> F:
-    f = opt("--real-tokens", type=click.IntRange(min=0),
-            help="Prompt tokens the provider reported for the last request (calibration).")(f)
-    f = opt("--default-factor", type=click.FloatRange(min=1.0, max=5.0),
-            help="Correction factor when nothing was reported (default 2.0 heuristic, see README for exact).")(f)
-    f = opt("--encoding", type=click.Choice(["o200k_base", "cl100k_base"]),
-            help="tiktoken encoding (default: from --model, else o200k_base).")(f)
-    f = opt("--exact", type=click.Choice(["tiktoken", "none", "anthropic"]), default="tiktoken",
-            show_default=True, help="Exact counter: tiktoken (offline), none (heuristic only), "
-            "anthropic (the provider's count_tokens endpoint).")(f)
+    f = opt(
+        "--real-tokens",
+        type=click.IntRange(min=0),
+        help="Prompt tokens the provider reported for the last request (calibration).",
+    )(f)
+    f = opt(
+        "--default-factor",
+        type=click.FloatRange(min=1.0, max=5.0),
+        help="Correction factor when nothing was reported (default 2.0 heuristic, see README for exact).",
+    )(f)
+    f = opt(
+        "--encoding",
+        type=click.Choice(["o200k_base", "cl100k_base"]),
+        help="tiktoken encoding (default: from --model, else o200k_base).",
+    )(f)
+    f = opt(
+        "--exact",
+        type=click.Choice(["tiktoken", "none", "anthropic"]),
+        default="tiktoken",
+        show_default=True,
+        help="Exact counter: tiktoken (offline), none (heuristic only), "
+        "anthropic (the provider's count_tokens endpoint).",
+    )(f)
     return f
 
 
 def strategy_options(f: F) -> F:
-    f = opt("--safety-ratio", type=click.FloatRange(min=0.05, max=1.0), default=0.7, show_default=True,
-            help="sliding-window: also compact when the context exceeds this share of the window.")(f)
-    f = opt("--overlap", type=click.IntRange(min=0), default=2, show_default=True,
-            help="sliding-window: invocations before the new ones that each event re-covers (ω).")(f)
-    f = opt("--invocation-threshold", type=click.IntRange(min=1), default=5, show_default=True,
-            help="sliding-window: compact every θ new invocations.")(f)
-    f = opt("--clear-thinking", is_flag=True,
-            help="mask: also clear thinking blocks older than the latest assistant turn.")(f)
-    f = opt("--min-savings", type=click.IntRange(min=0),
-            help="mask: mask only when it frees at least this many tokens.")(f)
-    f = opt("--exclude-tools", multiple=True, metavar="NAME",
-            help="mask: never clear results of this tool (repeatable, or comma-separated).")(f)
-    f = opt("--protect-tokens", type=click.IntRange(min=0),
-            help="mask: never clear the newest T tokens of tool output.")(f)
-    f = opt("--keep-results", type=click.IntRange(min=0), default=3, show_default=True,
-            help="mask: never clear the N most recent tool results.")(f)
-    f = opt("--prune", is_flag=True, envvar=_env("prune"),
-            help="threshold: mask old tool results first; summarize only if still over the threshold.")(f)
-    f = opt("--strategy", type=click.Choice(["threshold", "mask", "sliding-window"]), default="threshold",
-            show_default=True, help="Compaction strategy (see README: when to use which).")(f)
+    f = opt(
+        "--safety-ratio",
+        type=click.FloatRange(min=0.05, max=1.0),
+        default=0.7,
+        show_default=True,
+        help="sliding-window: also compact when the context exceeds this share of the window.",
+    )(f)
+    f = opt(
+        "--overlap",
+        type=click.IntRange(min=0),
+        default=2,
+        show_default=True,
+        help="sliding-window: invocations before the new ones that each event re-covers (ω).",
+    )(f)
+    f = opt(
+        "--invocation-threshold",
+        type=click.IntRange(min=1),
+        default=5,
+        show_default=True,
+        help="sliding-window: compact every θ new invocations.",
+    )(f)
+    f = opt(
+        "--clear-thinking",
+        is_flag=True,
+        help="mask: also clear thinking blocks older than the latest assistant turn.",
+    )(f)
+    f = opt(
+        "--min-savings",
+        type=click.IntRange(min=0),
+        help="mask: mask only when it frees at least this many tokens.",
+    )(f)
+    f = opt(
+        "--exclude-tools",
+        multiple=True,
+        metavar="NAME",
+        help="mask: never clear results of this tool (repeatable, or comma-separated).",
+    )(f)
+    f = opt(
+        "--protect-tokens",
+        type=click.IntRange(min=0),
+        help="mask: never clear the newest T tokens of tool output.",
+    )(f)
+    f = opt(
+        "--keep-results",
+        type=click.IntRange(min=0),
+        default=3,
+        show_default=True,
+        help="mask: never clear the N most recent tool results.",
+    )(f)
+    f = opt(
+        "--prune",
+        is_flag=True,
+        envvar=_env("prune"),
+        help="threshold: mask old tool results first; summarize only if still over the threshold.",
+    )(f)
+    f = opt(
+        "--strategy",
+        type=click.Choice(["threshold", "mask", "sliding-window"]),
+        default="threshold",
+        show_default=True,
+        help="Compaction strategy (see README: when to use which).",
+    )(f)
     return f
 
 
 def state_options(f: F) -> F:
-    f = opt("--reset-state", is_flag=True, help="Ignore and replace a state that does not match the input.")(f)
+    f = opt("--reset-state", is_flag=True, help="Ignore and replace a state that does not match the input.")(
+        f
+    )
     f = opt("--no-state", is_flag=True, help="Neither read nor write a state file.")(f)
-    f = opt("--state", "state_path", type=click.Path(dir_okay=False),
-            envvar=_env("state"), help="State file (default <input>.ctxstate.json; required for stdin).")(f)
+    f = opt(
+        "--state",
+        "state_path",
+        type=click.Path(dir_okay=False),
+        envvar=_env("state"),
+        help="State file (default <input>.ctxstate.json; required for stdin).",
+    )(f)
     return f
 
 
@@ -148,13 +231,15 @@ def _echo_err(message: str) -> None:
 
 
 def _stdout() -> Any:
-    return click.get_binary_stream("stdout")
+    return sys.stdout.buffer
 
 
 # --------------------------------------------------------------------------------------------------
 
 
-@click.group(epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, "--version", prog_name="ctxcompact")
 def cli() -> None:
     """Validate, clean, estimate and compact LLM agent transcripts (JSONL) so they fit the context window.
@@ -190,10 +275,12 @@ def validate(file: str | None, fmt: str, lenient: bool, as_json: bool) -> None:
         for problem in report.problems:
             click.echo(str(problem))
         status = "valid" if report.ok else "invalid"
-        click.echo(f"{status}: {report.records} records, format {report.format}, "
-                   f"{sum(p.severity == 'error' for p in report.problems)} errors, "
-                   f"{sum(p.severity == 'warning' for p in report.problems)} warnings"
-                   + (f", {report.dropped} lines dropped" if report.dropped else ""))
+        click.echo(
+            f"{status}: {report.records} records, format {report.format}, "
+            f"{sum(p.severity == 'error' for p in report.problems)} errors, "
+            f"{sum(p.severity == 'warning' for p in report.problems)} warnings"
+            + (f", {report.dropped} lines dropped" if report.dropped else "")
+        )
     if not report.ok:
         raise SystemExit(ExitCode.INVALID_INPUT)
 
@@ -204,7 +291,9 @@ def validate(file: str | None, fmt: str, lenient: bool, as_json: bool) -> None:
 @format_options
 @opt("--to", type=click.Choice(FORMAT_NAMES[1:]), help="Output format (default: the input's).")
 @opt("--report", is_flag=True, help="List each repair on stderr.")
-def clean(file: str | None, output: str | None, fmt: str, lenient: bool, to: str | None, report: bool) -> None:
+def clean(
+    file: str | None, output: str | None, fmt: str, lenient: bool, to: str | None, report: bool
+) -> None:
     """Repair a transcript (§4) and write it: missing tool results, separated or orphan results,
     a trailing tool result, role order.
 
@@ -266,17 +355,32 @@ def estimate(file: str | None, as_json: bool, check: bool, **kw: Any) -> None:
 @estimate_options
 @state_options
 @strategy_options
-@opt("--summarizer", type=click.Choice(["extractive", "anthropic", "openai"]), default="extractive",
-     show_default=True, help="Who writes the summary; extractive is offline and deterministic.")
+@opt(
+    "--summarizer",
+    type=click.Choice(["extractive", "anthropic", "openai"]),
+    default="extractive",
+    show_default=True,
+    help="Who writes the summary; extractive is offline and deterministic.",
+)
 @opt("--summary-model", help="Model of the LLM summarizer.")
 @opt("--base-url", help="API base URL (any OpenAI-compatible server for --summarizer openai).")
-@opt("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
-     help="Seconds before a provider call times out.")
+@opt(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="Seconds before a provider call times out.",
+)
 @opt("--max-retries", type=click.IntRange(min=0), default=2, show_default=True, help="Provider retries.")
 @opt("--instructions", help="What the summary should focus on (like /compact <instructions>).")
 @opt("--no-fallback", is_flag=True, help="Exit 4 instead of falling back to extractive when the LLM fails.")
-@opt("--todos", "todos_file", type=click.Path(dir_okay=False, exists=True), envvar=_env("todos"),
-     help="Open todo items to carry into the summary (JSON list or Markdown checklist).")
+@opt(
+    "--todos",
+    "todos_file",
+    type=click.Path(dir_okay=False, exists=True),
+    envvar=_env("todos"),
+    help="Open todo items to carry into the summary (JSON list or Markdown checklist).",
+)
 @opt("--dry-run", is_flag=True, help="Print what would happen; write nothing.")
 @opt("--json", "as_json", is_flag=True, envvar=_env("json"), help="With --dry-run: a JSON report.")
 @opt("-q", "--quiet", is_flag=True, help="No summary line on stderr.")
@@ -313,17 +417,29 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
     if not quiet and result.compacted:
         s = result.summary
         how = s.summarizer + (" (fallback)" if s.fallback else "")
-        _echo_err(f"compacted {result.estimate.records - result.estimate.covered} records: "
-                  f"{result.tokens_before:,} → {result.tokens_after:,} tokens, summary by {how}")
+        _echo_err(
+            f"compacted {result.estimate.records - result.estimate.covered} records: "
+            f"{result.tokens_before:,} → {result.tokens_after:,} tokens, summary by {how}"
+        )
     if result.exit_code:
         raise SystemExit(result.exit_code)
 
 
 @cli.command(epilog=EXIT_CODES)
-@opt("--state", "state_path", type=click.Path(dir_okay=False), required=True, envvar=_env("state"),
-     help="The state file `run` wrote.")
-@opt("--prompt-tokens", type=click.IntRange(min=0), required=True,
-     help="Prompt tokens the provider reported for the last request.")
+@opt(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False),
+    required=True,
+    envvar=_env("state"),
+    help="The state file `run` wrote.",
+)
+@opt(
+    "--prompt-tokens",
+    type=click.IntRange(min=0),
+    required=True,
+    help="Prompt tokens the provider reported for the last request.",
+)
 def calibrate(state_path: str, prompt_tokens: int) -> None:
     """Record the prompt tokens the provider reported for the last request (what an after-model hook sees),
     so the next `run` corrects its estimate.
@@ -337,8 +453,10 @@ def calibrate(state_path: str, prompt_tokens: int) -> None:
     state = api.calibrate(Path(state_path), prompt_tokens)
     cal = state.calibration
     if cal.last_estimate:
-        _echo_err(f"calibrated: real {prompt_tokens:,} / estimate {cal.last_estimate:,} "
-                  f"→ factor {cal.factor or 0:.3f}")
+        _echo_err(
+            f"calibrated: real {prompt_tokens:,} / estimate {cal.last_estimate:,} "
+            f"→ factor {cal.factor or 0:.3f}"
+        )
 
 
 @cli.group(epilog=EXIT_CODES)
@@ -386,11 +504,16 @@ def state_reset(path: str) -> None:
 
 
 @cli.command(epilog=EXIT_CODES)
-@opt("--only", multiple=True, metavar="PATTERN",
-     help="Run only scenarios whose name (or category) matches: a glob or a substring; repeatable.")
+@opt(
+    "--only",
+    multiple=True,
+    metavar="PATTERN",
+    help="Run only scenarios whose name (or category) matches: a glob or a substring; repeatable.",
+)
 @opt("--seed", type=int, default=0, show_default=True, help="Seed of the generated content (deterministic).")
-@opt("--json", "as_json", is_flag=True, envvar=_env("json"),
-     help="One JSON object per scenario, as an array.")
+@opt(
+    "--json", "as_json", is_flag=True, envvar=_env("json"), help="One JSON object per scenario, as an array."
+)
 @opt("--list", "list_only", is_flag=True, help="List the scenarios and exit.")
 def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool) -> None:
     """Run the multi-turn stress matrix (§11) through the real pipeline and print its table.
@@ -449,8 +572,11 @@ def _render_estimate(r: Any) -> str:
     threshold = f"{d['threshold']:,}" if d["threshold"] else "disabled"
     rows = [
         ("format", d["format"]),
-        ("records", f"{d['records']:,}" + (f" ({d['covered_by_summary']:,} covered by the summary)"
-                                           if d["covered_by_summary"] else "")),
+        (
+            "records",
+            f"{d['records']:,}"
+            + (f" ({d['covered_by_summary']:,} covered by the summary)" if d["covered_by_summary"] else ""),
+        ),
         ("messages", msgs),
         ("tool calls", f"{d['tool_calls']:,}"),
         ("characters", f"{d['chars']:,}"),
@@ -487,8 +613,10 @@ def _dry_run_json(result: Any) -> dict[str, Any]:
 def _render_dry_run(result: Any) -> str:
     lines = [_render_estimate(result.estimate), ""]
     if result.compacted:
-        lines.append(f"run would compact: {result.tokens_before:,} → {result.tokens_after:,} tokens "
-                     f"({len(result.transcript.records)} records out, summary by {result.summary.summarizer})")
+        lines.append(
+            f"run would compact: {result.tokens_before:,} → {result.tokens_after:,} tokens "
+            f"({len(result.transcript.records)} records out, summary by {result.summary.summarizer})"
+        )
     else:
         lines.append(f"run would pass the transcript through ({len(result.transcript.records)} records)")
     for repair in result.repairs:

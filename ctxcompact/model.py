@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 class Role(str, enum.Enum):
@@ -116,7 +116,7 @@ class OpaqueBlock:
     raw: dict[str, Any] | None = None
 
 
-Block = Union[TextBlock, ThinkingBlock, ImageBlock, ToolCall, ToolResult, OpaqueBlock]
+Block = TextBlock | ThinkingBlock | ImageBlock | ToolCall | ToolResult | OpaqueBlock
 
 
 @dataclass(slots=True)
@@ -216,9 +216,7 @@ def token_text(message: Message) -> tuple[list[str], int]:
     stack: list[Block] = list(reversed(message.blocks))
     while stack:
         b = stack.pop()
-        if isinstance(b, TextBlock):
-            texts.append(b.text)
-        elif isinstance(b, ThinkingBlock):
+        if isinstance(b, (TextBlock, ThinkingBlock)):
             texts.append(b.text)
         elif isinstance(b, ToolCall):
             texts.append(b.name)
@@ -227,9 +225,8 @@ def token_text(message: Message) -> tuple[list[str], int]:
             stack.extend(reversed(b.content))
         elif isinstance(b, ImageBlock):
             fixed += IMAGE_TOKENS
-        elif isinstance(b, OpaqueBlock):
-            if b.text:
-                texts.append(b.text)
+        elif isinstance(b, OpaqueBlock) and b.text:
+            texts.append(b.text)
     return texts, fixed
 
 

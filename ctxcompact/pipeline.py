@@ -8,12 +8,10 @@ estimated, and what a compaction summarizes.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import math
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,8 +218,9 @@ def _summary_records(fmt_name: str, summary_text: str, continuation: str) -> lis
     if fmt.layout.alternate:
         # One user message with two text blocks: the API merges consecutive user messages anyway, and a
         # single message keeps strict user/assistant alternation valid on its own.
-        msg = Message(role=Role.USER, blocks=[TextBlock(summary_text), TextBlock(continuation)],
-                      source_role="user")
+        msg = Message(
+            role=Role.USER, blocks=[TextBlock(summary_text), TextBlock(continuation)], source_role="user"
+        )
         return [new_record(msg, Origin.SUMMARY)]
     return [
         new_record(fmt.make_message(Role.USER, summary_text), Origin.SUMMARY),
@@ -286,7 +285,7 @@ def count_context(transcript: Transcript, opts: Options) -> Counts:
     idx = [i for i, r in enumerate(transcript.records) if r.message is not None]
     counted = exact.count_messages([transcript.records[i].message for i in idx], enc)  # type: ignore[misc]
     ex = [0] * len(transcript.records)
-    for i, n in zip(idx, counted):
+    for i, n in zip(idx, counted, strict=True):
         ex[i] = n
     return Counts(heur, ex, name)
 
@@ -308,13 +307,15 @@ def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State 
 
     if opts.exact == "anthropic":
         real = _anthropic_count(ctx.transcript, opts)
-        return calibrate(current, real=real, last_estimate=current, default_factor=factor0,
-                         source="anthropic count_tokens")
+        return calibrate(
+            current, real=real, last_estimate=current, default_factor=factor0, source="anthropic count_tokens"
+        )
     if opts.real_tokens is not None:
         # the figure is for the last request sent: what we wrote last time, if the state knows it
         last = cal.last_estimate if cal is not None and same_estimator and cal.last_estimate else current
-        return calibrate(current, real=opts.real_tokens, last_estimate=last, default_factor=factor0,
-                         source="--real-tokens")
+        return calibrate(
+            current, real=opts.real_tokens, last_estimate=last, default_factor=factor0, source="--real-tokens"
+        )
     # usage recorded in the transcript: the last one after the watermark, against the prefix it saw
     records = ctx.transcript.records
     for i in range(len(records) - 1, -1, -1):
@@ -322,20 +323,39 @@ def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State 
         if usage is not None and records[i].origin is Origin.INPUT and usage.prompt_tokens > 0:
             prefix = sum(base[:i])
             if prefix > 0:
-                return calibrate(current, real=usage.prompt_tokens, last_estimate=prefix,
-                                 default_factor=factor0,
-                                 source=f"transcript usage (line {records[i].line}, {usage.source})")
+                return calibrate(
+                    current,
+                    real=usage.prompt_tokens,
+                    last_estimate=prefix,
+                    default_factor=factor0,
+                    source=f"transcript usage (line {records[i].line}, {usage.source})",
+                )
             break
     if cal is not None and same_estimator:
         if cal.real and cal.last_estimate:
-            return calibrate(current, real=cal.real, last_estimate=cal.last_estimate,
-                             default_factor=factor0, source="state")
+            return calibrate(
+                current,
+                real=cal.real,
+                last_estimate=cal.last_estimate,
+                default_factor=factor0,
+                source="state",
+            )
         if cal.factor:
             # the provider has not reported since our last output: keep the factor it last measured
-            return calibrate(current, real=None, last_estimate=None, default_factor=cal.factor,
-                             source="state (factor of an earlier request)")
-    return calibrate(current, real=None, last_estimate=None, default_factor=factor0,
-                     source="default" if opts.default_factor is None else "--default-factor")
+            return calibrate(
+                current,
+                real=None,
+                last_estimate=None,
+                default_factor=cal.factor,
+                source="state (factor of an earlier request)",
+            )
+    return calibrate(
+        current,
+        real=None,
+        last_estimate=None,
+        default_factor=factor0,
+        source="default" if opts.default_factor is None else "--default-factor",
+    )
 
 
 def _anthropic_count(transcript: Transcript, opts: Options) -> int:
@@ -435,11 +455,15 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     return report
 
 
-def _describe(report: EstimateReport, ctx: Context, opts: Options, budget: Budget, state: State | None) -> None:
+def _describe(
+    report: EstimateReport, ctx: Context, opts: Options, budget: Budget, state: State | None
+) -> None:
     from .strategies import StrategyInput, describe_strategy
 
-    report.extras = {"strategy_name": opts.strategy,
-                     **describe_strategy(StrategyInput(ctx, opts, budget, state, report, _stderr_warn))}
+    report.extras = {
+        "strategy_name": opts.strategy,
+        **describe_strategy(StrategyInput(ctx, opts, budget, state, report, _stderr_warn)),
+    }
 
 
 def _estimate_context(
@@ -461,8 +485,7 @@ def _estimate_context(
     would = _over_threshold(cal.tokens, budget)
     projected = cal.tokens
     if would:
-        system = sum(c for c, r in zip(counts.base, ctx.transcript.records)
-                     if r.message is not None and r.message.role is Role.SYSTEM)
+        system = _system_tokens(counts.base, ctx.transcript.records)
         cont = heuristic.text_tokens(continuation_text("x" * 400))
         # after a compaction the calibration is reset, so the default factor applies
         projected = math.ceil((system + cont) * default_factor(opts, counts)) + budget.summary_budget
@@ -616,12 +639,20 @@ def _run_locked(
     return result
 
 
+def _system_tokens(base: list[int], records: list[Record]) -> int:
+    return sum(
+        c for c, r in zip(base, records, strict=True) if r.message is not None and r.message.role is Role.SYSTEM
+    )
+
+
 def _does_not_fit_reason(t: Transcript, counts: Counts, opts: Options, budget: Budget, after: int) -> str:
-    system = sum(c for c, r in zip(counts.base, t.records) if r.message is not None and r.message.role is Role.SYSTEM)
+    system = _system_tokens(counts.base, t.records)
     factor = default_factor(opts, counts)
     if math.ceil(system * factor) >= budget.window:
-        return (f"the result is {after:,} tokens and does not fit the {budget.window:,}-token window: "
-                f"the system prompt alone is about {math.ceil(system * factor):,} tokens")
+        return (
+            f"the result is {after:,} tokens and does not fit the {budget.window:,}-token window: "
+            f"the system prompt alone is about {math.ceil(system * factor):,} tokens"
+        )
     return f"the result is {after:,} tokens and does not fit the {budget.window:,}-token window"
 
 

@@ -26,12 +26,17 @@ def user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
 
-def assistant(text: str | None = None, calls: list[tuple[str, str, dict[str, Any]]] | None = None,
-              **extra: Any) -> dict[str, Any]:
+def assistant(
+    text: str | None = None, calls: list[tuple[str, str, dict[str, Any]]] | None = None, **extra: Any
+) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         msg["tool_calls"] = [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": orjson.dumps(args).decode()}}
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": name, "arguments": orjson.dumps(args).decode()},
+            }
             for cid, name, args in calls
         ]
     msg.update(extra)
@@ -55,8 +60,9 @@ def coding_session(turns: int, tool_chars: int = 2000, start: int = 0) -> list[d
     return out
 
 
-def ctxcompact(*args: str, input: bytes | None = None, env: dict[str, str] | None = None,
-               cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+def ctxcompact(
+    *args: str, input: bytes | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
     """Run the real CLI in a subprocess (what a user or a shell pipeline sees)."""
     import os
 

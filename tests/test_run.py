@@ -40,7 +40,11 @@ def opts(**kw: object) -> api.Options:
 
 def test_compaction_writes_system_summary_and_continuation(tmp_path: Path) -> None:
     log = tmp_path / "session.jsonl"
-    convo = [sys_msg(SYSTEM), *coding_session(12), user("Now rename handle_11 to serve_11 and keep the tests green.")]
+    convo = [
+        sys_msg(SYSTEM),
+        *coding_session(12),
+        user("Now rename handle_11 to serve_11 and keep the tests green."),
+    ]
     write(log, convo)
     out = tmp_path / "out.jsonl"
     result = api.run(log, opts(), output=out)
@@ -115,18 +119,36 @@ def test_growing_transcript_never_loops(tmp_path: Path) -> None:
 
 def test_rules_files_errors_and_todos_survive_three_compactions(tmp_path: Path) -> None:
     log = tmp_path / "facts.jsonl"
-    write(log, [
-        sys_msg(SYSTEM),
-        user("Fix the login bug. Never push to main. Don't change the public API of auth.py."),
-        assistant(None, [("c1", "todo_write", {"todos": [
-            {"content": "reproduce the login bug", "status": "completed"},
-            {"content": "write a regression test for expired tokens", "status": "pending"}]})]),
-        tool("c1", "ok"),
-        assistant(None, [("c2", "bash", {"command": "pytest tests/test_auth.py"})]),
-        tool("c2", "FAILED tests/test_auth.py::test_expired - AssertionError: token accepted"),
-        assistant(None, [("c3", "edit_file", {"path": "src/app/auth.py", "old": "<", "new": "<="})]),
-        tool("c3", "edited src/app/auth.py"),
-    ])
+    write(
+        log,
+        [
+            sys_msg(SYSTEM),
+            user("Fix the login bug. Never push to main. Don't change the public API of auth.py."),
+            assistant(
+                None,
+                [
+                    (
+                        "c1",
+                        "todo_write",
+                        {
+                            "todos": [
+                                {"content": "reproduce the login bug", "status": "completed"},
+                                {
+                                    "content": "write a regression test for expired tokens",
+                                    "status": "pending",
+                                },
+                            ]
+                        },
+                    )
+                ],
+            ),
+            tool("c1", "ok"),
+            assistant(None, [("c2", "bash", {"command": "pytest tests/test_auth.py"})]),
+            tool("c2", "FAILED tests/test_auth.py::test_expired - AssertionError: token accepted"),
+            assistant(None, [("c3", "edit_file", {"path": "src/app/auth.py", "old": "<", "new": "<="})]),
+            tool("c3", "edited src/app/auth.py"),
+        ],
+    )
     state_path = Path(str(log) + ".ctxstate.json")
     for round_ in range(3):
         append(log, coding_session(10, tool_chars=2500, start=100 * (round_ + 1)))
@@ -191,11 +213,14 @@ def test_calibration_from_state_and_reset_after_compaction(tmp_path: Path) -> No
 
 
 def test_usage_in_transcript_calibrates_against_its_prefix(tmp_path: Path) -> None:
-    log = tmp_path / "u.jsonl"
     convo = [sys_msg(SYSTEM), *coding_session(3)]
     prefix = api.estimate(jsonl(convo), opts(use_state=False)).heuristic
-    convo.append(assistant("done", usage={"prompt_tokens": prefix * 2, "completion_tokens": 5,
-                                          "total_tokens": prefix * 2 + 5}))
+    convo.append(
+        assistant(
+            "done",
+            usage={"prompt_tokens": prefix * 2, "completion_tokens": 5, "total_tokens": prefix * 2 + 5},
+        )
+    )
     convo.append(user("thanks, next step"))
     report = api.estimate(jsonl(convo), opts(use_state=False))
     assert report.calibrated.source.startswith("transcript usage")
@@ -244,11 +269,26 @@ def test_anthropic_compaction_keeps_alternation(tmp_path: Path) -> None:
     convo: list[dict] = [{"role": "system", "content": SYSTEM}]
     for t in range(15):
         convo.append({"role": "user", "content": f"Please read file_{t}.py"})
-        convo.append({"role": "assistant", "content": [
-            {"type": "text", "text": "Reading."},
-            {"type": "tool_use", "id": f"toolu_{t}", "name": "read_file", "input": {"path": f"file_{t}.py"}}]})
-        convo.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"toolu_{t}", "content": "x = 1\n" * 300}]})
+        convo.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Reading."},
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{t}",
+                        "name": "read_file",
+                        "input": {"path": f"file_{t}.py"},
+                    },
+                ],
+            }
+        )
+        convo.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{t}", "content": "x = 1\n" * 300}],
+            }
+        )
         convo.append({"role": "assistant", "content": f"file_{t}.py sets x."})
     convo.append({"role": "user", "content": "Summarize what all files do."})
     write(log, convo)

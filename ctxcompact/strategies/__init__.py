@@ -39,7 +39,9 @@ class StrategyOutcome(Protocol):
     transcript: Transcript  # what to write
     compacted: bool  # something was summarized or masked
 
-    def commit(self, state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
+    def commit(
+        self, state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts
+    ) -> None:
         """Record what was done in the state (watermark, summary, events, masking, history)."""
 
 

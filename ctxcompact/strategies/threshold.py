@@ -37,7 +37,9 @@ class Outcome:
     compacted: bool = True
     tier: str | None = None  # "summary" when --prune masked first and it was not enough
 
-    def commit(self, state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
+    def commit(
+        self, state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts
+    ) -> None:
         """Move the watermark over every input record, keep the summary, reset the calibration."""
         import hashlib
 
@@ -52,9 +54,11 @@ class Outcome:
             format=ctx.input_format,
             system_lines=list(ctx.system_spans),
             # what replaces the covered prefix (system + summary + continuation) costs this much
-            tokens=TokenCache(heuristic=sum(out_counts.heuristic),
-                              exact=sum(out_counts.exact) if out_counts.exact is not None else None,
-                              encoding=out_counts.encoding),
+            tokens=TokenCache(
+                heuristic=sum(out_counts.heuristic),
+                exact=sum(out_counts.exact) if out_counts.exact is not None else None,
+                encoding=out_counts.encoding,
+            ),
         )
         state.masking = None  # every masked record is now inside the summary
         record_compaction(state, ctx, result, self)
