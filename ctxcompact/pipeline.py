@@ -640,9 +640,9 @@ def _run_locked(
 
 
 def _system_tokens(base: list[int], records: list[Record]) -> int:
-    return sum(
-        c for c, r in zip(base, records, strict=True) if r.message is not None and r.message.role is Role.SYSTEM
-    )
+    """Tokens of the system records: they are kept verbatim, so no compaction can shrink them."""
+    pairs = zip(base, records, strict=True)
+    return sum(c for c, r in pairs if r.message is not None and r.message.role is Role.SYSTEM)
 
 
 def _does_not_fit_reason(t: Transcript, counts: Counts, opts: Options, budget: Budget, after: int) -> str:
