@@ -424,7 +424,7 @@ class EstimateReport:
             "repairs": self.repairs,
             "state": self.state_path,
             "strategy": self.strategy,
-            **self.extras,
+            **{k: v for k, v in self.extras.items() if k != "strategy_name"},
         }
 
     @property
