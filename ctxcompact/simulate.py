@@ -392,6 +392,7 @@ class CallTrace:
     turn: int
     step: str
     log_bytes: int
+    log_heuristic: int  # of the whole log: what would be sent if compaction had no lasting effect
     heuristic_in: int  # the pipeline's heuristic of the context before any compaction
     estimate: int  # the calibrated estimate the decision was made with
     factor: float
@@ -548,7 +549,8 @@ class Session:
         sent_heur = request_heuristic(out.getvalue())
         real = billed_tokens(sent_heur, s.ratio_at(turn))
         report = s.reports_usage(turn)
-        trace = CallTrace(turn=turn, step=step, log_bytes=len(self.log), heuristic_in=run.estimate.heuristic,
+        trace = CallTrace(turn=turn, step=step, log_bytes=len(self.log), log_heuristic=self.full_heuristic,
+                          heuristic_in=run.estimate.heuristic,
                           estimate=run.tokens_before, factor=run.estimate.calibrated.factor,
                           threshold=run.estimate.budget.threshold, stale_real=self.last_reported,
                           compacted=run.compacted, exit_code=code, sent_heuristic=sent_heur, real=real,
