@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..pipeline import Context, Counts, InputData, RunResult, Warn
     from ..state import State
     from . import StrategyInput
+    from .mask import MaskOutcome
 
 # Marks a summary cut to its budget, so a reader knows the end is missing.
 CUT_MARK = "\n[… summary cut to fit its token budget]"
@@ -66,14 +67,30 @@ class Outcome:
         reset_calibration(state)
 
 
-def apply(si: StrategyInput) -> Outcome | None:
-    """Compact when the estimate reaches the threshold; otherwise pass the context through."""
+def apply(si: StrategyInput) -> Outcome | MaskOutcome | None:
+    """Compact when the estimate reaches the threshold; otherwise pass the context through.
+
+    With ``--prune`` the first tier is masking (strategies/mask.py): when the masked context is under the
+    threshold that is the outcome (tier ``mask``); otherwise the masked context is summarized (tier
+    ``summary``)."""
     if not si.report.would_compact:
         return None
     from ..progress import progress
 
+    ctx = si.ctx
+    if si.opts.prune:
+        from .mask import masked_context, try_mask
+
+        masked = try_mask(si, "threshold")
+        if masked.compacted and masked.exit_code == 0:
+            return masked
+        if masked.compacted:
+            ctx = masked_context(si.ctx, masked.transcript)
     with progress(f"summarizing with {si.opts.summarizer}"):
-        return compact(si.ctx, si.opts, si.budget, si.state, si.warn)
+        outcome = compact(ctx, si.opts, si.budget, si.state, si.warn)
+    if si.opts.prune:
+        outcome.tier = "summary"
+    return outcome
 
 
 def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:

@@ -1,0 +1,492 @@
+"""Strategy ``mask`` (§9a) and the ``--prune`` tier of ``threshold``: observation masking.
+
+Over the threshold, every tool result that is neither among the most recent ``keep_results`` results nor
+inside the newest ``protect_tokens`` of tool output is replaced by a short placeholder such as
+``[tool result cleared: read_file(src/app.py), 48,213 chars; call again to see it]``. The call, its id and
+every other message stay verbatim, and the result block itself stays (only its content changes, ``is_error``
+is kept), so call/result pairs are never broken and the output is a valid transcript of its format.
+
+Rules, where the issue left a choice:
+
+- Budgets (``protect_tokens``, ``min_savings``, tokens freed) are in the run's estimator tokens (tiktoken when
+  counted, else ``ceil(chars/4)``), before calibration. A result's tokens are its share of its record's count
+  (by the heuristic weight of the result within the record), exact for a record holding one result.
+- Protection counts tool output from the newest result backwards; a result is protected when the running
+  total *including it* is at most ``protect_tokens`` (opencode's rule: the result that crosses the line is
+  cleared). Results of ``exclude_tools`` are never cleared and count neither towards ``keep_results`` nor
+  towards ``protect_tokens`` (they are not at stake). Placeholders count as what they now cost.
+- Defaults when the options are None: ``protect_tokens = min(40,000, 20 % of the window)`` and
+  ``min_savings = min(20,000, 5 % of the window)``. opencode protects 40k and prunes only when 20k is freed
+  on 200k-class windows; on an 8k or 32k window those figures would protect everything, so they scale.
+- A result whose placeholder would not be shorter is left alone (nothing to gain, and the cache stays).
+- ``clear_thinking``: thinking blocks of records before the latest user turn (the last message a person
+  typed) are *removed*, not emptied: Anthropic rejects a thinking block whose signature does not match its
+  text, and accepts (indeed strips itself) thinking of earlier turns being absent. A message made only of
+  thinking is dropped when the format writes each item as its own line (``split_turns``: Codex reasoning
+  items, Claude Code lines) and kept whole otherwise, so alternation is never broken.
+- Calibration is *kept* after masking (unlike the §5 reset after a summary). The reset exists because a
+  factor measured on a large request must not scale a tiny summary into a loop; masking keeps the system
+  prompt, every message and its framing, and removes only tool-output text, so the measured ratio of the
+  provider's count to ours still describes what is sent — and falling back to the default factor could
+  undercount. A factor measured from usage in the transcript is copied into the state, and usage recorded on
+  records older than the masking is ignored on later runs (:func:`reapply_masking`): it measured the
+  unmasked context, and pairing it with the masked estimate would inflate the factor and re-trigger.
+- ``--strategy mask`` over the threshold with nothing worth masking, or still over it after masking, gives
+  exit 5 with a warning naming ``--prune`` (``MaskOutcome.exit_code`` / ``warning``).
+
+The state (``State.masking``) records every masked call id with its placeholder, so each later run
+re-applies exactly the same placeholders (:func:`reapply_masking`) and never re-expands what was cleared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..errors import ExitCode
+from ..model import Block, Message, Record, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult, Transcript
+from ..tokens import heuristic
+
+if TYPE_CHECKING:
+    from ..budget import Budget
+    from ..options import Options
+    from ..pipeline import Context, Counts, InputData, RunResult
+    from ..state import State
+    from . import StrategyInput
+
+PLACEHOLDER_PREFIX = "[tool result cleared: "
+#: opencode's figures for 200k-class windows, scaled down for small windows (see the module docstring)
+PROTECT_TOKENS_MAX = 40_000
+PROTECT_SHARE = 0.20
+MIN_SAVINGS_MAX = 20_000
+MIN_SAVINGS_SHARE = 0.05
+_BRIEF_LIMIT = 80
+
+
+@dataclass(frozen=True, slots=True)
+class MaskParams:
+    """The resolved masking rules (no None left)."""
+
+    keep_results: int = 3
+    protect_tokens: int = 0
+    exclude_tools: frozenset[str] = frozenset()
+    min_savings: int = 0
+    clear_thinking: bool = False
+
+
+def default_protect_tokens(window: int) -> int:
+    return min(PROTECT_TOKENS_MAX, int(window * PROTECT_SHARE))
+
+
+def default_min_savings(window: int) -> int:
+    return min(MIN_SAVINGS_MAX, int(window * MIN_SAVINGS_SHARE))
+
+
+def mask_params(opts: Options, budget: Budget) -> MaskParams:
+    """The options with their documented defaults filled in for this window."""
+    return MaskParams(
+        keep_results=max(0, opts.keep_results),
+        protect_tokens=opts.protect_tokens if opts.protect_tokens is not None
+        else default_protect_tokens(budget.window),
+        exclude_tools=frozenset(opts.exclude_tools),
+        min_savings=opts.min_savings if opts.min_savings is not None else default_min_savings(budget.window),
+        clear_thinking=opts.clear_thinking,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The pure part: which results to clear, and the placeholders
+
+
+@dataclass(slots=True)
+class MaskedEntry:
+    """One cleared tool result (what ``State.masking["records"]`` keeps)."""
+
+    call_id: str
+    tool: str | None
+    index: int  # 0-based input record index, -1 when unknown
+    placeholder: str
+    chars: int
+    original_tokens: int
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"call_id": self.call_id, "tool": self.tool, "placeholder": self.placeholder,
+                             "chars": self.chars, "original_tokens": self.original_tokens}
+        if self.index >= 0:
+            d["index"] = self.index
+        return d
+
+
+def _unwrap(text: str) -> str:
+    # Gemini writes a changed result as {"result": text}; reading it back gives that JSON as the text.
+    s = text.strip()
+    if s.startswith("{") and PLACEHOLDER_PREFIX in s[:40]:
+        try:
+            obj = orjson.loads(s)
+        except orjson.JSONDecodeError:
+            return s
+        if isinstance(obj, dict) and len(obj) == 1 and isinstance(obj.get("result"), str):
+            return str(obj["result"]).strip()
+    return s
+
+
+def is_placeholder(result: ToolResult) -> bool:
+    """True when the result already holds a mask placeholder (so it is never masked twice)."""
+    if len(result.content) != 1 or not isinstance(result.content[0], TextBlock):
+        return False
+    return _unwrap(result.content[0].text).startswith(PLACEHOLDER_PREFIX)
+
+
+def _result_chars(result: ToolResult) -> int:
+    texts, _ = _texts(result)
+    return sum(len(t) for t in texts)
+
+
+def _texts(result: ToolResult) -> tuple[list[str], int]:
+    from ..model import token_text
+
+    return token_text(Message(role=Role.TOOL, blocks=[result]))
+
+
+def _weight(blocks: list[Any]) -> int:
+    """Heuristic tokens of some blocks: the weight used to share a record's count among its results."""
+    return heuristic.message_tokens(Message(role=Role.TOOL, blocks=blocks))
+
+
+def placeholder_text(call: ToolCall | None, tool: str | None, chars: int) -> str:
+    """``[tool result cleared: name(main argument), N chars; call again to see it]``."""
+    if call is not None:
+        from ..conversation import describe_call
+
+        brief = describe_call(call, _BRIEF_LIMIT)
+    else:
+        brief = tool or "tool"
+    return f"{PLACEHOLDER_PREFIX}{brief}, {chars:,} chars; call again to see it]"
+
+
+def _calls(records: Iterable[Record]) -> dict[str, ToolCall]:
+    calls: dict[str, ToolCall] = {}
+    for rec in records:
+        if rec.message is not None:
+            for b in rec.message.tool_calls():
+                calls.setdefault(b.id, b)
+    return calls
+
+
+def _turn_start(records: Sequence[Record]) -> int:
+    """Position of the last record a person typed: thinking from here on is the latest turn's."""
+    from ..conversation import typed_text
+
+    for i in range(len(records) - 1, -1, -1):
+        if typed_text(records[i]) is not None:
+            return i
+    return 0
+
+
+def _masked_result(result: ToolResult, placeholder: str) -> ToolResult:
+    # the block and its raw envelope stay (ids, is_error, the format's own fields); only the content changes
+    return dataclasses.replace(result, content=[TextBlock(placeholder)])
+
+
+def _without_thinking(msg: Message) -> Message | None:
+    """The message without thinking blocks; None when nothing else is left in it."""
+    rest: list[Block] = [b for b in msg.blocks if not isinstance(b, ThinkingBlock)]
+    return dataclasses.replace(msg, blocks=rest) if rest else None
+
+
+def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int],
+                    opts: MaskParams) -> tuple[Transcript, list[MaskedEntry], int]:
+    """Clear old tool results (and, with ``clear_thinking``, old thinking) by the rules of the module.
+
+    ``base_counts_per_record`` are the estimator's tokens of each record (``Counts.base``). Returns the new
+    transcript (changed records are copies marked dirty; the input is not touched), the cleared results and
+    the tokens freed. ``min_savings`` is *not* applied here: the caller decides whether the saving is worth
+    it. Pure and idempotent: masking the result again changes nothing."""
+    from ..formats import get_format
+
+    records = transcript.records
+    if len(base_counts_per_record) != len(records):
+        raise ValueError("one count per record is needed")
+    calls = _calls(records)
+    # every result, oldest first: (record position, block position, result, its tokens)
+    found: list[tuple[int, int, ToolResult, float]] = []
+    for ri, rec in enumerate(records):
+        msg = rec.message
+        if msg is None:
+            continue
+        whole = _weight(msg.blocks)
+        for bi, b in enumerate(msg.blocks):
+            if isinstance(b, ToolResult):
+                share = base_counts_per_record[ri] * _weight([b]) / whole if whole else 0.0
+                found.append((ri, bi, b, share))
+
+    chosen: dict[int, dict[int, MaskedEntry]] = {}
+    seen = 0
+    total = 0.0
+    for ri, bi, res, share in reversed(found):
+        call = calls.get(res.call_id)
+        tool = call.name if call is not None else res.name
+        if tool is not None and tool in opts.exclude_tools:
+            continue
+        seen += 1
+        total += share
+        if seen <= opts.keep_results or total <= opts.protect_tokens or is_placeholder(res):
+            continue
+        chars = _result_chars(res)
+        text = placeholder_text(call, tool, chars)
+        if heuristic.text_tokens(text) >= _weight([res]):
+            continue  # the placeholder would cost as much as the result
+        rec = records[ri]
+        chosen.setdefault(ri, {})[bi] = MaskedEntry(
+            call_id=res.call_id, tool=tool, index=rec.index, placeholder=text, chars=chars,
+            original_tokens=math.ceil(share))
+
+    drop_thinking_before = _turn_start(records) if opts.clear_thinking else 0
+    split = get_format(transcript.format).layout.split_turns if opts.clear_thinking else False
+
+    out: list[Record] = []
+    entries: list[MaskedEntry] = []
+    freed = 0
+    for ri, rec in enumerate(records):
+        msg = rec.message
+        changes = chosen.get(ri)
+        thinking = (ri < drop_thinking_before and msg is not None and msg.role is Role.ASSISTANT
+                    and any(isinstance(b, ThinkingBlock) for b in msg.blocks))
+        if msg is None or (changes is None and not thinking):
+            out.append(rec)
+            continue
+        blocks = list(msg.blocks)
+        for bi, entry in (changes or {}).items():
+            old = blocks[bi]
+            assert isinstance(old, ToolResult)
+            blocks[bi] = _masked_result(old, entry.placeholder)
+            entries.append(entry)
+        new_msg: Message | None = dataclasses.replace(msg, blocks=blocks)
+        if thinking:
+            assert new_msg is not None
+            new_msg = _without_thinking(new_msg)
+            if new_msg is None and not split:
+                new_msg = dataclasses.replace(msg, blocks=blocks)  # a thinking-only message stays whole
+        before = base_counts_per_record[ri]
+        if new_msg is None:
+            freed += before  # a thinking-only item line dropped
+            continue
+        if new_msg.blocks == msg.blocks:
+            out.append(rec)
+            continue
+        old_w = _weight(msg.blocks)
+        after = math.ceil(before * _weight(new_msg.blocks) / old_w) if old_w else 0
+        freed += max(0, before - after)
+        out.append(dataclasses.replace(rec, message=new_msg, dirty=True))
+    if not entries and len(out) == len(records) and all(a is b for a, b in zip(out, records, strict=True)):
+        return transcript, [], 0
+    return dataclasses.replace(transcript, records=out), entries, freed
+
+
+# --------------------------------------------------------------------------------------------------
+# Re-applying an earlier run's masking
+
+
+def reapply_masking(records: list[Record], masking: dict[str, Any], fmt_name: str) -> list[Record]:
+    """Replace the results of previously masked call ids with their recorded placeholders (copies, marked
+    dirty), drop thinking an earlier ``--clear-thinking`` cleared, and ignore usage recorded before the
+    masking (it measured the unmasked context). Idempotent; records it does not change are returned as is."""
+    from ..formats import get_format
+
+    placeholders: dict[str, str] = {}
+    for entry in masking.get("records") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("call_id"), str):
+            placeholders[entry["call_id"]] = str(entry.get("placeholder", ""))
+    thinking_before = _int(masking.get("thinking_before"))
+    usage_before = _int(masking.get("input_records"))
+    split = get_format(fmt_name).layout.split_turns
+    out: list[Record] = []
+    for rec in records:
+        msg = rec.message
+        if rec.usage is not None and 0 <= rec.index < usage_before:
+            rec = dataclasses.replace(rec, usage=None)  # the line itself is unchanged: still written as read
+        if msg is None:
+            out.append(rec)
+            continue
+        blocks = list(msg.blocks)
+        changed = False
+        for bi, b in enumerate(blocks):
+            if isinstance(b, ToolResult) and b.call_id in placeholders and not is_placeholder(b):
+                blocks[bi] = _masked_result(b, placeholders[b.call_id])
+                changed = True
+        new_msg: Message | None = dataclasses.replace(msg, blocks=blocks)
+        if (0 <= rec.index < thinking_before and msg.role is Role.ASSISTANT
+                and any(isinstance(b, ThinkingBlock) for b in blocks)):
+            assert new_msg is not None
+            stripped = _without_thinking(new_msg)
+            if stripped is not None or split:
+                new_msg, changed = stripped, True
+        if new_msg is None:
+            continue
+        out.append(dataclasses.replace(rec, message=new_msg, dirty=True) if changed else rec)
+    return out
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def merge_masking(old: dict[str, Any] | None, entries: Sequence[MaskedEntry], *, input_records: int,
+                  thinking_before: int) -> dict[str, Any]:
+    """The state's masking after this run: the earlier entries plus the new ones (by call id)."""
+    from ..state import utc_now
+
+    merged: dict[str, Any] = dict(old or {})
+    kept = [e for e in merged.get("records") or [] if isinstance(e, dict)]
+    known = {e.get("call_id") for e in kept}
+    kept.extend(e.to_json() for e in entries if e.call_id not in known)
+    merged["records"] = kept
+    merged["input_records"] = max(_int(merged.get("input_records")), input_records)
+    if thinking_before:
+        merged["thinking_before"] = max(_int(merged.get("thinking_before")), thinking_before)
+    merged["tokens_freed"] = sum(_int(e.get("original_tokens")) for e in kept)
+    merged["updated_at"] = utc_now()
+    return merged
+
+
+# --------------------------------------------------------------------------------------------------
+# The strategy
+
+
+@dataclass(slots=True)
+class MaskOutcome:
+    """What ``--strategy mask`` (or the mask tier of ``--prune``) did."""
+
+    transcript: Transcript
+    entries: list[MaskedEntry]
+    tokens_freed: int  # estimator tokens
+    tokens_before: int  # calibrated
+    tokens_after: int  # calibrated, with the measured factor (calibration is kept)
+    factor: float
+    measured: bool  # the factor came from a provider figure (transcript usage, --real-tokens, state)
+    thinking_before: int = 0  # input records before this index had their thinking cleared
+    compacted: bool = True
+    summary: None = None
+    tier: str = "mask"
+    strategy: str = "mask"
+    exit_code: ExitCode = ExitCode.OK
+    warning: str | None = None
+    duration_s: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def commit(self, state: State, inp: InputData, ctx: Context, result: RunResult,
+               out_counts: Counts) -> None:
+        """Merge what was masked into ``state.masking`` and add the history entry; calibration is kept."""
+        from ..state import add_compaction
+
+        if not self.compacted:
+            return  # nothing was masked: the state stays as it was
+        state.masking = merge_masking(state.masking, self.entries, input_records=ctx.input_records,
+                                      thinking_before=self.thinking_before)
+        if self.measured:
+            # keep the provider's measured ratio for the masked request (see the module docstring)
+            state.calibration.factor = round(self.factor, 6)
+            state.calibration.estimator = out_counts.estimator
+        add_compaction(state, strategy=self.strategy, tokens_before=self.tokens_before,
+                       tokens_after=self.tokens_after, records_covered=len(self.entries),
+                       watermark=state.watermark, summarizer=None, fallback=False,
+                       duration_s=self.duration_s, tier="mask")
+
+
+def _counts(si: StrategyInput) -> list[int]:
+    from ..pipeline import count_context
+
+    return count_context(si.ctx.transcript, si.opts).base
+
+
+def _thinking_boundary(transcript: Transcript, params: MaskParams) -> int:
+    if not params.clear_thinking:
+        return 0
+    records = transcript.records
+    start = _turn_start(records)
+    return 1 + max((r.index for r in records[:start] if r.index >= 0), default=-1)
+
+
+def try_mask(si: StrategyInput, strategy: str = "mask") -> MaskOutcome:
+    """Mask the context by the options. ``compacted`` is False (and the transcript unchanged) when the saving
+    is below ``min_savings``; ``exit_code`` is 5 when the result is still over the threshold."""
+    started = time.monotonic()
+    params = mask_params(si.opts, si.budget)
+    base = _counts(si)
+    masked, entries, freed = mask_transcript(si.ctx.transcript, base, params)
+    cal = si.report.calibrated
+    factor = cal.factor
+    before = cal.tokens
+    worth = freed > 0 and freed >= params.min_savings
+    if worth:
+        after = math.ceil((sum(base) - freed) * factor)
+    else:
+        masked, entries, after = si.ctx.transcript, [], before
+    outcome = MaskOutcome(
+        transcript=masked, entries=entries, tokens_freed=freed if worth else 0, tokens_before=before,
+        tokens_after=after, factor=factor, measured=cal.real is not None, compacted=worth,
+        thinking_before=_thinking_boundary(si.ctx.transcript, params) if worth else 0,
+        strategy=strategy, duration_s=round(time.monotonic() - started, 3),
+        details={"maskable_tokens": freed, "min_savings": params.min_savings,
+                 "protect_tokens": params.protect_tokens, "keep_results": params.keep_results},
+    )
+    threshold = si.budget.threshold
+    if threshold and after >= threshold:
+        outcome.exit_code = ExitCode.DOES_NOT_FIT
+        if worth:
+            n = len(entries)
+            what = (f"after masking {n} tool result{'s' if n != 1 else ''} the context is still "
+                    f" {after:,} tokens, over the threshold of {threshold:,}")
+        else:
+            what = (f"the context is {before:,} tokens, over the threshold of {threshold:,}, and masking "
+                    f"would free only {freed:,} tokens (minimum {params.min_savings:,}): nothing masked")
+        outcome.warning = f"{what}; use --prune to summarize when masking is not enough"
+    return outcome
+
+
+def apply(si: StrategyInput) -> MaskOutcome | None:
+    """``--strategy mask``: over the threshold, mask; None below it."""
+    if not si.report.would_compact:
+        return None
+    return try_mask(si, "mask")
+
+
+def describe(si: StrategyInput) -> dict[str, Any]:
+    """``estimate --json`` keys: ``maskable_tokens`` (estimator tokens masking would free now, before the
+    ``min_savings`` test), ``tokens_after_mask`` (calibrated), ``tier`` (``none``, ``mask`` or ``summary``:
+    what ``run`` would do), ``masked_results`` (cleared by earlier runs) and the resolved parameters."""
+    params = mask_params(si.opts, si.budget)
+    base = _counts(si)
+    _, entries, freed = mask_transcript(si.ctx.transcript, base, params)
+    after = math.ceil((sum(base) - freed) * si.report.calibrated.factor)
+    threshold = si.budget.threshold
+    worth = freed > 0 and freed >= params.min_savings
+    fits = not threshold or after < threshold
+    if not si.report.would_compact:
+        tier = "none"
+    elif si.opts.strategy == "mask":
+        tier = "mask" if worth else "none"
+    else:
+        tier = "mask" if worth and fits else "summary"
+    previous = (si.state.masking or {}).get("records") if si.state is not None else None
+    return {
+        "maskable_tokens": freed,
+        "maskable_results": len(entries),
+        "tokens_after_mask": after if worth else si.report.calibrated.tokens,
+        "tier": tier,
+        "masked_results": len(previous or []),
+        "mask": {"keep_results": params.keep_results, "protect_tokens": params.protect_tokens,
+                 "min_savings": params.min_savings, "exclude_tools": sorted(params.exclude_tools),
+                 "clear_thinking": params.clear_thinking},
+    }
+
+
+def masked_context(ctx: Context, transcript: Transcript) -> Context:
+    """The context with its transcript replaced (what ``--prune`` summarizes when masking was not enough)."""
+    return dataclasses.replace(ctx, transcript=transcript)
