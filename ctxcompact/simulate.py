@@ -662,6 +662,8 @@ def run_matrix(scenarios: Iterable[Scenario] | None = None, seed: int = 0,
 
 
 def _k(n: int) -> str:
+    if n % 1000 == 0 and n:
+        return f"{n // 1000}k"
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
 

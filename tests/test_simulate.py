@@ -192,7 +192,7 @@ def test_cli_table_and_list() -> None:
     header, rule, row = result.output.splitlines()[:3]
     assert header.split()[:3] == ["scenario", "window", "turns"]
     assert set(rule.replace(" ", "")) == {"-"}
-    assert row.split()[:4] == ["8k_ToolBurst", "8.0k", "3", "1.8"] and row.split()[-1] == "ok"
+    assert row.split()[:4] == ["8k_ToolBurst", "8k", "3", "1.8"] and row.split()[-1] == "ok"
     assert "1 scenarios" in result.output and "0 failed" in result.output
     listed = CliRunner().invoke(cli, ["simulate", "--list", "--only", "sequential"])
     assert listed.exit_code == 0
