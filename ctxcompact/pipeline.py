@@ -140,6 +140,15 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
             prefix_system.append(_parse_one(fmt, raw, offset, len(prefix_system)))
             system_spans.append((offset, length))
         summary_records = summary_messages(fmt_name, state)
+    elif state is not None and state.events and state.fingerprint.nbytes > 0:
+        # sliding-window events fingerprint the input through their last record with the watermark at 0
+        fp = state.fingerprint
+        if len(data) < fp.nbytes or hashlib.sha256(data[: fp.nbytes]).hexdigest() != fp.sha256:
+            raise StateError(
+                "the state file does not belong to this transcript: the first "
+                f"{fp.records} records its compaction events cover changed or are missing "
+                "(use --reset-state to start over)"
+            )
 
     stream = io.BytesIO(data)
     stream.seek(prefix_bytes)
@@ -446,9 +455,15 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     Reads the state (if any) but writes nothing."""
     opts = opts or Options()
     budget = _budget(opts)
-    inp = InputData.load(source)
     state_path = resolve_state_path(source, opts, required=False)
     state = None if (state_path is None or opts.reset_state) else load_state(state_path)
+    from .fastcount import fast_estimate
+
+    # streaming, same figures; None when only the full path can be sure (rule: fastcount.fast_estimate)
+    fast = fast_estimate(source, opts, state, budget, state_path)
+    if fast is not None:
+        return fast
+    inp = InputData.load(source)
     ctx = build_context(inp, opts, state, schema=False)
     report = _estimate_context(ctx, opts, state, budget, state_path)
     _describe(report, ctx, opts, budget, state)
@@ -611,19 +626,27 @@ def _run_locked(
         result.transcript = outcome.transcript
         result.outcome = outcome
         result.compacted = outcome.compacted
-    if not dry_run:
-        result.output_format = _output_format(opts, result.transcript, warn)
     # what we write, estimated as the next request will be: the base for the next calibration
     out_counts = count_context(result.transcript, opts)
     out_base = sum(out_counts.base)
-    if result.compacted:
-        after = math.ceil(out_base * default_factor(opts, out_counts))
-    else:
-        after = report.calibrated.tokens
+    in_base = report.exact if report.exact is not None else report.heuristic
+    if result.compacted and out_base >= in_base:
+        # A compaction that does not shrink the context (a large system prompt over a short conversation)
+        # would repeat on every call: keep the context as it was and let the size check below speak.
+        warn("compaction would not make the context smaller; passing it through")
+        result.transcript, result.outcome, result.compacted = ctx.transcript, None, False
+        out_counts = count_context(result.transcript, opts)
+        out_base = sum(out_counts.base)
+    # The factor measured on this very content still holds for its compacted form when judging the fit;
+    # only the stored calibration is reset (§5), so the next run cannot loop on a stale factor.
+    factor = max(default_factor(opts, out_counts), report.calibrated.factor)
+    after = math.ceil(out_base * factor) if result.compacted else report.calibrated.tokens
     result.tokens_after = after
+    if not dry_run:
+        result.output_format = _output_format(opts, result.transcript, warn)
     if after > budget.window:
         result.exit_code = ExitCode.DOES_NOT_FIT
-        result.warnings.append(_does_not_fit_reason(result.transcript, out_counts, opts, budget, after))
+        result.warnings.append(_does_not_fit_reason(result.transcript, out_counts, factor, budget, after))
     elif result.compacted and _over_threshold(after, budget):
         result.warnings.append(
             f"after compaction the context is still {after:,} tokens, over the threshold of "
@@ -645,9 +668,8 @@ def _system_tokens(base: list[int], records: list[Record]) -> int:
     return sum(c for c, r in pairs if r.message is not None and r.message.role is Role.SYSTEM)
 
 
-def _does_not_fit_reason(t: Transcript, counts: Counts, opts: Options, budget: Budget, after: int) -> str:
+def _does_not_fit_reason(t: Transcript, counts: Counts, factor: float, budget: Budget, after: int) -> str:
     system = _system_tokens(counts.base, t.records)
-    factor = default_factor(opts, counts)
     if math.ceil(system * factor) >= budget.window:
         return (
             f"the result is {after:,} tokens and does not fit the {budget.window:,}-token window: "

@@ -1,0 +1,444 @@
+"""The streaming fast path of ``estimate``: counts straight from each decoded line, never building the model.
+
+The full path (pipeline.build_context) reads the whole file, builds a Record and a Message per line, cleans
+the transcript and counts it. For the common case, a well-formed OpenAI transcript with no state beyond a
+calibration, that is most of the time of ``estimate --exact none`` and all of its memory. Here each line is
+decoded with orjson and its token-bearing characters are summed from the dict itself; only small integers
+per message are kept (for the usage-prefix calibration), so memory is bounded by the largest line.
+
+Results are identical to the full path (tests/test_fastcount.py compares whole reports), including the
+repairs the cleaner would make that change counts, which the fast path accounts for exactly:
+
+- a call with no result: a synthetic ``tool`` message ``Tool no response`` right after the call's turn
+  (where clean.py puts it: before the next non-result message, or at the end);
+- a transcript that ends on a tool result: an assistant ``Understood.`` appended.
+
+Anything else makes the fast path give up and the caller runs the full path (the rule, see
+:func:`fast_estimate`): a line that does not decode or does not have the format's shape (the full path reports
+it with its line number), a result that is not the next expected one (moved, reordered, orphan or duplicate
+results), a repeated call id, a format that has no fast reader (only ``openai`` has one: formats whose
+cleaning merges messages or moves blocks would need the cleaner), detection still undecided after
+:data:`~ctxcompact.formats.DETECT_LINES` lines, stdin, a state that covers a prefix or carries masking or
+sliding-window events, strategies other than plain ``threshold``, and ``--exact anthropic``.
+
+Fast readers are registered per format name in :data:`FAST_READERS`: an optional, per-format function
+``(obj, want_text) -> Line``. A format without one simply always takes the full path.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import orjson
+
+from .errors import InputError
+from .model import IMAGE_TOKENS
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+
+class NotFast(Exception):
+    """The fast path cannot give the full path's exact result for this input: run the full path."""
+
+
+class Line(NamedTuple):
+    """What one decoded line contributes. ``texts`` only when exact counts were asked for."""
+
+    role: str  # the normalised role ("system", "user", "assistant", "tool")
+    chars: int
+    fixed: int  # fixed cost of binary parts (IMAGE_TOKENS each)
+    texts: list[str] | None  # token-bearing strings in model.token_text order
+    call_ids: list[str]  # ids of the tool calls this message makes
+    result_id: str | None  # the call this message answers (tool messages)
+    prompt_tokens: int | None  # usage.prompt_tokens on an assistant line
+
+
+# ----------------------------------------------------------------------------------------- openai reader
+
+_OPENAI_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+                 "tool": "tool"}
+_OPENAI_BINARY = ("image_url", "input_audio", "file")
+
+
+def _openai_content(content: Any, texts: list[str] | None) -> tuple[int, int]:
+    """(chars, fixed) of a message's ``content``; appends the token texts the model would hold."""
+    if content is None:
+        return 0, 0
+    if type(content) is str:
+        if texts is not None:
+            texts.append(content)
+        return len(content), 0
+    if type(content) is not list:
+        raise NotFast("content")
+    chars = 0
+    fixed = 0
+    for part in content:
+        if type(part) is not dict:
+            raise NotFast("content part")
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if type(text) is not str:
+                raise NotFast("text part")
+            chars += len(text)
+            if texts is not None:
+                texts.append(text)
+        elif kind in _OPENAI_BINARY:
+            fixed += IMAGE_TOKENS
+        elif kind == "refusal":
+            text = part.get("refusal")
+            if type(text) is not str:
+                raise NotFast("refusal part")
+            chars += len(text)
+            if texts is not None and text:  # an opaque block counts only when it has text
+                texts.append(text)
+        else:
+            raise NotFast("part type")
+    return chars, fixed
+
+
+def openai_line(obj: Any, want_text: bool) -> Line:
+    """One OpenAI Chat Completions line, checked as strictly as ``OpenAIFormat.parse_line`` checks it (any
+    line it would refuse raises NotFast, so the full path reports it)."""
+    if type(obj) is not dict:
+        raise NotFast("not an object")
+    source_role = obj.get("role")
+    role = _OPENAI_ROLES.get(source_role) if type(source_role) is str else None
+    if role is None or "function_call" in obj:
+        raise NotFast("role")
+    texts: list[str] | None = [] if want_text else None
+    chars, fixed = _openai_content(obj.get("content"), texts)
+    call_ids: list[str] = []
+    result_id = None
+    prompt = None
+    if role == "tool":
+        result_id = obj.get("tool_call_id")
+        if type(result_id) is not str:
+            raise NotFast("tool_call_id")
+    elif "tool_calls" in obj:
+        calls = obj["tool_calls"]
+        if role != "assistant":
+            raise NotFast("tool_calls")
+        if calls is not None:
+            if type(calls) is not list:
+                raise NotFast("tool_calls")
+            for call in calls:
+                if type(call) is not dict or call.get("type", "function") != "function":
+                    raise NotFast("tool call")
+                call_id = call.get("id")
+                fn = call.get("function")
+                if type(call_id) is not str or type(fn) is not dict:
+                    raise NotFast("tool call")
+                name = fn.get("name")
+                arguments = fn.get("arguments")
+                if type(name) is not str or type(arguments) is not str:
+                    raise NotFast("tool call")
+                chars += len(name) + len(arguments)
+                if texts is not None:
+                    texts.append(name)
+                    texts.append(arguments)
+                call_ids.append(call_id)
+    if role == "assistant":
+        usage = obj.get("usage")
+        if type(usage) is dict:
+            p = usage.get("prompt_tokens")
+            if type(p) is int:
+                prompt = p
+    return Line(role, chars, fixed, texts, call_ids, result_id, prompt)
+
+
+#: format name -> fast line reader. Optional per format: formats without one take the full path.
+FAST_READERS: dict[str, Callable[[Any, bool], Line]] = {"openai": openai_line}
+
+
+# ----------------------------------------------------------------------------------------------- counting
+
+
+@dataclass(slots=True)
+class FastCounts:
+    """What the full path's Context + Counts would say, for the report."""
+
+    format: str
+    records: int  # input records (non-blank lines)
+    messages: dict[str, int] = field(default_factory=dict)  # by role, in order of first appearance
+    tool_calls: int = 0
+    chars: int = 0
+    heuristic: array[int] = field(default_factory=lambda: array("q"))  # per message of the cleaned context
+    exact: array[int] | None = None
+    system: array[int] = field(default_factory=lambda: array("q"))  # indexes of system messages
+    usage_at: int = -1  # index (as above) of the last message with usage.prompt_tokens > 0
+    usage_line: int = 0
+    usage_prompt: int = 0
+    repairs: int = 0
+
+
+_SYNTHETIC_RESULT = "Tool no response"  # clean.NO_RESPONSE (checked equal by the tests)
+_UNDERSTOOD = "Understood."  # clean.UNDERSTOOD
+
+
+class _Exact:
+    """Exact counts in bounded batches, counted on a background thread while the main thread parses on:
+    tiktoken releases the GIL while it encodes, so parsing and encoding overlap."""
+
+    BATCH_CHARS = 4_000_000
+
+    def __init__(self, encoding: str) -> None:
+        from .tokens import exact
+
+        self._count = exact.count_texts
+        self._enc = exact.get_encoding(encoding)
+        self._pool: ThreadPoolExecutor | None = None
+        self._texts: list[str] = []
+        self._size = 0
+        self._done: list[Future[list[int]] | list[int]] = []
+        self.fixed = array("q")
+
+    def add(self, texts: list[str], fixed: int) -> None:
+        text = "\n".join(texts)  # tokens.exact.BLOCK_SEPARATOR
+        self._texts.append(text)
+        self.fixed.append(fixed)
+        self._size += len(text)
+        if self._size >= self.BATCH_CHARS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._texts:
+            return
+        batch, self._texts, self._size = self._texts, [], 0
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # lazy: only large inputs start a thread
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxcompact-count")
+        self._done.append(self._pool.submit(self._count, batch, self._enc))
+
+    def counts(self) -> array[int]:
+        if self._pool is None:  # small input: no thread at all
+            self._done.append(self._count(self._texts, self._enc) if self._texts else [])
+        else:
+            self._flush()
+        out = array("q")
+        try:
+            for part in self._done:
+                out.extend(part if isinstance(part, list) else part.result())
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+        for i, f in enumerate(self.fixed):
+            out[i] += f
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+
+def _detect(objs: list[Any], lines: list[int], complete: bool) -> str:
+    """The format ``formats.detect`` would name from every line, judged from the first ones; NotFast when the
+    first :data:`DETECT_LINES` lines do not decide it (detection would read on)."""
+    from . import formats
+
+    if not complete:
+        names = list(formats.FORMATS)
+        count = dict.fromkeys(names, 0)
+        total = dict.fromkeys(names, 0)
+        for obj in objs:
+            for n in names:
+                s = formats.FORMATS[n].sniff(obj)
+                if s > 0:
+                    count[n] += 1
+                    total[n] += s
+        if formats._leader(names, count, total, decided=True) is None:
+            raise NotFast("detection undecided")
+    try:
+        return formats.detect(objs, lines)
+    except InputError:  # the full path reports it, with any bad line it finds first
+        raise NotFast("detection failed") from None
+
+
+def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None) -> FastCounts:
+    """Count a transcript file in one streaming pass. ``encoding``: also count exactly with tiktoken.
+
+    Raises NotFast whenever the result could differ from the full path's (see the module docstring)."""
+    from .formats import DETECT_LINES
+    from .reader import iter_lines_at
+
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 - closed in the finally below
+    except OSError as exc:
+        raise NotFast(f"cannot open: {exc}") from None
+    exact = _Exact(encoding) if encoding else None
+    try:
+        lines = iter_lines_at(stream)
+        head: list[tuple[int, Any]] = []
+        complete = True
+        for lineno, _off, raw in lines:
+            head.append((lineno, _decode(raw)))
+            if len(head) >= DETECT_LINES:
+                complete = False
+                break
+        name = fmt
+        if fmt == "auto":
+            name = _detect([o for _, o in head], [n for n, _ in head], complete) if head else "openai"
+        reader = FAST_READERS.get(name)
+        if reader is None:
+            raise NotFast(f"no fast reader for {name}")
+        out = FastCounts(format=name, records=0)
+        want_text = exact is not None
+        msgs = out.messages
+        heur = out.heuristic
+        pending: list[str] = []  # call ids still waiting for their result, in call order
+        k = 0
+        seen: set[str] = set()
+        last_role = ""
+        running = 0  # heuristic tokens so far (for the usage prefix)
+
+        def emit(role: str, chars: int, fixed: int, texts: list[str] | None) -> None:
+            nonlocal running, last_role
+            msgs[role] = msgs.get(role, 0) + 1
+            out.chars += chars
+            n = (chars + 3) // 4 + fixed
+            if role == "system":
+                out.system.append(len(heur))
+            heur.append(n)
+            running += n
+            last_role = role
+            if exact is not None:
+                exact.add(texts or [], fixed)
+
+        def missing() -> None:
+            # the cleaner's synthetic result for each unanswered call, placed right after the call's turn
+            for _ in range(len(pending) - k):
+                emit("tool", len(_SYNTHETIC_RESULT), 0, [_SYNTHETIC_RESULT])
+                out.repairs += 1
+
+        def feed(lineno: int, obj: Any) -> None:
+            nonlocal pending, k
+            line = reader(obj, want_text)
+            out.records += 1
+            if line.role == "tool":
+                if k >= len(pending) or line.result_id != pending[k]:
+                    raise NotFast("a result the cleaner would move or turn into text")
+                k += 1
+            else:
+                if k < len(pending):
+                    missing()
+                pending, k = [], 0
+                for cid in line.call_ids:
+                    if cid in seen:
+                        raise NotFast("repeated call id")
+                    seen.add(cid)
+                pending = line.call_ids
+                out.tool_calls += len(line.call_ids)
+            if line.prompt_tokens is not None and line.prompt_tokens > 0:
+                out.usage_at, out.usage_line, out.usage_prompt = len(heur), lineno, line.prompt_tokens
+            emit(line.role, line.chars, line.fixed, line.texts)
+
+        for lineno, obj in head:
+            feed(lineno, obj)
+        for lineno, _off, raw in lines:
+            feed(lineno, _decode(raw))
+        if k < len(pending):
+            missing()
+        if last_role == "tool":
+            emit("assistant", len(_UNDERSTOOD), 0, [_UNDERSTOOD])
+            out.repairs += 1
+        if exact is not None:
+            out.exact = exact.counts()
+            exact = None
+        return out
+    except OSError as exc:
+        raise NotFast(f"read error: {exc}") from None
+    finally:
+        stream.close()
+        if exact is not None:
+            exact.close()
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise NotFast("a line does not decode") from None
+    if type(obj) is not dict:
+        raise NotFast("a line is not an object")
+    return obj
+
+
+# ------------------------------------------------------------------------------------------ the report
+
+
+def eligible(source: Any, opts: Any, state: Any) -> bool:
+    """Whether the fast path may answer for this call (before reading anything)."""
+    if not isinstance(source, (str, Path)) or str(source) == "-":
+        return False
+    if opts.exact not in ("none", "tiktoken") or opts.strategy != "threshold" or opts.prune:
+        return False
+    if opts.format != "auto" and opts.format not in FAST_READERS:
+        return False
+    # a covered prefix, masking or events need build_context's state layers
+    return state is None or not (state.watermark > 0 or state.summary is not None or state.events
+                                 or state.masking)
+
+
+def fast_estimate(source: Any, opts: Any, state: Any, budget: Any, state_path: Path | None) -> Any:
+    """The EstimateReport the full path would give, or None when the fast path cannot be sure of it.
+
+    The rule: the fast path answers only for a file (not stdin) in a format with a fast reader, with no state
+    beyond a calibration, ``--exact none`` or ``tiktoken``, the plain threshold strategy, and a transcript
+    whose only repairs are missing results and a trailing tool result; every other case returns None."""
+    from . import pipeline
+    from .model import Origin, Record, Transcript, Usage
+
+    if not eligible(source, opts, state):
+        return None
+    encoding = pipeline._encoding_name(opts) if opts.exact == "tiktoken" else None
+    try:
+        fc = count_file(source, opts.format, encoding)
+    except NotFast:
+        return None
+    counts = pipeline.Counts(list(fc.heuristic), list(fc.exact) if fc.exact is not None else None, encoding)
+    base = counts.base
+    current = sum(base)
+    # calibrate_context reads only the records' usage: a stand-in transcript of the prefix before the last
+    # usage line and that line itself gives it the same answer as the whole context would.
+    records = [Record(index=0, line=0, raw=None, data=None)]
+    sums = [current]
+    if fc.usage_at >= 0:
+        prefix = sum(base[: fc.usage_at])
+        records.append(Record(index=1, line=fc.usage_line, raw=None, data=None, origin=Origin.INPUT,
+                              usage=Usage(prompt_tokens=fc.usage_prompt, source="usage.prompt_tokens")))
+        sums = [prefix, current - prefix]
+    stand_in = pipeline.Context(transcript=Transcript(fc.format, records), input_records=fc.records,
+                                covered=0, input_bytes=0, input_lines=0, system_spans=[])
+    cal = pipeline.calibrate_context(stand_in, pipeline.Counts(sums, None, None) if counts.exact is None
+                                     else pipeline.Counts(sums, sums, encoding), opts, state)
+    would = pipeline._over_threshold(cal.tokens, budget)
+    projected = cal.tokens
+    if would:
+        system = sum(base[i] for i in fc.system)
+        cont = pipeline.heuristic.text_tokens(pipeline.continuation_text("x" * 400))
+        projected = math.ceil((system + cont) * pipeline.default_factor(opts, counts)) + budget.summary_budget
+    return pipeline.EstimateReport(
+        format=fc.format,
+        records=fc.records,
+        covered=0,
+        messages=fc.messages,
+        tool_calls=fc.tool_calls,
+        chars=fc.chars,
+        heuristic=sum(fc.heuristic),
+        exact=sum(fc.exact) if fc.exact is not None else None,
+        encoding=counts.encoding,
+        calibrated=cal,
+        budget=budget,
+        would_compact=would,
+        projected_tokens_after=projected,
+        repairs=fc.repairs,
+        state_path=str(state_path) if state_path else None,
+        extras={"strategy_name": opts.strategy},
+    )
