@@ -300,3 +300,17 @@ def test_anthropic_compaction_keeps_alternation(tmp_path: Path) -> None:
     texts = [b["text"] for b in out[1]["content"]]
     assert texts[0].startswith(SUMMARY_MARKER)
     assert "Summarize what all files do." in texts[1]
+
+
+def test_compaction_that_does_not_shrink_is_dropped(tmp_path: Path) -> None:
+    """A large system prompt over a two-line conversation: summary + continuation would cost more than
+    what they replace, so run must pass the context through instead of compacting on every call."""
+    log = tmp_path / "s.jsonl"
+    write(log, [sys_msg("rule " * 2000), user("hi"), assistant("hello")])
+    messages: list[str] = []
+    result = api.run(log, opts(window=32_000, threshold="100"), output=tmp_path / "o.jsonl", warn=messages.append)
+    assert not result.compacted
+    assert any("would not make the context smaller" in m for m in messages)
+    assert (tmp_path / "o.jsonl").read_bytes() == log.read_bytes()
+    state = api.load_state(Path(str(log) + ".ctxstate.json"))
+    assert state is not None and state.compactions == [] and state.watermark == 0
