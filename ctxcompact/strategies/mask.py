@@ -405,6 +405,20 @@ def _counts(si: StrategyInput) -> list[int]:
     return count_context(si.ctx.transcript, si.opts).base
 
 
+def _freed_exactly(si: StrategyInput, before: Transcript, base: list[int], after: Transcript) -> int:
+    """Tokens freed, counting the changed records again with the run's estimator: the proportional share
+    used to choose results is close, but exact counts of placeholders keep the threshold decision true."""
+    from ..pipeline import count_context
+
+    known = {id(rec): n for rec, n in zip(before.records, base, strict=True)}
+    fresh = [rec for rec in after.records if id(rec) not in known]
+    if not fresh:
+        return sum(base) - sum(known.get(id(rec), 0) for rec in after.records)
+    counted = count_context(dataclasses.replace(after, records=fresh), si.opts).base
+    total_after = sum(known[id(rec)] for rec in after.records if id(rec) in known) + sum(counted)
+    return max(0, sum(base) - total_after)
+
+
 def _thinking_boundary(transcript: Transcript, params: MaskParams) -> int:
     if not params.clear_thinking:
         return 0
@@ -420,6 +434,8 @@ def try_mask(si: StrategyInput, strategy: str = "mask") -> MaskOutcome:
     params = mask_params(si.opts, si.budget)
     base = _counts(si)
     masked, entries, freed = mask_transcript(si.ctx.transcript, base, params)
+    if masked is not si.ctx.transcript:
+        freed = _freed_exactly(si, si.ctx.transcript, base, masked)
     cal = si.report.calibrated
     factor = cal.factor
     before = cal.tokens
@@ -463,7 +479,9 @@ def describe(si: StrategyInput) -> dict[str, Any]:
     what ``run`` would do), ``masked_results`` (cleared by earlier runs) and the resolved parameters."""
     params = mask_params(si.opts, si.budget)
     base = _counts(si)
-    _, entries, freed = mask_transcript(si.ctx.transcript, base, params)
+    masked, entries, freed = mask_transcript(si.ctx.transcript, base, params)
+    if masked is not si.ctx.transcript:
+        freed = _freed_exactly(si, si.ctx.transcript, base, masked)
     after = math.ceil((sum(base) - freed) * si.report.calibrated.factor)
     threshold = si.budget.threshold
     worth = freed > 0 and freed >= params.min_savings
