@@ -230,7 +230,7 @@ def _write(path: Path, obj: Any) -> Path:
         (lambda d: d["fingerprint"].__setitem__("extra", 1), r"\$\.fingerprint: unknown key 'extra'"),
         (lambda d: d.__setitem__("version", 0), r"\$\.version"),
         (lambda d: d.__setitem__("version", True), r"\$\.version"),
-        (lambda d: d.__setitem__("watermark", 3), r"differs from the watermark 3"),
+        (lambda d: d.__setitem__("watermark", 3), r"2 is less than the watermark 3"),
         (lambda d: d["fingerprint"].__setitem__("system_lines", [[10, 200]]), r"past the covered prefix"),
         (lambda d: d["events"][0].__setitem__("end", -1), r"\$\.events\[0\]\.end"),
         (lambda d: d["events"][1].update(start=5, end=4), r"end 4 is before start 5"),
@@ -662,3 +662,17 @@ def test_summary_from_result_keeps_how_it_was_made() -> None:
 
 def test_utc_now_format() -> None:
     assert TIME_RE.match(utc_now())
+
+
+def test_fingerprint_may_reach_past_the_watermark(tmp_path: Path) -> None:
+    """Sliding-window events fingerprint the records they cover while the watermark (threshold summary)
+    stays 0: a fingerprint of more records than the watermark loads, one of fewer does not."""
+    s = _state_covering(TRANSCRIPT, 2)
+    s.watermark = 0
+    path = tmp_path / "s.json"
+    save_state(path, s)
+    loaded = load_state(path)
+    assert loaded is not None and (loaded.watermark, loaded.fingerprint.records) == (0, 2)
+    s.watermark = 3
+    with pytest.raises(StateError, match="2 is less than the watermark 3"):
+        save_state(path, s)
