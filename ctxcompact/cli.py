@@ -314,36 +314,98 @@ def clean(
 
 
 @cli.command(epilog=EXIT_CODES)
-@input_argument
+@click.argument("files", nargs=-1, type=click.Path(allow_dash=True))
 @format_options
 @budget_options
 @estimate_options
 @strategy_options
 @state_options
-@opt("--json", "as_json", is_flag=True, envvar=_env("json"), help="Machine-readable report on stdout.")
-@opt("--check", is_flag=True, help="Exit 1 when `run` would compact, 0 otherwise.")
-def estimate(file: str | None, as_json: bool, check: bool, **kw: Any) -> None:
+@opt("--json", "as_json", is_flag=True, envvar=_env("json"),
+     help="Machine-readable report on stdout (with several files: one JSON object per line, then totals).")
+@opt("--check", is_flag=True, help="Exit 1 when `run` would compact (any file, with several), 0 otherwise.")
+@opt("-r", "--recursive", is_flag=True,
+     help="Directories: also their subdirectories; globs: ** matches them.")
+@opt("-j", "--jobs", type=click.IntRange(min=1),
+     help="Processes for several files (default: all cores); 1 runs them in turn.")
+def estimate(files: tuple[str, ...], as_json: bool, check: bool, recursive: bool, jobs: int | None,
+             **kw: Any) -> None:
     """Dry run: counts, tokens (heuristic, exact, calibrated), the budget, and whether `run` would compact.
 
-    Reads the state beside the input (if any) and writes nothing.
+    Reads the state beside the input (if any) and writes nothing. Several files, directories (their
+    *.jsonl files) or globs give a row per file and totals, on all cores; a file that fails gets an
+    error row, the others go on, and the exit code is 1.
 
     \b
     Example:
       ctxcompact estimate samples/openai-long.jsonl --window 32000
       ctxcompact estimate session.jsonl --json | jq .tokens.calibrated
       ctxcompact estimate session.jsonl --check --threshold 80% || echo "time to compact"
+      ctxcompact estimate ~/.claude/projects -r --exact none --json | jq -c '{file, percent_used}'
     """
+    opts = _options(**kw)
+    if len(files) > 1 or recursive or (files and files[0] != "-" and _is_many(files[0])):
+        _estimate_many(files, opts, as_json, check, recursive, jobs)
+        return
     from . import api
 
-    file = _source(file)
-    opts = _options(**kw)
-    report = api.estimate(file, opts)
+    report = api.estimate(_source(files[0] if files else None), opts)
     if as_json:
         click.echo(_json(report.to_json()))
     else:
         click.echo(_render_estimate(report))
     if check and report.would_compact:
         raise SystemExit(ExitCode.INVALID_INPUT)
+
+
+def _is_many(arg: str) -> bool:
+    """A directory, or a glob that is not itself a file name."""
+    path = Path(arg)
+    return path.is_dir() or (not path.exists() and any(c in arg for c in "*?["))
+
+
+def _estimate_many(files: tuple[str, ...], opts: Options, as_json: bool, check: bool, recursive: bool,
+                   jobs: int | None) -> None:
+    import orjson
+
+    from .batch import Totals, estimate_many, expand
+
+    paths = expand(files, recursive)
+    if not paths:
+        raise UsageError(f"no *.jsonl files in {' '.join(files)}")
+    totals = Totals()
+    compact = False
+    if not as_json:
+        click.echo(_ROW.format("file", "format", "records", "heuristic", "exact", "calibrated", "used",
+                               "compact"))
+    for row in estimate_many(paths, opts, jobs):
+        totals.add(row)
+        if row.report is not None:
+            compact = compact or bool(row.report["would_compact"])
+        if as_json:
+            click.echo(orjson.dumps(row.to_json()).decode())
+        elif row.report is not None:
+            r, t = row.report, row.report["tokens"]
+            click.echo(_ROW.format(row.path, r["format"], f"{r['records']:,}", f"{t['heuristic']:,}",
+                                   "-" if t["exact"] is None else f"{t['exact']:,}", f"{t['calibrated']:,}",
+                                   f"{r['percent_used']:.1f}%", "yes" if r["would_compact"] else "no"))
+        else:
+            click.echo(_ROW.format(row.path, "error", "", "", "", "", "", ""))
+        if row.error is not None:
+            _echo_err(f"error: {row.path}: {row.error}")
+    tj = totals.to_json()
+    if as_json:
+        click.echo(orjson.dumps({"totals": tj}).decode())
+    else:
+        tt = tj["tokens"]
+        click.echo(_ROW.format(f"total ({tj['files']} files, {tj['failed']} failed)", "",
+                               f"{tj['records']:,}", f"{tt['heuristic']:,}",
+                               "-" if tt["exact"] is None else f"{tt['exact']:,}",
+                               f"{tt['calibrated']:,}", "", f"{tj['would_compact']}"))
+    if totals.failed or (check and compact):
+        raise SystemExit(ExitCode.INVALID_INPUT)
+
+
+_ROW = "{:<40} {:<11} {:>9} {:>12} {:>12} {:>12} {:>7} {:>7}"
 
 
 @cli.command(epilog=EXIT_CODES)

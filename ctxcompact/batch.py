@@ -1,0 +1,183 @@
+"""Estimate many transcripts at once: expand paths, directories and globs, spread the files over processes,
+and give one row per file (in input order) plus totals.
+
+A file that fails (invalid, unreadable, a state that does not match) gives an error row; the other files go
+on. Work is spread over worker processes, not threads: parsing is Python code that holds the GIL. Workers
+are forked where the platform allows it, so they start in milliseconds and inherit what the parent already
+loaded (the tiktoken ranks are parsed once, in the parent, before the pool starts). One file, or
+``jobs=1``, runs in-process with no pool at all.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import CtxCompactError, UsageError
+from .options import Options
+
+#: file names a directory is searched for
+PATTERNS = ("*.jsonl",)
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(slots=True)
+class Row:
+    """One file's result: its estimate report (``to_json()``), or the error that stopped it."""
+
+    path: str
+    report: dict[str, Any] | None = None
+    error: str | None = None
+    exit_code: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.report is not None:
+            return {"file": self.path, **self.report}
+        return {"file": self.path, "error": self.error, "exit_code": self.exit_code}
+
+
+@dataclass(slots=True)
+class Totals:
+    files: int = 0
+    failed: int = 0
+    records: int = 0
+    messages: int = 0
+    tool_calls: int = 0
+    chars: int = 0
+    heuristic: int = 0
+    exact: int | None = None
+    calibrated: int = 0
+    would_compact: int = 0
+    formats: dict[str, int] = field(default_factory=dict)
+
+    def add(self, row: Row) -> None:
+        self.files += 1
+        r = row.report
+        if r is None:
+            self.failed += 1
+            return
+        self.records += r["records"]
+        self.messages += sum(r["messages"].values())
+        self.tool_calls += r["tool_calls"]
+        self.chars += r["chars"]
+        tokens = r["tokens"]
+        self.heuristic += tokens["heuristic"]
+        if tokens["exact"] is not None:
+            self.exact = (self.exact or 0) + tokens["exact"]
+        self.calibrated += tokens["calibrated"]
+        self.would_compact += bool(r["would_compact"])
+        self.formats[r["format"]] = self.formats.get(r["format"], 0) + 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "failed": self.failed,
+            "records": self.records,
+            "messages": self.messages,
+            "tool_calls": self.tool_calls,
+            "chars": self.chars,
+            "tokens": {"heuristic": self.heuristic, "exact": self.exact, "calibrated": self.calibrated},
+            "would_compact": self.would_compact,
+            "formats": dict(sorted(self.formats.items())),
+        }
+
+
+def expand(args: Sequence[str], recursive: bool = False) -> list[str]:
+    """The files named by ``args``, in order, each once: a file as given, a directory's ``*.jsonl`` files
+    (in subdirectories too with ``recursive``), a glob's matches (``**`` with ``recursive``), sorted.
+
+    A path that does not exist is kept (its row will say so); a glob that matches nothing is a UsageError."""
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def take(p: str) -> None:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+
+    for arg in args:
+        if arg == "-":
+            raise UsageError("stdin (-) cannot be one of several inputs; give file paths")
+        path = Path(arg)
+        if path.is_dir():
+            found: set[Path] = set()
+            for pattern in PATTERNS:
+                found.update(path.rglob(pattern) if recursive else path.glob(pattern))
+            for p in sorted(f for f in found if f.is_file()):
+                take(str(p))
+        elif not path.exists() and _GLOB_CHARS & set(arg):
+            matches = sorted(m for m in glob.glob(arg, recursive=recursive) if Path(m).is_file())
+            if not matches:
+                raise UsageError(f"no file matches {arg!r}")
+            for m in matches:
+                take(m)
+        else:
+            take(arg)
+    return out
+
+
+def estimate_one(path: str, opts: Options) -> Row:
+    """Estimate one file; never raises for a problem of that file."""
+    from .pipeline import estimate
+
+    try:
+        return Row(path, estimate(path, opts).to_json())
+    except CtxCompactError as exc:
+        return Row(path, None, str(exc), int(exc.exit_code))
+    except OSError as exc:
+        return Row(path, None, f"cannot read {path}: {exc.strerror or exc}", 1)
+    except Exception as exc:  # a bug of ours must not stop the other files
+        return Row(path, None, f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
+def _work(args: tuple[str, Options]) -> Row:
+    return estimate_one(*args)
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) -> Iterator[Row]:
+    """One row per path, in the order given, computed on ``jobs`` processes (default: all cores)."""
+    if opts.state_path is not None and len(paths) > 1:
+        raise UsageError("--state names one state file; with several inputs each uses its own "
+                         "(<input>.ctxstate.json), or give --no-state")
+    jobs = min(jobs or default_jobs(), len(paths))
+    if jobs <= 1:
+        for p in paths:
+            yield estimate_one(p, opts)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if opts.exact == "tiktoken":
+        from .pipeline import _encoding_name
+        from .tokens.exact import get_encoding
+
+        get_encoding(_encoding_name(opts))  # parsed once here; forked workers inherit it
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else None)
+    # chunks keep the per-task overhead small on many small files yet balance the load at the end
+    chunk = max(1, min(64, len(paths) // (jobs * 8)))
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        yield from pool.map(_work, [(p, opts) for p in paths], chunksize=chunk)
+
+
+def summarize(rows: Sequence[Row]) -> Totals:
+    totals = Totals()
+    for row in rows:
+        totals.add(row)
+    return totals
