@@ -8,6 +8,7 @@ estimated, and what a compaction summarizes.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import math
@@ -445,6 +446,18 @@ def _budget(opts: Options) -> Budget:
     return make_budget(opts.window, opts.model, opts.threshold, opts.config_path)
 
 
+def budget_from_transcript(budget: Budget, opts: Options, records: list[Record]) -> Budget:
+    """With no --window and no --model, a window the log itself records (Codex `token_count` carries
+    `model_context_window`) beats the built-in default."""
+    if opts.window is not None or opts.model is not None or budget.window_source != "default":
+        return budget
+    for rec in reversed(records):
+        if rec.usage is not None and rec.usage.context_window:
+            found = make_budget(rec.usage.context_window, None, opts.threshold, opts.config_path)
+            return dataclasses.replace(found, window_source=f"transcript (line {rec.line})")
+    return budget
+
+
 def _over_threshold(tokens: int, budget: Budget) -> bool:
     return budget.threshold is not None and budget.threshold > 0 and tokens >= budget.threshold
 
@@ -465,6 +478,7 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
         return fast
     inp = InputData.load(source)
     ctx = build_context(inp, opts, state, schema=False)
+    budget = budget_from_transcript(budget, opts, ctx.transcript.records)
     report = _estimate_context(ctx, opts, state, budget, state_path)
     _describe(report, ctx, opts, budget, state)
     return report
@@ -604,6 +618,7 @@ def _run_locked(
     if opts.summarizer != "extractive" and not dry_run:
         _summarizer(opts).check()  # a missing key is an error before any work
     ctx = build_context(inp, opts, state, schema=True)
+    budget = budget_from_transcript(budget, opts, ctx.transcript.records)
     report = _estimate_context(ctx, opts, state, budget, state_path)
     _describe(report, ctx, opts, budget, state)
     new_state_obj = state or new_state(ctx.input_format)
@@ -647,6 +662,10 @@ def _run_locked(
     if after > budget.window:
         result.exit_code = ExitCode.DOES_NOT_FIT
         result.warnings.append(_does_not_fit_reason(result.transcript, out_counts, factor, budget, after))
+    if result.outcome is not None:
+        # a strategy may know better why its result cannot fit (e.g. masking alone was not enough)
+        result.warnings.extend(getattr(result.outcome, "warnings", []))
+        result.exit_code = max(result.exit_code, ExitCode(getattr(result.outcome, "exit_code", ExitCode.OK)))
     elif result.compacted and _over_threshold(after, budget):
         result.warnings.append(
             f"after compaction the context is still {after:,} tokens, over the threshold of "

@@ -258,6 +258,9 @@ class Event:
     start_timestamp: float | str | None = None
     end_timestamp: float | str | None = None
     model: str | None = None
+    first_invocation: int | None = None  # 1-based numbers of the invocations covered
+    last_invocation: int | None = None
+    invocation_ids: list[str] | None = None  # the format's own ids (ADK invocation_id), where it has them
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"start": self.start, "end": self.end}
@@ -265,7 +268,13 @@ class Event:
             d["start_timestamp"] = self.start_timestamp
         if self.end_timestamp is not None:
             d["end_timestamp"] = self.end_timestamp
-        d.update({"invocations": self.invocations, "records": self.records,
+        d["invocations"] = self.invocations
+        if self.first_invocation is not None:
+            d["first_invocation"] = self.first_invocation
+            d["last_invocation"] = self.last_invocation
+        if self.invocation_ids:
+            d["invocation_ids"] = list(self.invocation_ids)
+        d.update({"records": self.records,
                   "original_tokens": self.original_tokens, "compacted_tokens": self.compacted_tokens,
                   "ratio": self.ratio, "summary": self.summary, "summarizer": self.summarizer})
         if self.model is not None:
@@ -280,7 +289,8 @@ class Event:
                    ratio=float(d["ratio"]), summary=d["summary"], summarizer=d["summarizer"],
                    fallback=d["fallback"], created_at=d["created_at"],
                    start_timestamp=d.get("start_timestamp"), end_timestamp=d.get("end_timestamp"),
-                   model=d.get("model"))
+                   model=d.get("model"), first_invocation=d.get("first_invocation"),
+                   last_invocation=d.get("last_invocation"), invocation_ids=d.get("invocation_ids"))
 
 
 @dataclass(slots=True)

@@ -450,7 +450,8 @@ class _Planner:
                    records=w.end - start, original_tokens=original, compacted_tokens=compacted,
                    ratio=round(original / compacted, 3) if compacted else 0.0, summary=summary.text,
                    summarizer=summary.summarizer, fallback=summary.fallback,
-                   start_timestamp=w.timestamp_start, end_timestamp=w.timestamp_end, model=summary.model)
+                   start_timestamp=w.timestamp_start, end_timestamp=w.timestamp_end, model=summary.model,
+                   first_invocation=w.first, last_invocation=w.last, invocation_ids=list(w.ids) or None)
         w.start = start
         self.events.append(ev)
         self.new.append(ev)

@@ -1,0 +1,28 @@
+"""What a sliding-window event records in the state (§9): the invocations it covers, by number and, where
+the format has them, by id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import coding_session, jsonl, sys_msg, user
+
+from ctxcompact import api
+
+
+def test_events_record_the_invocations_they_cover(tmp_path: Path) -> None:
+    log = tmp_path / "s.jsonl"
+    log.write_bytes(jsonl([sys_msg("You are a coding agent."), *coding_session(7, tool_chars=6000),
+                           user("what next?")]))
+    opts = api.Options(window=200_000, exact="none", strategy="sliding-window", invocation_threshold=3, overlap=1)
+    result = api.run(log, opts, output=tmp_path / "o.jsonl")
+    assert result.compacted
+    state = api.load_state(Path(str(log) + ".ctxstate.json"))
+    assert state is not None and len(state.events) == 2
+    first, second = state.events
+    # θ=3, ω=1: invocations 1-3, then 3-6 (ADK's documented rule)
+    assert (first.first_invocation, first.last_invocation) == (1, 3)
+    assert (second.first_invocation, second.last_invocation) == (3, 6)
+    assert first.invocation_ids is None  # openai lines carry no invocation id
+    reloaded = api.load_state(Path(str(log) + ".ctxstate.json"))
+    assert reloaded is not None and reloaded.to_json()["events"][1]["last_invocation"] == 6
