@@ -308,7 +308,9 @@ def test_compaction_that_does_not_shrink_is_dropped(tmp_path: Path) -> None:
     log = tmp_path / "s.jsonl"
     write(log, [sys_msg("rule " * 2000), user("hi"), assistant("hello")])
     messages: list[str] = []
-    result = api.run(log, opts(window=32_000, threshold="100"), output=tmp_path / "o.jsonl", warn=messages.append)
+    result = api.run(
+        log, opts(window=32_000, threshold="100"), output=tmp_path / "o.jsonl", warn=messages.append
+    )
     assert not result.compacted
     assert any("would not make the context smaller" in m for m in messages)
     assert (tmp_path / "o.jsonl").read_bytes() == log.read_bytes()

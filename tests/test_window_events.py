@@ -12,9 +12,12 @@ from ctxcompact import api
 
 def test_events_record_the_invocations_they_cover(tmp_path: Path) -> None:
     log = tmp_path / "s.jsonl"
-    log.write_bytes(jsonl([sys_msg("You are a coding agent."), *coding_session(7, tool_chars=6000),
-                           user("what next?")]))
-    opts = api.Options(window=200_000, exact="none", strategy="sliding-window", invocation_threshold=3, overlap=1)
+    log.write_bytes(
+        jsonl([sys_msg("You are a coding agent."), *coding_session(7, tool_chars=6000), user("what next?")])
+    )
+    opts = api.Options(
+        window=200_000, exact="none", strategy="sliding-window", invocation_threshold=3, overlap=1
+    )
     result = api.run(log, opts, output=tmp_path / "o.jsonl")
     assert result.compacted
     state = api.load_state(Path(str(log) + ".ctxstate.json"))
