@@ -29,3 +29,14 @@ def test_events_record_the_invocations_they_cover(tmp_path: Path) -> None:
     assert first.invocation_ids is None  # openai lines carry no invocation id
     reloaded = api.load_state(Path(str(log) + ".ctxstate.json"))
     assert reloaded is not None and reloaded.to_json()["events"][1]["last_invocation"] == 6
+
+
+def test_codex_log_sets_the_window_when_none_is_given() -> None:
+    from helpers import SAMPLES
+
+    sample = SAMPLES / "codex-session.jsonl"
+    report = api.estimate(sample, api.Options(exact="none", use_state=False))
+    assert report.budget.window == 258_400  # token_count.info.model_context_window in the sample
+    assert report.budget.window_source.startswith("transcript")
+    given = api.estimate(sample, api.Options(exact="none", use_state=False, window=32_000))
+    assert given.budget.window == 32_000
