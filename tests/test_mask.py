@@ -528,3 +528,15 @@ def test_fixture_files_mask_to_their_golden_output() -> None:
     t = read_transcript(src).transcript
     out, _, _ = mask_transcript(t, heur(t), params(keep_results=1, clear_thinking=True))
     assert b"".join(write_transcript(out)) == (DATA / "anthropic_out.jsonl").read_bytes()
+
+
+def test_simulated_tool_chain_needs_fewer_summaries_with_prune() -> None:
+    from ctxcompact.simulate import select
+    from ctxcompact.strategies.mask import simulate_with_pruning
+
+    (row,) = simulate_with_pruning(select(["8k_ToolChain_MultipleRoundtrips"]))
+    # a chain of tool round trips: most compactions are old tool output, which the mask tier clears alone
+    assert row.failures_plain == [] and row.failures_prune == []  # no overflow, no loop either way
+    assert row.masks_prune > 0 and row.summaries_prune < row.summaries_plain
+    assert row.compactions_avoided == row.summaries_plain - row.summaries_prune
+    assert 0 < row.summarized_tokens_prune < row.summarized_tokens_plain

@@ -508,3 +508,81 @@ def describe(si: StrategyInput) -> dict[str, Any]:
 def masked_context(ctx: Context, transcript: Transcript) -> Context:
     """The context with its transcript replaced (what ``--prune`` summarizes when masking was not enough)."""
     return dataclasses.replace(ctx, transcript=transcript)
+
+
+# --------------------------------------------------------------------------------------------------
+# The simulation matrix with pruning on (§11, issue 10 item 5)
+
+
+@dataclass(slots=True)
+class PruneComparison:
+    """One scenario played twice through the real pipeline: summary-only (the default) and ``--prune``."""
+
+    name: str
+    window: int
+    summaries_plain: int  # compactions of the default run (all summaries)
+    summaries_prune: int  # summaries the --prune run still needed
+    masks_prune: int  # compactions the mask tier did alone
+    summarized_tokens_plain: int  # tokens handed to the summarizer (sum of tokens_before of each summary)
+    summarized_tokens_prune: int
+    sent_tokens_plain: int  # real tokens of every request sent to the model
+    sent_tokens_prune: int
+    failures_plain: list[str]
+    failures_prune: list[str]
+
+    @property
+    def compactions_avoided(self) -> int:
+        return self.summaries_plain - self.summaries_prune
+
+    @property
+    def summarized_tokens_saved(self) -> int:
+        return self.summarized_tokens_plain - self.summarized_tokens_prune
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "window": self.window, "summaries_plain": self.summaries_plain,
+                "summaries_prune": self.summaries_prune, "masks_prune": self.masks_prune,
+                "compactions_avoided": self.compactions_avoided,
+                "summarized_tokens_plain": self.summarized_tokens_plain,
+                "summarized_tokens_prune": self.summarized_tokens_prune,
+                "summarized_tokens_saved": self.summarized_tokens_saved,
+                "sent_tokens_plain": self.sent_tokens_plain, "sent_tokens_prune": self.sent_tokens_prune,
+                "failures_plain": self.failures_plain, "failures_prune": self.failures_prune}
+
+
+def _play(scenario: Any, seed: int, corpus: Any, prune: bool) -> tuple[Any, list[Any]]:
+    import tempfile
+    from pathlib import Path
+
+    from ..simulate import Session
+    from ..state import load_state
+
+    with tempfile.TemporaryDirectory(prefix="ctxcompact-prune-") as tmp:
+        session = Session(scenario, seed, Path(tmp), corpus)
+        session.opts.prune = prune
+        result = session.play()
+        state = load_state(session.state_path)
+        return result, list(state.compactions) if state is not None else []
+
+
+def simulate_with_pruning(scenarios: Iterable[Any] | None = None, seed: int = 0) -> list[PruneComparison]:
+    """Play every scenario of the matrix (or the given ones) with and without ``--prune`` and compare what
+    the summarizer had to do and what was sent. Uses ``simulate.Session`` as it is; only ``opts.prune``
+    differs between the two plays, and both see the same generated content (same seed, same corpus)."""
+    from ..simulate import SCENARIOS, Corpus
+
+    out: list[PruneComparison] = []
+    for scenario in SCENARIOS if scenarios is None else scenarios:
+        plain, plain_hist = _play(scenario, seed, Corpus(seed), prune=False)
+        pruned, prune_hist = _play(scenario, seed, Corpus(seed), prune=True)
+        summaries_p = [c for c in plain_hist if c.tier != "mask"]
+        summaries_q = [c for c in prune_hist if c.tier != "mask"]
+        out.append(PruneComparison(
+            name=scenario.name, window=scenario.window,
+            summaries_plain=len(summaries_p), summaries_prune=len(summaries_q),
+            masks_prune=sum(1 for c in prune_hist if c.tier == "mask"),
+            summarized_tokens_plain=sum(c.tokens_before for c in summaries_p),
+            summarized_tokens_prune=sum(c.tokens_before for c in summaries_q),
+            sent_tokens_plain=sum(t.real for t in plain.trace if t.sent),
+            sent_tokens_prune=sum(t.real for t in pruned.trace if t.sent),
+            failures_plain=plain.failures, failures_prune=pruned.failures))
+    return out
