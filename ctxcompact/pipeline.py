@@ -616,7 +616,10 @@ def _run_locked(
     if state_path is not None and not opts.reset_state:
         state = load_state(state_path)
     if opts.summarizer != "extractive" and not dry_run:
-        _summarizer(opts).check()  # a missing key is an error before any work
+        try:
+            _summarizer(opts).check()  # a missing key is a configuration error, reported before any work
+        except SummarizerError as exc:
+            raise UsageError(str(exc)) from None
     ctx = build_context(inp, opts, state, schema=True)
     budget = budget_from_transcript(budget, opts, ctx.transcript.records)
     report = _estimate_context(ctx, opts, state, budget, state_path)
