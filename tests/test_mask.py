@@ -440,8 +440,6 @@ def test_mask_alone_not_enough_gives_exit_5_naming_prune(tmp_path: Path) -> None
     assert r.outcome.warning and "nothing masked" in r.outcome.warning
 
 
-@pytest.mark.xfail(reason="needs the pipeline to read MaskOutcome.exit_code/warning (see the mask report)",
-                   strict=False)
 def test_exit_5_reaches_the_run_result(tmp_path: Path) -> None:
     log = tmp_path / "s.jsonl"
     log.write_bytes(jsonl(openai_session([3000, 9000, 9000, 9000])))

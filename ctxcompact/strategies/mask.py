@@ -367,8 +367,8 @@ class MaskOutcome:
     entries: list[MaskedEntry]
     tokens_freed: int  # estimator tokens
     tokens_before: int  # calibrated
-    tokens_after: int  # calibrated, with the measured factor (calibration is kept)
-    factor: float
+    tokens_after: int  # calibrated: the measured factor, never below the default (as the pipeline judges fit)
+    factor: float  # the measured (or default) correction of this run, kept in the state
     measured: bool  # the factor came from a provider figure (transcript usage, --real-tokens, state)
     thinking_before: int = 0  # input records before this index had their thinking cleared
     compacted: bool = True
@@ -376,9 +376,13 @@ class MaskOutcome:
     tier: str = "mask"
     strategy: str = "mask"
     exit_code: ExitCode = ExitCode.OK
-    warning: str | None = None
+    warnings: list[str] = field(default_factory=list)  # the pipeline adds them to the run's warnings
     duration_s: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def warning(self) -> str | None:
+        return self.warnings[0] if self.warnings else None
 
     def commit(self, state: State, inp: InputData, ctx: Context, result: RunResult,
                out_counts: Counts) -> None:
@@ -397,6 +401,16 @@ class MaskOutcome:
                        tokens_after=self.tokens_after, records_covered=len(self.entries),
                        watermark=state.watermark, summarizer=None, fallback=False,
                        duration_s=self.duration_s, tier="mask")
+
+
+def _fit_factor(si: StrategyInput) -> float:
+    """The factor the pipeline judges a compacted result's fit with: the measured one, never below the
+    default (so the mask tier's decision and the pipeline's size check agree)."""
+    from ..pipeline import Counts, default_factor
+
+    exact = si.report.exact is not None
+    counts = Counts([], [] if exact else None, si.report.encoding)
+    return max(default_factor(si.opts, counts), si.report.calibrated.factor)
 
 
 def _counts(si: StrategyInput) -> list[int]:
@@ -437,16 +451,15 @@ def try_mask(si: StrategyInput, strategy: str = "mask") -> MaskOutcome:
     if masked is not si.ctx.transcript:
         freed = _freed_exactly(si, si.ctx.transcript, base, masked)
     cal = si.report.calibrated
-    factor = cal.factor
     before = cal.tokens
     worth = freed > 0 and freed >= params.min_savings
     if worth:
-        after = math.ceil((sum(base) - freed) * factor)
+        after = math.ceil((sum(base) - freed) * _fit_factor(si))
     else:
         masked, entries, after = si.ctx.transcript, [], before
     outcome = MaskOutcome(
         transcript=masked, entries=entries, tokens_freed=freed if worth else 0, tokens_before=before,
-        tokens_after=after, factor=factor, measured=cal.real is not None, compacted=worth,
+        tokens_after=after, factor=cal.factor, measured=cal.real is not None, compacted=worth,
         thinking_before=_thinking_boundary(si.ctx.transcript, params) if worth else 0,
         strategy=strategy, duration_s=round(time.monotonic() - started, 3),
         details={"maskable_tokens": freed, "min_savings": params.min_savings,
@@ -462,7 +475,7 @@ def try_mask(si: StrategyInput, strategy: str = "mask") -> MaskOutcome:
         else:
             what = (f"the context is {before:,} tokens, over the threshold of {threshold:,}, and masking "
                     f"would free only {freed:,} tokens (minimum {params.min_savings:,}): nothing masked")
-        outcome.warning = f"{what}; use --prune to summarize when masking is not enough"
+        outcome.warnings.append(f"{what}; use --prune to summarize when masking is not enough")
     return outcome
 
 
@@ -482,7 +495,7 @@ def describe(si: StrategyInput) -> dict[str, Any]:
     masked, entries, freed = mask_transcript(si.ctx.transcript, base, params)
     if masked is not si.ctx.transcript:
         freed = _freed_exactly(si, si.ctx.transcript, base, masked)
-    after = math.ceil((sum(base) - freed) * si.report.calibrated.factor)
+    after = math.ceil((sum(base) - freed) * _fit_factor(si))
     threshold = si.budget.threshold
     worth = freed > 0 and freed >= params.min_savings
     fits = not threshold or after < threshold
