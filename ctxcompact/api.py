@@ -58,9 +58,9 @@ class CleanFileResult:
     problems: list[Problem] = field(default_factory=list)
 
     def lines(self) -> Iterator[bytes]:
-        from .formats import write_transcript
+        from .formats import lines_in
 
-        return write_transcript(self.transcript, self.output_format)
+        return lines_in(self.transcript, self.output_format)
 
 
 def clean_file(

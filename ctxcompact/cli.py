@@ -477,12 +477,7 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
     for warning in result.warnings:
         _echo_err(f"warning: {warning}")
     if not quiet and result.compacted:
-        s = result.summary
-        how = s.summarizer + (" (fallback)" if s.fallback else "")
-        _echo_err(
-            f"compacted {result.estimate.records - result.estimate.covered} records: "
-            f"{result.tokens_before:,} → {result.tokens_after:,} tokens, summary by {how}"
-        )
+        _echo_err(_compaction_line(result))
     if result.exit_code:
         raise SystemExit(result.exit_code)
 
@@ -657,6 +652,18 @@ def _render_estimate(r: Any) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+def _compaction_line(result: Any) -> str:
+    """One line on stderr saying what run did: summarized, or masked."""
+    records = result.estimate.records - result.estimate.covered
+    change = f"{result.tokens_before:,} → {result.tokens_after:,} tokens"
+    s = result.summary
+    if s is None:
+        masked = len(getattr(result.outcome, "entries", []) or [])
+        return f"masked {masked} tool results: {change}"
+    how = s.summarizer + (" (fallback)" if s.fallback else "")
+    return f"compacted {records} records: {change}, summary by {how}"
+
+
 def _dry_run_json(result: Any) -> dict[str, Any]:
     est = result.estimate.to_json()
     return {
@@ -666,6 +673,7 @@ def _dry_run_json(result: Any) -> dict[str, Any]:
         "records_out": sum(1 for _ in result.transcript.records),
         "repairs": [str(r) for r in result.repairs],
         "summarizer": result.summary.summarizer if result.summary else None,
+        "tier": getattr(result.outcome, "tier", None),
         "exit_code": int(result.exit_code),
         "warnings": result.warnings,
         "estimate": est,
@@ -675,10 +683,8 @@ def _dry_run_json(result: Any) -> dict[str, Any]:
 def _render_dry_run(result: Any) -> str:
     lines = [_render_estimate(result.estimate), ""]
     if result.compacted:
-        lines.append(
-            f"run would compact: {result.tokens_before:,} → {result.tokens_after:,} tokens "
-            f"({len(result.transcript.records)} records out, summary by {result.summary.summarizer})"
-        )
+        out_records = len(result.transcript.records)
+        lines.append(f"run would act: {_compaction_line(result)} ({out_records} records out)")
     else:
         lines.append(f"run would pass the transcript through ({len(result.transcript.records)} records)")
     for repair in result.repairs:

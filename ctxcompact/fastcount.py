@@ -28,19 +28,18 @@ Fast readers are registered per format name in :data:`FAST_READERS`: an optional
 from __future__ import annotations
 
 import math
+import os
+import sys
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
 from .errors import InputError
 from .model import IMAGE_TOKENS
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
 
 
 class NotFast(Exception):
@@ -183,8 +182,8 @@ _UNDERSTOOD = "Understood."  # clean.UNDERSTOOD
 
 
 class _Exact:
-    """Exact counts in bounded batches, counted on a background thread while the main thread parses on:
-    tiktoken releases the GIL while it encodes, so parsing and encoding overlap."""
+    """Exact counts of the messages in order, in bounded batches (each batch's token ids are dropped once
+    counted). Counts already known (from workers) are taken as they are."""
 
     BATCH_CHARS = 4_000_000
 
@@ -192,50 +191,29 @@ class _Exact:
         from .tokens import exact
 
         self._count = exact.count_texts
-        self._enc = exact.get_encoding(encoding)
-        self._pool: ThreadPoolExecutor | None = None
+        self.enc = exact.get_encoding(encoding)
         self._texts: list[str] = []
+        self._at: list[int] = []  # positions in ``out`` still waiting for the batch's counts
         self._size = 0
-        self._done: list[Future[list[int]] | list[int]] = []
-        self.fixed = array("q")
+        self.out = array("q")
 
-    def add(self, texts: list[str], fixed: int) -> None:
-        text = "\n".join(texts)  # tokens.exact.BLOCK_SEPARATOR
+    def add(self, texts: list[str] | None, fixed: int, known: int | None = None) -> None:
+        if known is not None:
+            self.out.append(known + fixed)
+            return
+        text = "\n".join(texts or [])  # tokens.exact.BLOCK_SEPARATOR
+        self._at.append(len(self.out))
+        self.out.append(fixed)
         self._texts.append(text)
-        self.fixed.append(fixed)
         self._size += len(text)
         if self._size >= self.BATCH_CHARS:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
-        if not self._texts:
-            return
-        batch, self._texts, self._size = self._texts, [], 0
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor  # lazy: only large inputs start a thread
-
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxcompact-count")
-        self._done.append(self._pool.submit(self._count, batch, self._enc))
-
-    def counts(self) -> array[int]:
-        if self._pool is None:  # small input: no thread at all
-            self._done.append(self._count(self._texts, self._enc) if self._texts else [])
-        else:
-            self._flush()
-        out = array("q")
-        try:
-            for part in self._done:
-                out.extend(part if isinstance(part, list) else part.result())
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown()
-        for i, f in enumerate(self.fixed):
-            out[i] += f
-        return out
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+    def flush(self) -> None:
+        if self._texts:
+            for i, n in zip(self._at, self._count(self._texts, self.enc), strict=True):
+                self.out[i] += n
+        self._texts, self._at, self._size = [], [], 0
 
 
 def _detect(objs: list[Any], lines: list[int], complete: bool) -> str:
@@ -261,8 +239,24 @@ def _detect(objs: list[Any], lines: list[int], complete: bool) -> str:
         raise NotFast("detection failed") from None
 
 
-def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None) -> FastCounts:
-    """Count a transcript file in one streaming pass. ``encoding``: also count exactly with tiktoken.
+#: exact counts of files at least this large are spread over worker processes (tiktoken's own threads do
+#: not scale here: its encoder holds the GIL for most of the call, measured by bench/exact.py)
+PARALLEL_BYTES = 8_000_000
+_BOM = b"\xef\xbb\xbf"
+
+
+def cores() -> int:
+    """The processors this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None,
+               jobs: int | None = None) -> FastCounts:
+    """Count a transcript file in one streaming pass. ``encoding``: also count exactly with tiktoken, on
+    ``jobs`` worker processes (default: all cores) when the file is large.
 
     Raises NotFast whenever the result could differ from the full path's (see the module docstring)."""
     from .formats import DETECT_LINES
@@ -270,9 +264,9 @@ def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None)
 
     try:
         stream = open(path, "rb")  # noqa: SIM115 - closed in the finally below
+        size = os.fstat(stream.fileno()).st_size
     except OSError as exc:
         raise NotFast(f"cannot open: {exc}") from None
-    exact = _Exact(encoding) if encoding else None
     try:
         lines = iter_lines_at(stream)
         head: list[tuple[int, Any]] = []
@@ -288,76 +282,164 @@ def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None)
         reader = FAST_READERS.get(name)
         if reader is None:
             raise NotFast(f"no fast reader for {name}")
-        out = FastCounts(format=name, records=0)
-        want_text = exact is not None
-        msgs = out.messages
-        heur = out.heuristic
-        pending: list[str] = []  # call ids still waiting for their result, in call order
-        k = 0
-        seen: set[str] = set()
-        last_role = ""
-        running = 0  # heuristic tokens so far (for the usage prefix)
-
-        def emit(role: str, chars: int, fixed: int, texts: list[str] | None) -> None:
-            nonlocal running, last_role
-            msgs[role] = msgs.get(role, 0) + 1
-            out.chars += chars
-            n = (chars + 3) // 4 + fixed
-            if role == "system":
-                out.system.append(len(heur))
-            heur.append(n)
-            running += n
-            last_role = role
-            if exact is not None:
-                exact.add(texts or [], fixed)
-
-        def missing() -> None:
-            # the cleaner's synthetic result for each unanswered call, placed right after the call's turn
-            for _ in range(len(pending) - k):
-                emit("tool", len(_SYNTHETIC_RESULT), 0, [_SYNTHETIC_RESULT])
-                out.repairs += 1
-
-        def feed(lineno: int, obj: Any) -> None:
-            nonlocal pending, k
-            line = reader(obj, want_text)
-            out.records += 1
-            if line.role == "tool":
-                if k >= len(pending) or line.result_id != pending[k]:
-                    raise NotFast("a result the cleaner would move or turn into text")
-                k += 1
-            else:
-                if k < len(pending):
-                    missing()
-                pending, k = [], 0
-                for cid in line.call_ids:
-                    if cid in seen:
-                        raise NotFast("repeated call id")
-                    seen.add(cid)
-                pending = line.call_ids
-                out.tool_calls += len(line.call_ids)
-            if line.prompt_tokens is not None and line.prompt_tokens > 0:
-                out.usage_at, out.usage_line, out.usage_prompt = len(heur), lineno, line.prompt_tokens
-            emit(line.role, line.chars, line.fixed, line.texts)
-
-        for lineno, obj in head:
-            feed(lineno, obj)
-        for lineno, _off, raw in lines:
-            feed(lineno, _decode(raw))
-        if k < len(pending):
-            missing()
-        if last_role == "tool":
-            emit("assistant", len(_UNDERSTOOD), 0, [_UNDERSTOOD])
-            out.repairs += 1
-        if exact is not None:
-            out.exact = exact.counts()
-            exact = None
-        return out
+        exact = _Exact(encoding) if encoding else None
+        jobs = min(jobs or cores(), 8)
+        if encoding and jobs > 1 and size >= PARALLEL_BYTES and _can_fork():
+            items: Iterable[tuple[int, Line, int | None]] = _parallel_lines(path, size, name, encoding, jobs)
+        else:
+            items = _serial_lines(head, lines, reader, exact is not None)
+        return _merge(name, items, exact)
     except OSError as exc:
         raise NotFast(f"read error: {exc}") from None
     finally:
         stream.close()
+
+
+def _serial_lines(head: list[tuple[int, Any]], rest: Iterator[tuple[int, int, bytes]],
+                  reader: Callable[[Any, bool], Line], want_text: bool) -> Iterator[tuple[int, Line, None]]:
+    for lineno, obj in head:
+        yield lineno, reader(obj, want_text), None
+    for lineno, _off, raw in rest:
+        yield lineno, reader(_decode(raw), want_text), None
+
+
+def _merge(name: str, items: Iterable[tuple[int, Line, int | None]], exact: _Exact | None) -> FastCounts:
+    """Walk the lines in order as the cleaner would: count every message, add the synthetic results of
+    unanswered calls and the closing reply, and give up (NotFast) on anything else it would rewrite."""
+    out = FastCounts(format=name, records=0)
+    msgs = out.messages
+    heur = out.heuristic
+    pending: list[str] = []  # call ids still waiting for their result, in call order
+    k = 0
+    seen: set[str] = set()
+    last_role = ""
+
+    def emit(role: str, chars: int, fixed: int, texts: list[str] | None, known: int | None) -> None:
+        nonlocal last_role
+        msgs[role] = msgs.get(role, 0) + 1
+        out.chars += chars
+        if role == "system":
+            out.system.append(len(heur))
+        heur.append((chars + 3) // 4 + fixed)
+        last_role = role
         if exact is not None:
-            exact.close()
+            exact.add(texts, fixed, known)
+
+    def missing() -> None:
+        # the cleaner's synthetic result for each unanswered call, placed right after the call's turn
+        for _ in range(len(pending) - k):
+            emit("tool", len(_SYNTHETIC_RESULT), 0, [_SYNTHETIC_RESULT], None)
+            out.repairs += 1
+
+    for lineno, line, known in items:
+        out.records += 1
+        if line.role == "tool":
+            if k >= len(pending) or line.result_id != pending[k]:
+                raise NotFast("a result the cleaner would move or turn into text")
+            k += 1
+        else:
+            if k < len(pending):
+                missing()
+            for cid in line.call_ids:
+                if cid in seen:
+                    raise NotFast("repeated call id")
+                seen.add(cid)
+            pending, k = line.call_ids, 0
+            out.tool_calls += len(line.call_ids)
+        if line.prompt_tokens is not None and line.prompt_tokens > 0:
+            out.usage_at, out.usage_line, out.usage_prompt = len(heur), lineno, line.prompt_tokens
+        emit(line.role, line.chars, line.fixed, line.texts, known)
+    if k < len(pending):
+        missing()
+    if last_role == "tool":
+        emit("assistant", len(_UNDERSTOOD), 0, [_UNDERSTOOD], None)
+        out.repairs += 1
+    if exact is not None:
+        exact.flush()
+        out.exact = exact.out
+    return out
+
+
+# -------------------------------------------------------------------- exact counts on worker processes
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    # a worker (of `estimate --jobs`) counts on its own: the other cores already have files to do
+    return (sys.platform == "linux" and "fork" in multiprocessing.get_all_start_methods()
+            and multiprocessing.parent_process() is None)
+
+
+def _ranges(path: str | Path, size: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` byte ranges of the file that start and end at line starts."""
+    cuts = [0]
+    with open(path, "rb") as f:
+        for i in range(1, parts):
+            f.seek(max(cuts[-1], size * i // parts))
+            if f.tell() > 0:
+                f.seek(f.tell() - 1)  # a cut right after a newline is already a line start
+                f.readline()
+            cuts.append(min(size, f.tell()))
+    cuts.append(size)
+    from itertools import pairwise
+
+    return list(pairwise(cuts))
+
+
+# (lineno relative to the range, Line without texts, exact tokens of its text)
+_Counted = tuple[int, Line, int]
+
+
+def _count_range(args: tuple[str, int, int, str, str]) -> tuple[list[_Counted], int] | str:
+    """Worker: decode, read and count exactly every line of one byte range. Returns (lines, physical lines
+    in the range), or the reason it cannot (the parent then takes the full path)."""
+    path, start, end, name, encoding = args
+    from .tokens.exact import get_encoding
+
+    enc = get_encoding(encoding)  # inherited from the parent through fork: not parsed again
+    reader = FAST_READERS[name]
+    out: list[_Counted] = []
+    lineno = 0
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            pos = start
+            for chunk in f:
+                lineno += 1
+                pos += len(chunk)
+                line = chunk
+                if line.endswith(b"\n"):
+                    line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+                if start == 0 and lineno == 1 and line.startswith(_BOM):
+                    line = line[len(_BOM):]
+                if line and not line.isspace():
+                    info = reader(_decode(line), True)
+                    n = len(enc.encode_ordinary("\n".join(info.texts or [])))
+                    out.append((lineno, info._replace(texts=None), n))
+                if pos >= end:
+                    break
+    except (NotFast, OSError) as exc:
+        return str(exc) or type(exc).__name__
+    return out, lineno
+
+
+def _parallel_lines(path: str | Path, size: int, name: str, encoding: str,
+                    jobs: int) -> Iterator[tuple[int, Line, int]]:
+    import multiprocessing
+
+    # more ranges than workers: a range of large records cannot leave the other workers idle for long
+    ranges = _ranges(path, size, jobs * 4)
+    tasks = [(str(path), a, b, name, encoding) for a, b in ranges if b > a]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        base = 0
+        for result in pool.imap(_count_range, tasks):
+            if isinstance(result, str):
+                raise NotFast(result)
+            counted, nlines = result
+            for lineno, info, n in counted:
+                yield base + lineno, info, n
+            base += nlines
 
 
 def _decode(raw: bytes) -> Any:

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 from .budget import Budget, make_budget
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
-from .formats import get_format, read_transcript, write_transcript
+from .formats import get_format, read_transcript
 from .formats.base import new_record
 from .model import Message, Origin, Record, Role, TextBlock, Transcript
 from .options import Options
@@ -141,13 +141,13 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
             prefix_system.append(_parse_one(fmt, raw, offset, len(prefix_system)))
             system_spans.append((offset, length))
         summary_records = summary_messages(fmt_name, state)
-    elif state is not None and state.events and state.fingerprint.nbytes > 0:
-        # sliding-window events fingerprint the input through their last record with the watermark at 0
+    elif state is not None and state.fingerprint.nbytes > 0:
+        # sliding-window events and masking fingerprint the input they acted on, with the watermark at 0
         fp = state.fingerprint
         if len(data) < fp.nbytes or hashlib.sha256(data[: fp.nbytes]).hexdigest() != fp.sha256:
             raise StateError(
                 "the state file does not belong to this transcript: the first "
-                f"{fp.records} records its compaction events cover changed or are missing "
+                f"{fp.records} records its compaction events or masking cover changed or are missing "
                 "(use --reset-state to start over)"
             )
 
@@ -493,6 +493,9 @@ def _describe(
         "strategy_name": opts.strategy,
         **describe_strategy(StrategyInput(ctx, opts, budget, state, report, _stderr_warn)),
     }
+    if report.would_compact and report.extras.get("tier") == "mask" and "tokens_after_mask" in report.extras:
+        # the mask tier is enough: that, not a summary, is what run would write
+        report.projected_tokens_after = int(report.extras["tokens_after_mask"])
 
 
 def _estimate_context(
@@ -563,7 +566,9 @@ class RunResult:
         return getattr(self.outcome, "summary", None) if self.outcome is not None else None
 
     def lines(self) -> Iterator[bytes]:
-        return write_transcript(self.transcript, self.output_format)
+        from .formats import lines_in
+
+        return lines_in(self.transcript, self.output_format)
 
 
 def _output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:

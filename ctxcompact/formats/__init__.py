@@ -291,6 +291,30 @@ def _neutral_block(b: Block) -> Block:
     return dataclasses.replace(b, raw=None)
 
 
+def convert(transcript: Transcript, fmt: str) -> Transcript:
+    """The transcript as a valid transcript of ``fmt``: written by the target format from the model, read
+    back, and cleaned with the target's layout (e.g. OpenAI's one ``tool`` message per result become one
+    Anthropic user message; Claude Code's one-line-per-block assistant turn becomes one message)."""
+    from ..clean import clean
+
+    target = get_format(fmt)
+    if not target.writable and target.fallback:
+        target = get_format(target.fallback)
+    if target.name == transcript.format:
+        return transcript
+    data = b"".join(write_transcript(transcript, target.name))
+    converted = read_transcript(data, target.name, schema=False).transcript
+    return clean(converted).transcript
+
+
+def lines_in(transcript: Transcript, fmt: str) -> Iterator[bytes]:
+    """Output lines in ``fmt``: as written when it is the transcript's own format (or it passes through
+    unchanged), else converted and cleaned so the result validates as ``fmt``."""
+    if fmt == transcript.format:
+        return write_transcript(transcript, fmt)
+    return write_transcript(convert(transcript, fmt))
+
+
 def is_unchanged(transcript: Transcript) -> bool:
     """True when every record is an input line nothing changed: it can be written back as read, even in a
     format we cannot otherwise write faithfully (a Claude Code log below the threshold passes through)."""

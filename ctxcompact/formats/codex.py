@@ -297,6 +297,23 @@ class CodexFormat(Format):
         stamp = data.get("timestamp") if data is not None else None
         return {"timestamp": stamp or _now(), "type": "response_item", "payload": payload}
 
+    def dump_messages(self, message: Message) -> list[Any]:
+        """The rollout lines for a message from another format (``--to codex``): a rollout item holds one
+        thing, so the text goes in a ``message`` item and every call and result gets its own
+        ``function_call`` / ``function_call_output`` item, results first, calls last (the order a Responses
+        API turn has: what the model read, what it said, what it asked for)."""
+        results = [b for b in message.blocks if isinstance(b, ToolResult)]
+        calls = [b for b in message.blocks if isinstance(b, ToolCall)]
+        rest: list[Block] = [b for b in message.blocks if not isinstance(b, (ToolResult, ToolCall, ThinkingBlock))]
+        if not results and not calls:
+            return [self.dump_message(message)]
+        parts: list[Message] = [Message(role=Role.TOOL, blocks=[r], source_role="tool") for r in results]
+        if rest:
+            role = Role.USER if message.role is Role.TOOL else message.role
+            parts.append(Message(role=role, blocks=rest, source_role=role.value))
+        parts.extend(Message(role=Role.ASSISTANT, blocks=[c], source_role="assistant") for c in calls)
+        return [self.dump_message(m) for m in parts]
+
     @staticmethod
     def _item(message: Message) -> dict[str, Any]:
         blocks = message.blocks

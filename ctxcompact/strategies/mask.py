@@ -393,6 +393,16 @@ class MaskOutcome:
             return  # nothing was masked: the state stays as it was
         state.masking = merge_masking(state.masking, self.entries, input_records=ctx.input_records,
                                       thinking_before=self.thinking_before)
+        if state.watermark == 0:
+            # masked call ids only mean something in this transcript: fingerprint what was masked, so a
+            # rewritten or different transcript is refused (exit 3) instead of masked by accident
+            import hashlib
+
+            from ..state import Fingerprint
+
+            digest = hashlib.sha256(inp.data).hexdigest()
+            state.fingerprint = Fingerprint(records=ctx.input_records, nbytes=ctx.input_bytes,
+                                            lines=ctx.input_lines, sha256=digest, format=ctx.input_format)
         if self.measured:
             # keep the provider's measured ratio for the masked request (see the module docstring)
             state.calibration.factor = round(self.factor, 6)
