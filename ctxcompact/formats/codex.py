@@ -304,7 +304,8 @@ class CodexFormat(Format):
         API turn has: what the model read, what it said, what it asked for)."""
         results = [b for b in message.blocks if isinstance(b, ToolResult)]
         calls = [b for b in message.blocks if isinstance(b, ToolCall)]
-        rest: list[Block] = [b for b in message.blocks if not isinstance(b, (ToolResult, ToolCall, ThinkingBlock))]
+        skip = (ToolResult, ToolCall, ThinkingBlock)
+        rest: list[Block] = [b for b in message.blocks if not isinstance(b, skip)]
         if not results and not calls:
             return [self.dump_message(message)]
         parts: list[Message] = [Message(role=Role.TOOL, blocks=[r], source_role="tool") for r in results]
