@@ -572,7 +572,9 @@ def state_reset(path: str) -> None:
     "--json", "as_json", is_flag=True, envvar=_env("json"), help="One JSON object per scenario, as an array."
 )
 @opt("--list", "list_only", is_flag=True, help="List the scenarios and exit.")
-def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool) -> None:
+@opt("--prune", "compare_prune", is_flag=True, envvar=_env("simulate_prune"),
+     help="Play each scenario twice, summary-only and with --prune, and compare what the summarizer did.")
+def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool, compare_prune: bool) -> None:
     """Run the multi-turn stress matrix (§11) through the real pipeline and print its table.
 
     Each scenario plays a whole agent session: `run` before every model call and `calibrate` after it,
@@ -592,6 +594,19 @@ def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool) -
     if list_only:
         for s in select(only):
             click.echo(f"{s.category:<11} {s.name}")
+        return
+    if compare_prune:
+        import dataclasses
+
+        from .strategies.mask import render_prune_table, simulate_with_pruning
+
+        rows = simulate_with_pruning(select(only), seed)
+        if as_json:
+            click.echo(_json([dataclasses.asdict(r) for r in rows]))
+        else:
+            click.echo(render_prune_table(rows))
+        if any(r.failures_plain or r.failures_prune for r in rows):
+            raise SystemExit(ExitCode.INVALID_INPUT)
         return
     code = simulate_command(only, seed, as_json, echo=click.echo)
     if code:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 from helpers import coding_session, jsonl, sys_msg, user
 
 from ctxcompact import api
@@ -40,3 +41,17 @@ def test_codex_log_sets_the_window_when_none_is_given() -> None:
     assert report.budget.window_source.startswith("transcript")
     given = api.estimate(sample, api.Options(exact="none", use_state=False, window=32_000))
     assert given.budget.window == 32_000
+
+
+def test_simulate_prune_compares_summary_only_with_pruning() -> None:
+    from click.testing import CliRunner
+
+    from ctxcompact.cli import cli
+
+    result = CliRunner().invoke(cli, ["simulate", "--prune", "--only", "8k_RepeatedCompactions", "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = orjson.loads(result.output)
+    assert row["name"] == "8k_RepeatedCompactions"
+    assert row["masks_prune"] > 0  # the mask tier acted
+    assert row["summaries_prune"] < row["summaries_plain"]  # and saved summaries
+    assert row["failures_plain"] == [] and row["failures_prune"] == []

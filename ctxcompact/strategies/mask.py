@@ -609,3 +609,25 @@ def simulate_with_pruning(scenarios: Iterable[Any] | None = None, seed: int = 0)
             sent_tokens_prune=sum(t.real for t in pruned.trace if t.sent),
             failures_plain=plain.failures, failures_prune=pruned.failures))
     return out
+
+
+def render_prune_table(rows: list[PruneComparison]) -> str:
+    """The summary-only vs --prune comparison as a table, with totals (``ctxcompact simulate --prune``)."""
+    head = (f"{'scenario':<45} {'summaries':>11} {'masks':>5} {'to summarizer':>23} {'sent to model':>25}  "
+            "failures")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        fails = "; ".join(r.failures_plain + r.failures_prune) or "-"
+        lines.append(f"{r.name:<45} {r.summaries_plain:>4} → {r.summaries_prune:<4} {r.masks_prune:>5} "
+                     f"{r.summarized_tokens_plain:>10,} → {r.summarized_tokens_prune:<10,} "
+                     f"{r.sent_tokens_plain:>11,} → {r.sent_tokens_prune:<11,}  {fails}")
+    plain = sum(r.summaries_plain for r in rows)
+    pruned = sum(r.summaries_prune for r in rows)
+    summarized = (sum(r.summarized_tokens_plain for r in rows), sum(r.summarized_tokens_prune for r in rows))
+    sent = (sum(r.sent_tokens_plain for r in rows), sum(r.sent_tokens_prune for r in rows))
+    lines.append("")
+    masks = sum(r.masks_prune for r in rows)
+    lines.append(f"{len(rows)} scenarios: summaries {plain:,} → {pruned:,} ({plain - pruned:,} compactions "
+                 f"avoided, {masks:,} done by the mask tier); tokens to the summarizer "
+                 f"{summarized[0]:,} → {summarized[1]:,}; tokens sent to the model {sent[0]:,} → {sent[1]:,}")
+    return "\n".join(lines)
