@@ -70,6 +70,7 @@ def clean_file(
     lenient: bool = False,
     to: str | None = None,
     warn: Warn = _stderr_warn,
+    keep_trailing_results: bool = False,
 ) -> CleanFileResult:
     """Read, validate per line and clean a transcript; ``.lines()`` gives the output (in ``to``, or the
     input's format)."""
@@ -81,7 +82,7 @@ def clean_file(
 
     data = InputData.load(source)
     result = read_transcript(io.BytesIO(data.data), fmt, lenient=lenient, schema=True)
-    cleaned = _clean(result.transcript)
+    cleaned = _clean(result.transcript, close_trailing=not keep_trailing_results)
     out_format = _output_format(Options(to=to), cleaned.transcript, warn)
     return CleanFileResult(cleaned.transcript, out_format, list(cleaned.repairs), list(result.problems))
 

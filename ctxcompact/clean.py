@@ -121,13 +121,18 @@ class _Result:
     duplicate: bool = False  # its call exists but was already answered
 
 
-def clean(transcript: Transcript, layout: Layout | None = None) -> CleanResult:
-    """Repair ``transcript`` for its format's API (SPEC §4); ``layout`` defaults to its format's."""
+def clean(
+    transcript: Transcript, layout: Layout | None = None, *, close_trailing: bool = True
+) -> CleanResult:
+    """Repair ``transcript`` for its format's API (SPEC §4); ``layout`` defaults to its format's.
+
+    ``close_trailing=False`` leaves a trailing tool result unanswered instead of appending ``Understood.``:
+    what a before-model hook wants right after tools ran, when the model's next turn is the answer."""
     if layout is None:
         from .formats import get_format  # late: the registry imports every format module
 
         layout = get_format(transcript.format).layout
-    return _Cleaner(transcript, layout).run()
+    return _Cleaner(transcript, layout, close_trailing=close_trailing).run()
 
 
 def _patch_raw(raw: dict[str, Any] | None, old: str, new: str) -> dict[str, Any] | None:
@@ -164,8 +169,13 @@ def _user_message(msg: Message, blocks: list[Block]) -> Message:
     # participant, not the tool; the context text names the tool); everything else is carried through.
     drop = ("tool_call_id", "tool_use_id", "call_id", "name") if msg.role == Role.TOOL else ()
     extra = {k: v for k, v in msg.extra.items() if k not in drop}
-    return Message(role=Role.USER, blocks=blocks, source_role=Role.USER.value, extra=extra,
-                   content_was_string=msg.content_was_string)
+    return Message(
+        role=Role.USER,
+        blocks=blocks,
+        source_role=Role.USER.value,
+        extra=extra,
+        content_was_string=msg.content_was_string,
+    )
 
 
 def _results_first(blocks: list[Block]) -> list[Block]:
@@ -180,7 +190,8 @@ def _ends_on_result(msg: Message, layout: Layout) -> bool:
 
 
 class _Cleaner:
-    def __init__(self, transcript: Transcript, layout: Layout) -> None:
+    def __init__(self, transcript: Transcript, layout: Layout, *, close_trailing: bool = True) -> None:
+        self.close_trailing = close_trailing
         self.t = transcript
         self.layout = layout
         self.recs = transcript.records
@@ -212,7 +223,8 @@ class _Cleaner:
         if self.layout.alternate:
             out = self.fix_roles(out)
             out = self.merge_runs(out)
-        out = self.close(out)
+        if self.close_trailing:
+            out = self.close(out)
         return CleanResult(dataclasses.replace(self.t, records=out), self.repairs)
 
     def link(self) -> tuple[list[_Call], list[_Result]]:
@@ -238,9 +250,12 @@ class _Cleaner:
                     k += 1
                 c.new_id = f"{c.block.id}_{k}"
                 used.add(c.new_id)
-                self.report("duplicate_call_id", self.recs[c.pos].line,
-                            f"call id {c.block.id!r} already used by an earlier call; renamed {c.new_id!r}",
-                            c.new_id)
+                self.report(
+                    "duplicate_call_id",
+                    self.recs[c.pos].line,
+                    f"call id {c.block.id!r} already used by an earlier call; renamed {c.new_id!r}",
+                    c.new_id,
+                )
         # First pass: a result answers the earliest unanswered call with its id that came before it. Results
         # are taken in order and always answer the earliest call, so the answered calls of an id are a prefix
         # of its list and one pointer per id finds the next (linear even when one id is reused 10,000 times).
@@ -276,8 +291,11 @@ class _Cleaner:
                 out.append(_renamed_call(b, renamed[bi].new_id) if bi in renamed else b)
             elif isinstance(b, ToolResult):
                 if bi in unmatched:
-                    out.extend(_context_blocks(b, "duplicate result" if unmatched[bi].duplicate
-                                               else "no matching call"))
+                    out.extend(
+                        _context_blocks(
+                            b, "duplicate result" if unmatched[bi].duplicate else "no matching call"
+                        )
+                    )
             else:
                 out.append(b)
         return out
@@ -287,9 +305,12 @@ class _Cleaner:
         for r in results:
             if r.call is None:
                 what = "a second result for an answered call" if r.duplicate else "no call has this id"
-                self.report("orphan_result", self.recs[r.pos].line,
-                            f"result for call {r.block.call_id!r}: {what}; kept as text context",
-                            r.block.call_id)
+                self.report(
+                    "orphan_result",
+                    self.recs[r.pos].line,
+                    f"result for call {r.block.call_id!r}: {what}; kept as text context",
+                    r.block.call_id,
+                )
         calls_at: dict[int, list[_Call]] = {}
         results_at: dict[int, list[_Result]] = {}
         for c in calls:
@@ -299,7 +320,8 @@ class _Cleaner:
         # position -> the blocks written there (empty: the record is dropped, its results went to their call)
         self.blocks_at: dict[int, list[Block]] = {
             p: self.residual(p, calls_at.get(p, []), results_at.get(p, []))
-            for p in sorted(calls_at.keys() | results_at.keys())}
+            for p in sorted(calls_at.keys() | results_at.keys())
+        }
         self.emit_after: dict[int, list[Record]] = {}
         self.reused: dict[int, Record | None] = {}  # per-message layout: position -> record written there
         msg_positions = [i for i, rec in enumerate(self.recs) if rec.message is not None]
@@ -314,15 +336,24 @@ class _Cleaner:
             placed: list[ToolResult] = []
             for c in group:
                 if c.result is None:
-                    placed.append(ToolResult(call_id=c.new_id, content=[TextBlock(NO_RESPONSE)],
-                                             name=c.block.name, synthetic=True))
-                    self.report("missing_result", mline,
-                                f"call {c.new_id!r} ({c.block.name}) had no result; added {NO_RESPONSE!r}",
-                                c.new_id)
+                    placed.append(
+                        ToolResult(
+                            call_id=c.new_id,
+                            content=[TextBlock(NO_RESPONSE)],
+                            name=c.block.name,
+                            synthetic=True,
+                        )
+                    )
+                    self.report(
+                        "missing_result",
+                        mline,
+                        f"call {c.new_id!r} ({c.block.name}) had no result; added {NO_RESPONSE!r}",
+                        c.new_id,
+                    )
                 else:
                     placed.append(_renamed_result(c.result.block, c.new_id))
             start = bisect.bisect_right(msg_positions, mpos)
-            following = msg_positions[start: start + len(group)]
+            following = msg_positions[start : start + len(group)]
             if self.layout.results_per_message:
                 self.place_each(mpos, group, placed, following)
             else:
@@ -368,8 +399,9 @@ class _Cleaner:
         if len(blocks) == len(msg.blocks) and all(a is b for a, b in zip(blocks, msg.blocks, strict=True)):
             return rec
         if msg.role == Role.TOOL and not any(isinstance(b, ToolResult) for b in blocks):
-            self.report("role_changed", rec.line,
-                        "tool message left without a tool result became a user message")
+            self.report(
+                "role_changed", rec.line, "tool message left without a tool result became a user message"
+            )
             new_msg = _user_message(msg, blocks)
         else:
             # content_was_string stays: formats write a string only for a lone text block anyway.
@@ -379,8 +411,9 @@ class _Cleaner:
     def new_results(self, placed: list[ToolResult], line: int) -> Record:
         role = self.layout.result_role
         synthetic = all(p.synthetic for p in placed)
-        message = Message(role=role, blocks=list(placed), source_role=role.value,
-                          content_was_string=synthetic)
+        message = Message(
+            role=role, blocks=list(placed), source_role=role.value, content_was_string=synthetic
+        )
         return self.make(message, Origin.SYNTHETIC if synthetic else Origin.INPUT, line)
 
     def place_merged(self, mpos: int, group: list[_Call], placed: list[ToolResult], host: int | None) -> None:
@@ -390,14 +423,22 @@ class _Cleaner:
         mline = self.recs[mpos].line
         # With alternation a following user message would be merged with the results anyway: put them
         # into it straight away (results first) rather than make a message only to merge it.
-        if host is not None and (self.msg(host).role != self.layout.result_role or not (
-                self.layout.alternate or any(c.result is not None and c.result.pos == host for c in group))):
+        if host is not None and (
+            self.msg(host).role != self.layout.result_role
+            or not (
+                self.layout.alternate or any(c.result is not None and c.result.pos == host for c in group)
+            )
+        ):
             host = None
         for c in group:
             r = c.result
             if r is not None and r.pos != host:
-                self.report("moved_result", self.recs[r.pos].line,
-                            f"result for call {c.new_id!r} moved next to its call at line {mline}", c.new_id)
+                self.report(
+                    "moved_result",
+                    self.recs[r.pos].line,
+                    f"result for call {c.new_id!r} moved next to its call at line {mline}",
+                    c.new_id,
+                )
         if host is None:
             self.emit_after[mpos] = [self.new_results(placed, mline)]
             return
@@ -411,12 +452,16 @@ class _Cleaner:
         before = [id(b) for b in self.msg(host).blocks if id(b) in kept_ids]
         after = [id(c.result.block) if c.result is not None else 0 for c in group] + [id(b) for b in rest]
         if [i for i in after if i in kept_ids] != before:
-            self.report("reordered_blocks", self.recs[host].line,
-                        "tool results put first, in the order of the calls at line " + str(mline))
+            self.report(
+                "reordered_blocks",
+                self.recs[host].line,
+                "tool results put first, in the order of the calls at line " + str(mline),
+            )
         self.blocks_at[host] = blocks
 
-    def place_each(self, mpos: int, group: list[_Call], placed: list[ToolResult],
-                   following: list[int]) -> None:
+    def place_each(
+        self, mpos: int, group: list[_Call], placed: list[ToolResult], following: list[int]
+    ) -> None:
         """One result message per call, in call order, right after the call. A message that holds exactly
         the one result is reused; when the reused messages already follow the call in order, they stay."""
         mline = self.recs[mpos].line
@@ -437,8 +482,9 @@ class _Cleaner:
             else:
                 rec = self.recs[src]
                 if p is not rec.message.blocks[0]:  # type: ignore[union-attr]
-                    rec = dataclasses.replace(rec, message=dataclasses.replace(self.msg(src), blocks=[p]),
-                                              dirty=True)
+                    rec = dataclasses.replace(
+                        rec, message=dataclasses.replace(self.msg(src), blocks=[p]), dirty=True
+                    )
             if in_place:
                 assert src is not None
                 self.reused[src] = rec
@@ -447,8 +493,12 @@ class _Cleaner:
             if src is not None:
                 self.reused[src] = None
             if r is not None and r.pos not in window:
-                self.report("moved_result", self.recs[r.pos].line,
-                            f"result for call {c.new_id!r} moved next to its call at line {mline}", c.new_id)
+                self.report(
+                    "moved_result",
+                    self.recs[r.pos].line,
+                    f"result for call {c.new_id!r} moved next to its call at line {mline}",
+                    c.new_id,
+                )
         # Results that already followed the call but in another order than the calls'.
         stayed = [c.result.pos for c in group if c.result is not None and c.result.pos in window]
         if stayed != sorted(stayed):
@@ -466,8 +516,11 @@ class _Cleaner:
                 continue
             if msg.role == Role.SYSTEM:
                 if not at_start:
-                    self.report("role_changed", self.line_of(rec),
-                                "system message after the start became a user message")
+                    self.report(
+                        "role_changed",
+                        self.line_of(rec),
+                        "system message after the start became a user message",
+                    )
                     rec = dataclasses.replace(rec, message=_user_message(msg, list(msg.blocks)), dirty=True)
                     msg = rec.message
                     assert msg is not None
@@ -478,13 +531,20 @@ class _Cleaner:
             if not first_seen:
                 first_seen = True
                 if msg.role != Role.USER:
-                    opener = Message(role=Role.USER, blocks=[TextBlock(CONTINUES)],
-                                     source_role=Role.USER.value, content_was_string=True)
+                    opener = Message(
+                        role=Role.USER,
+                        blocks=[TextBlock(CONTINUES)],
+                        source_role=Role.USER.value,
+                        content_was_string=True,
+                    )
                     line = self.line_of(rec)
                     fixed.append(self.make(opener, Origin.SYNTHETIC, line))
-                    self.report("inserted_message", line,
-                                f"the first message after the system prompt was {msg.role.value}, not user; "
-                                f"added a user message {CONTINUES!r} before it")
+                    self.report(
+                        "inserted_message",
+                        line,
+                        f"the first message after the system prompt was {msg.role.value}, not user; "
+                        f"added a user message {CONTINUES!r} before it",
+                    )
             fixed.append(rec)
         return fixed
 
@@ -521,9 +581,11 @@ class _Cleaner:
         if fm.role == self.layout.result_role:
             blocks = _results_first(blocks)
         for rec in run[1:]:
-            self.report("merged_messages", self.line_of(rec),
-                        f"consecutive {fm.role.value} messages merged into the one at line "
-                        f"{self.line_of(first)}")
+            self.report(
+                "merged_messages",
+                self.line_of(rec),
+                f"consecutive {fm.role.value} messages merged into the one at line {self.line_of(first)}",
+            )
         # The latest usage is the newest report of the prompt size; a run mixing input and made records
         # holds input.
         usage = next((r.usage for r in reversed(run) if r.usage is not None), None)
@@ -539,8 +601,12 @@ class _Cleaner:
         last = next((r for r in reversed(out) if r.message is not None), None)
         if last is None or last.message is None or not _ends_on_result(last.message, self.layout):
             return out
-        reply = Message(role=Role.ASSISTANT, blocks=[TextBlock(UNDERSTOOD)], source_role=Role.ASSISTANT.value,
-                        content_was_string=True)
+        reply = Message(
+            role=Role.ASSISTANT,
+            blocks=[TextBlock(UNDERSTOOD)],
+            source_role=Role.ASSISTANT.value,
+            content_was_string=True,
+        )
         line = self.line_of(last)
         self.report("appended_reply", line, f"transcript ended on a tool result; appended {UNDERSTOOD!r}")
         return [*out, self.make(reply, Origin.SYNTHETIC, line)]

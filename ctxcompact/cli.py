@@ -59,6 +59,15 @@ def output_option(f: F) -> F:
     )(f)
 
 
+def trailing_option(f: F) -> F:
+    return opt(
+        "--keep-trailing-results",
+        is_flag=True,
+        help="Do not append 'Understood.' after a trailing tool result (for a before-model hook called "
+        "right after tools ran: the model's next turn answers them).",
+    )(f)
+
+
 def format_options(f: F) -> F:
     f = opt(
         "--lenient", is_flag=True, help="Drop lines that fail their schema (reported) instead of failing."
@@ -291,8 +300,15 @@ def validate(file: str | None, fmt: str, lenient: bool, as_json: bool) -> None:
 @format_options
 @opt("--to", type=click.Choice(FORMAT_NAMES[1:]), help="Output format (default: the input's).")
 @opt("--report", is_flag=True, help="List each repair on stderr.")
+@trailing_option
 def clean(
-    file: str | None, output: str | None, fmt: str, lenient: bool, to: str | None, report: bool
+    file: str | None,
+    output: str | None,
+    fmt: str,
+    lenient: bool,
+    to: str | None,
+    report: bool,
+    keep_trailing_results: bool,
 ) -> None:
     """Repair a transcript (§4) and write it: missing tool results, separated or orphan results,
     a trailing tool result, role order.
@@ -303,7 +319,14 @@ def clean(
     """
     from . import api
 
-    result = api.clean_file(_source(file), fmt=fmt, lenient=lenient, to=to, warn=_echo_err)
+    result = api.clean_file(
+        _source(file),
+        fmt=fmt,
+        lenient=lenient,
+        to=to,
+        warn=_echo_err,
+        keep_trailing_results=keep_trailing_results,
+    )
     for problem in result.problems:
         _echo_err(str(problem))
     if report:
@@ -320,15 +343,26 @@ def clean(
 @estimate_options
 @strategy_options
 @state_options
-@opt("--json", "as_json", is_flag=True, envvar=_env("json"),
-     help="Machine-readable report on stdout (with several files: one JSON object per line, then totals).")
+@opt(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar=_env("json"),
+    help="Machine-readable report on stdout (with several files: one JSON object per line, then totals).",
+)
 @opt("--check", is_flag=True, help="Exit 1 when `run` would compact (any file, with several), 0 otherwise.")
-@opt("-r", "--recursive", is_flag=True,
-     help="Directories: also their subdirectories; globs: ** matches them.")
-@opt("-j", "--jobs", type=click.IntRange(min=1),
-     help="Processes for several files (default: all cores); 1 runs them in turn.")
-def estimate(files: tuple[str, ...], as_json: bool, check: bool, recursive: bool, jobs: int | None,
-             **kw: Any) -> None:
+@opt(
+    "-r", "--recursive", is_flag=True, help="Directories: also their subdirectories; globs: ** matches them."
+)
+@opt(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Processes for several files (default: all cores); 1 runs them in turn.",
+)
+def estimate(
+    files: tuple[str, ...], as_json: bool, check: bool, recursive: bool, jobs: int | None, **kw: Any
+) -> None:
     """Dry run: counts, tokens (heuristic, exact, calibrated), the budget, and whether `run` would compact.
 
     Reads the state beside the input (if any) and writes nothing. Several files, directories (their
@@ -363,8 +397,9 @@ def _is_many(arg: str) -> bool:
     return path.is_dir() or (not path.exists() and any(c in arg for c in "*?["))
 
 
-def _estimate_many(files: tuple[str, ...], opts: Options, as_json: bool, check: bool, recursive: bool,
-                   jobs: int | None) -> None:
+def _estimate_many(
+    files: tuple[str, ...], opts: Options, as_json: bool, check: bool, recursive: bool, jobs: int | None
+) -> None:
     import orjson
 
     from .batch import Totals, estimate_many, expand
@@ -375,8 +410,9 @@ def _estimate_many(files: tuple[str, ...], opts: Options, as_json: bool, check: 
     totals = Totals()
     compact = False
     if not as_json:
-        click.echo(_ROW.format("file", "format", "records", "heuristic", "exact", "calibrated", "used",
-                               "compact"))
+        click.echo(
+            _ROW.format("file", "format", "records", "heuristic", "exact", "calibrated", "used", "compact")
+        )
     for row in estimate_many(paths, opts, jobs):
         totals.add(row)
         if row.report is not None:
@@ -385,9 +421,18 @@ def _estimate_many(files: tuple[str, ...], opts: Options, as_json: bool, check: 
             click.echo(orjson.dumps(row.to_json()).decode())
         elif row.report is not None:
             r, t = row.report, row.report["tokens"]
-            click.echo(_ROW.format(row.path, r["format"], f"{r['records']:,}", f"{t['heuristic']:,}",
-                                   "-" if t["exact"] is None else f"{t['exact']:,}", f"{t['calibrated']:,}",
-                                   f"{r['percent_used']:.1f}%", "yes" if r["would_compact"] else "no"))
+            click.echo(
+                _ROW.format(
+                    row.path,
+                    r["format"],
+                    f"{r['records']:,}",
+                    f"{t['heuristic']:,}",
+                    "-" if t["exact"] is None else f"{t['exact']:,}",
+                    f"{t['calibrated']:,}",
+                    f"{r['percent_used']:.1f}%",
+                    "yes" if r["would_compact"] else "no",
+                )
+            )
         else:
             click.echo(_ROW.format(row.path, "error", "", "", "", "", "", ""))
         if row.error is not None:
@@ -397,10 +442,18 @@ def _estimate_many(files: tuple[str, ...], opts: Options, as_json: bool, check: 
         click.echo(orjson.dumps({"totals": tj}).decode())
     else:
         tt = tj["tokens"]
-        click.echo(_ROW.format(f"total ({tj['files']} files, {tj['failed']} failed)", "",
-                               f"{tj['records']:,}", f"{tt['heuristic']:,}",
-                               "-" if tt["exact"] is None else f"{tt['exact']:,}",
-                               f"{tt['calibrated']:,}", "", f"{tj['would_compact']}"))
+        click.echo(
+            _ROW.format(
+                f"total ({tj['files']} files, {tj['failed']} failed)",
+                "",
+                f"{tj['records']:,}",
+                f"{tt['heuristic']:,}",
+                "-" if tt["exact"] is None else f"{tt['exact']:,}",
+                f"{tt['calibrated']:,}",
+                "",
+                f"{tj['would_compact']}",
+            )
+        )
     if totals.failed or (check and compact):
         raise SystemExit(ExitCode.INVALID_INPUT)
 
@@ -417,6 +470,7 @@ _ROW = "{:<40} {:<11} {:>9} {:>12} {:>12} {:>12} {:>7} {:>7}"
 @estimate_options
 @state_options
 @strategy_options
+@trailing_option
 @opt(
     "--summarizer",
     type=click.Choice(["extractive", "anthropic", "openai"]),
@@ -572,8 +626,13 @@ def state_reset(path: str) -> None:
     "--json", "as_json", is_flag=True, envvar=_env("json"), help="One JSON object per scenario, as an array."
 )
 @opt("--list", "list_only", is_flag=True, help="List the scenarios and exit.")
-@opt("--prune", "compare_prune", is_flag=True, envvar=_env("simulate_prune"),
-     help="Play each scenario twice, summary-only and with --prune, and compare what the summarizer did.")
+@opt(
+    "--prune",
+    "compare_prune",
+    is_flag=True,
+    envvar=_env("simulate_prune"),
+    help="Play each scenario twice, summary-only and with --prune, and compare what the summarizer did.",
+)
 def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool, compare_prune: bool) -> None:
     """Run the multi-turn stress matrix (§11) through the real pipeline and print its table.
 

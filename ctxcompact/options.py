@@ -28,6 +28,9 @@ class Options:
     use_state: bool = True
     reset_state: bool = False
     lock_timeout: float = 10.0
+    # cleaning (§4): a transcript never ends on a tool result ("Understood." is appended) unless this is
+    # set, for a before-model hook called right after tools ran (the model's next turn answers them)
+    keep_trailing_results: bool = False
     # compaction (§8, §10)
     strategy: str = "threshold"
     summarizer: str = "extractive"

@@ -170,7 +170,7 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
 
     records = apply_state_layers(prefix_system + summary_records + new_records, state, fmt_name)
     transcript = Transcript(format=fmt_name, records=records, source=str(inp.path or "-"))
-    cleaned = clean(transcript)
+    cleaned = clean(transcript, close_trailing=not opts.keep_trailing_results)
     input_records = covered + len(new_records) + result.dropped
     return Context(
         transcript=cleaned.transcript,

@@ -316,3 +316,17 @@ def test_compaction_that_does_not_shrink_is_dropped(tmp_path: Path) -> None:
     assert (tmp_path / "o.jsonl").read_bytes() == log.read_bytes()
     state = api.load_state(Path(str(log) + ".ctxstate.json"))
     assert state is not None and state.compactions == [] and state.watermark == 0
+
+
+def test_keep_trailing_results_for_a_before_model_hook(tmp_path: Path) -> None:
+    """Right after tools ran, the hook's context must end on the results (the model answers them next);
+    by default cleaning closes them with 'Understood.' (§4)."""
+    log = tmp_path / "t.jsonl"
+    write(
+        log,
+        [sys_msg(SYSTEM), user("list the files"), assistant(None, [("c1", "ls", {})]), tool("c1", "a.py")],
+    )
+    default = lines_of(api.run(log, opts(window=200_000, use_state=False)))
+    assert default[-1] == {"role": "assistant", "content": "Understood."}
+    hook = lines_of(api.run(log, opts(window=200_000, use_state=False, keep_trailing_results=True)))
+    assert hook[-1] == tool("c1", "a.py")
