@@ -13,11 +13,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import SummarizerError, UsageError
-from .base import Summarizer, SummaryRequest, SummaryResult
+from .base import ProviderSummarizer, SummaryRequest, SummaryResult
 from .prompt import (
     MIN_INPUT_BUDGET,
     SYSTEM_PROMPT,
-    PromptStats,
     build_user_prompt,
     fit_summary,
     input_budget,
@@ -81,31 +80,9 @@ def anthropic_error_reason(
     return f"unexpected error ({type(err).__name__})"
 
 
-class AnthropicSummarizer(Summarizer):
+class AnthropicSummarizer(ProviderSummarizer):
     name = "anthropic"
-
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        context_window: int | None = None,
-        instructions: str | None = None,
-    ) -> None:
-        self.model = model
-        self._explicit_key = api_key
-        self.base_url = base_url
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.context_window = int(context_window or DEFAULT_CONTEXT_WINDOW)
-        self.instructions = instructions
-        self.last_stats: PromptStats | None = None  # what the last request dropped and cut
-
-    def __repr__(self) -> str:  # never show the key
-        return f"AnthropicSummarizer(model={self.model!r}, base_url={self.base_url!r})"
+    default_context_window = DEFAULT_CONTEXT_WINDOW
 
     def _key(self) -> str:
         key = resolve_api_key(self._explicit_key, "ANTHROPIC_API_KEY")

@@ -51,3 +51,33 @@ class Summarizer(abc.ABC):
     @abc.abstractmethod
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request.records``. Raise SummarizerError on failure."""
+
+
+class ProviderSummarizer(Summarizer):
+    """What the LLM summarizers share: their options, and a repr that never shows the key."""
+
+    default_context_window: int = 200_000
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        context_window: int | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        self.model = model
+        self._explicit_key = api_key
+        self.base_url = base_url
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        # the summarizer's own window: its input must fit 80 % of it (§6)
+        self.context_window = int(context_window or self.default_context_window)
+        self.instructions = instructions
+        self.last_stats: Any = None  # prompt.PromptStats of the last request (what was dropped and cut)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"

@@ -21,11 +21,10 @@ from urllib.parse import urlsplit
 
 from ..errors import SummarizerError, UsageError
 from .anthropic import host_of
-from .base import Summarizer, SummaryRequest, SummaryResult
+from .base import ProviderSummarizer, SummaryRequest, SummaryResult
 from .prompt import (
     MIN_INPUT_BUDGET,
     SYSTEM_PROMPT,
-    PromptStats,
     build_user_prompt,
     fit_summary,
     input_budget,
@@ -99,31 +98,9 @@ def openai_error_reason(err: BaseException, *, timeout: float, max_retries: int,
     return f"unexpected error ({type(err).__name__})"
 
 
-class OpenAISummarizer(Summarizer):
+class OpenAISummarizer(ProviderSummarizer):
     name = "openai"
-
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        context_window: int | None = None,
-        instructions: str | None = None,
-    ) -> None:
-        self.model = model
-        self._explicit_key = api_key
-        self.base_url = base_url
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.context_window = int(context_window or DEFAULT_CONTEXT_WINDOW)
-        self.instructions = instructions
-        self.last_stats: PromptStats | None = None
-
-    def __repr__(self) -> str:  # never show the key
-        return f"OpenAISummarizer(model={self.model!r}, base_url={self.base_url!r})"
+    default_context_window = DEFAULT_CONTEXT_WINDOW
 
     @property
     def effective_base_url(self) -> str | None:
