@@ -23,6 +23,13 @@ sliding-window events, strategies other than plain ``threshold``, and ``--exact 
 
 Fast readers are registered per format name in :data:`FAST_READERS`: an optional, per-format function
 ``(obj, want_text) -> Line``. A format without one simply always takes the full path.
+
+Exact counts of a large file (:data:`PARALLEL_BYTES`) are made on forked worker processes, each decoding,
+reading and encoding its own byte range of the file (ranges cut at line starts), returning per line only
+small facts and a token count; the parent walks them in order as above. tiktoken's own thread pool does not
+help here (its encoder holds the GIL for most of each call: two threads ran no faster than one, measured),
+and sending the text to workers would cost a copy of it; reading the file in each worker costs nothing.
+The ranks are parsed once, in the parent, and inherited through fork.
 """
 
 from __future__ import annotations

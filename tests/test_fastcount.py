@@ -5,6 +5,7 @@ fast path switched off (the full path: whole model, cleaning, counting). Reports
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -282,3 +283,30 @@ def test_any_transcript_gives_the_full_report(
     path = write(tmp_path, objs, "h.jsonl")
     opts = Options(use_state=False, exact=exact, window=4000, format="openai")
     assert pipeline.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+
+
+def test_worker_processes_count_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # large files are counted on forked workers over byte ranges: same lines, numbers, usage and counts
+    session = coding_session(30)
+    session[7] = {**session[7], "usage": {"prompt_tokens": 4321}}
+    path = tmp_path / "w.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + jsonl([sys_msg("s"), *session[:20]]) + b"\n\n"
+                     + jsonl(session[20:]).replace(b"\n", b"\r\n"))
+    serial = fastcount.count_file(path, encoding="o200k_base", jobs=1)
+    monkeypatch.setattr(fastcount, "PARALLEL_BYTES", 0)
+    assert len(fastcount._ranges(path, path.stat().st_size, 8)) == 8
+    parallel = fastcount.count_file(path, encoding="o200k_base", jobs=2)
+    assert parallel == serial
+    assert serial.usage_line == 9  # BOM line 1 is the system prompt; the usage is on the 8th message
+    opts = Options(use_state=False, exact="tiktoken", format="openai")
+    assert pipeline.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+
+
+def test_ranges_start_at_line_starts(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    data = jsonl([user("x" * n) for n in (5, 500, 1, 50_000, 3, 7)])
+    path.write_bytes(data)
+    ranges = fastcount._ranges(path, len(data), 5)
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
+    for (_a, b), (c, _d) in itertools.pairwise(ranges):
+        assert b == c and (b == len(data) or data[b - 1 : b] == b"\n")
