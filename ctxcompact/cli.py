@@ -119,11 +119,11 @@ def estimate_options(f: F) -> F:
     )(f)
     f = opt(
         "--exact",
-        type=click.Choice(["tiktoken", "none", "anthropic"]),
+        type=click.Choice(["tiktoken", "none", "anthropic", "openai"]),
         default="tiktoken",
         show_default=True,
         help="Exact counter: tiktoken (offline), none (heuristic only), "
-        "anthropic (the provider's count_tokens endpoint).",
+        "anthropic (the provider's count_tokens endpoint); openai has no such endpoint and says so.",
     )(f)
     return f
 

@@ -284,6 +284,14 @@ def _encoding_name(opts: Options) -> str:
     return encoding_for_model(opts.model) if opts.model else "o200k_base"
 
 
+def check_exact(opts: Options) -> None:
+    """--exact names a counter we have: tiktoken, none, or a provider endpoint (Anthropic's only)."""
+    if opts.exact not in ("tiktoken", "none", "anthropic"):
+        from .tokens.provider import unsupported_provider
+
+        raise unsupported_provider(opts.exact)
+
+
 def count_context(transcript: Transcript, opts: Options) -> Counts:
     heur = [heuristic.message_tokens(r.message) if r.message is not None else 0 for r in transcript.records]
     if opts.exact == "none":
@@ -467,6 +475,7 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
 
     Reads the state (if any) but writes nothing."""
     opts = opts or Options()
+    check_exact(opts)
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=False)
     state = None if (state_path is None or opts.reset_state) else load_state(state_path)
@@ -597,6 +606,7 @@ def run(
     ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.
     """
     opts = opts or Options()
+    check_exact(opts)
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=not dry_run)
     inp = InputData.load(source)

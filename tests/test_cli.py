@@ -146,6 +146,12 @@ def test_bad_input_is_exit_1_with_line_number_and_no_traceback(
     assert not (tmp_path / "bad.jsonl.ctxstate.json").exists()  # nothing written
 
 
+def test_exact_openai_says_there_is_no_endpoint(long_log: Path) -> None:
+    proc = ctxcompact("estimate", str(long_log), "--exact", "openai")
+    assert proc.returncode == 2
+    assert b"OpenAI has no token-counting endpoint" in proc.stderr
+
+
 def test_usage_errors_are_exit_2(long_log: Path) -> None:
     assert ctxcompact("estimate", str(long_log), "--threshold", "abc").returncode == 2
     assert ctxcompact("estimate", str(long_log), "--window", "-5").returncode == 2
