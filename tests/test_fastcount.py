@@ -297,9 +297,11 @@ def test_worker_processes_count_the_same(tmp_path: Path, monkeypatch: pytest.Mon
     assert len(fastcount._ranges(path, path.stat().st_size, 8)) == 8
     parallel = fastcount.count_file(path, encoding="o200k_base", jobs=2)
     assert parallel == serial
+    assert fastcount.count_file(path, jobs=2).exact is None  # heuristic counts stay in-process
     assert serial.usage_line == 9  # BOM line 1 is the system prompt; the usage is on the 8th message
-    opts = Options(use_state=False, exact="tiktoken", format="openai")
-    assert pipeline.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+    for exact in ("tiktoken", "none"):
+        opts = Options(use_state=False, exact=exact, format="openai")
+        assert pipeline.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
 
 
 def test_ranges_start_at_line_starts(tmp_path: Path) -> None:
