@@ -1,0 +1,89 @@
+"""Where the time goes, step by step, in one process: the fast path of `estimate` (read lines, decode, walk)
+and the steps of `run` (read, parse + schema, clean, ranks, tokenize, summarize, hash, write).
+
+Each step is timed alone (``time.perf_counter`` around the same calls the pipeline makes), so the figures
+add up to roughly a whole `run`, start-up aside.
+
+    python bench/where.py            # 100 MB
+    python bench/where.py --mb 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from common import OUT, header, table, transcript
+
+
+def timed(rows: list[list[str]], name: str, fn: Callable[[], Any], total_mb: float) -> Any:
+    start = time.perf_counter()
+    result = fn()
+    s = time.perf_counter() - start
+    rows.append([name, f"{s:.2f}", f"{total_mb / s:.0f}" if s > 0 else ""])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=float, default=100.0)
+    args = ap.parse_args(argv)
+    path = transcript(args.mb)
+    mb = path.stat().st_size / 1e6
+
+    from ctxcompact import fastcount, pipeline
+    from ctxcompact.clean import clean
+    from ctxcompact.formats import read_transcript, write_transcript
+    from ctxcompact.options import Options
+    from ctxcompact.reader import iter_lines_at
+    from ctxcompact.strategies import StrategyInput, apply_strategy
+    from ctxcompact.tokens import exact
+
+    header(f"where the time goes ({mb:.0f} MB openai transcript, one process, seconds)")
+    rows: list[list[str]] = []
+
+    def read_lines() -> None:
+        with path.open("rb") as f:
+            for _ in iter_lines_at(f):
+                pass
+
+    def decode() -> None:
+        with path.open("rb") as f:
+            for _, _, raw in iter_lines_at(f):
+                orjson.loads(raw)
+
+    timed(rows, "estimate: read lines", read_lines, mb)
+    timed(rows, "estimate: read lines + orjson decode", decode, mb)
+    timed(rows, "estimate: the whole fast path (+ walk)", lambda: fastcount.count_file(path, jobs=1), mb)
+
+    inp = timed(rows, "run: read the file (InputData)", lambda: pipeline.InputData.load(str(path)), mb)
+    timed(rows, "run: SHA-256 of the whole file", lambda: hashlib.sha256(inp.data).hexdigest(), mb)
+    res = timed(rows, "run: parse into the model, no schema", lambda: read_transcript(io.BytesIO(inp.data),
+                                                                                       schema=False), mb)
+    timed(rows, "run: parse into the model + JSON Schema", lambda: read_transcript(io.BytesIO(inp.data)), mb)
+    cleaned = timed(rows, "run: clean", lambda: clean(res.transcript), mb)
+    timed(rows, "run: tiktoken ranks (parse + Encoding)", lambda: exact.get_encoding("o200k_base"), mb)
+    opts = Options(use_state=False)
+    counts = timed(rows, "run: tokenize (count_context, threads)",
+                   lambda: pipeline.count_context(cleaned.transcript, opts), mb)
+    ctx = pipeline.Context(cleaned.transcript, len(res.transcript.records), 0, len(inp.data), 0, [])
+    budget = pipeline._budget(opts)
+    report = pipeline._estimate_context(ctx, opts, None, budget, None)
+    del counts
+    si = StrategyInput(ctx, opts, budget, None, report, lambda m: None)
+    outcome = timed(rows, "run: compact (extractive summary)", lambda: apply_strategy(si), mb)
+    t = outcome.transcript if outcome is not None else cleaned.transcript
+    timed(rows, "run: write the output", lambda: (OUT / "where_out.jsonl").write_bytes(b"".join(
+        write_transcript(t))), mb)
+    table(rows, ["step", "seconds", "MB/s"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
