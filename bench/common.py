@@ -59,7 +59,10 @@ class Sample:
 def run_once(
     argv: list[str], *, stdin: Path | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> Sample:
-    """Run ``argv`` once: wall seconds, user+system seconds and peak RSS (MiB) of the child."""
+    """Run ``argv`` once: wall seconds, user+system seconds and peak RSS (MiB) of the child.
+
+    Linux starts a forked child's peak RSS at the parent's size, kept across exec: the bench processes
+    load no large data themselves, or every child would report at least that much."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         fin = open(stdin, "rb") if stdin else subprocess.DEVNULL  # noqa: SIM115
         try:
