@@ -34,7 +34,7 @@ from ..model import (
     Usage,
 )
 from ..reader import json_type_name
-from .base import Format, Layout
+from .base import Format, Layout, link_result_names
 
 ROLES = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT}
 _KNOWN = {"role", "content"}
@@ -223,17 +223,7 @@ class AnthropicFormat(Format):
         return Record(index=index, line=line, raw=raw, data=obj, message=message, usage=usage)
 
     def finish(self, records: list[Record]) -> list[Record]:
-        # tool_result blocks do not name their tool: take the name from the call they answer.
-        names: dict[str, str] = {}
-        for rec in records:
-            if rec.message is None:
-                continue
-            for b in rec.message.blocks:
-                if isinstance(b, ToolCall):
-                    names.setdefault(b.id, b.name)
-                elif isinstance(b, ToolResult) and b.name is None and b.call_id in names:
-                    b.name = names[b.call_id]
-        return records
+        return link_result_names(records)
 
     # -- writing ---------------------------------------------------------------------------------------
 

@@ -76,6 +76,23 @@ class Format(abc.ABC):
         return self.dump_message(record.message, record)
 
 
+def link_result_names(records: list[Record]) -> list[Record]:
+    """Give each tool result the name of the call it answers (OpenAI tool messages and Anthropic
+    tool_result blocks do not name their tool; placeholders, summaries and reports want it)."""
+    from ..model import ToolCall, ToolResult
+
+    names: dict[str, str] = {}
+    for rec in records:
+        if rec.message is None:
+            continue
+        for b in rec.message.blocks:
+            if isinstance(b, ToolCall):
+                names.setdefault(b.id, b.name)
+            elif isinstance(b, ToolResult) and b.name is None and b.call_id in names:
+                b.name = names[b.call_id]
+    return records
+
+
 def new_record(message: Message, origin: Origin, meta: dict[str, Any] | None = None) -> Record:
     """A record made by ctxcompact (no input line)."""
     return Record(index=-1, line=0, raw=None, data=None, message=message, origin=origin, dirty=True,

@@ -39,7 +39,7 @@ from ..model import (
     Usage,
 )
 from ..reader import json_type_name
-from .base import Format, Layout
+from .base import Format, Layout, link_result_names
 
 ROLES = {
     "system": Role.SYSTEM,
@@ -301,17 +301,7 @@ class OpenAIFormat(Format):
         return Record(index=index, line=line, raw=raw, data=obj, message=message, usage=usage)
 
     def finish(self, records: list[Record]) -> list[Record]:
-        # Tool messages rarely name their tool: take the name from the call they answer.
-        names: dict[str, str] = {}
-        for rec in records:
-            if rec.message is None:
-                continue
-            for b in rec.message.blocks:
-                if isinstance(b, ToolCall):
-                    names.setdefault(b.id, b.name)
-                elif isinstance(b, ToolResult) and b.name is None and b.call_id in names:
-                    b.name = names[b.call_id]
-        return records
+        return link_result_names(records)
 
     # -- writing ---------------------------------------------------------------------------------------
 

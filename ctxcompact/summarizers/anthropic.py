@@ -26,7 +26,8 @@ from .prompt import (
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
-_STATUS_WORDS = {
+# What an HTTP status means to a user, shared by both LLM summarizers (529 is Anthropic's "overloaded").
+STATUS_WORDS = {
     400: "bad request",
     401: "authentication failed (check the API key)",
     403: "permission denied",
@@ -34,6 +35,7 @@ _STATUS_WORDS = {
     413: "request too large",
     429: "rate limited",
     500: "server error",
+    503: "service unavailable",
     529: "overloaded",
 }
 
@@ -64,7 +66,7 @@ def anthropic_error_reason(
     if isinstance(err, anthropic.APIStatusError):
         status = err.status_code
         etype = err.type if isinstance(err.type, str) else None
-        words = _STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
+        words = STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
         reason = f"HTTP {status}" + (f" {etype}" if etype else "") + f": {words}"
         if status in (400, 404, 413) and isinstance(err.api_message, str):
             reason += f" ({err.api_message})"  # e.g. "prompt is too long", an unknown model name

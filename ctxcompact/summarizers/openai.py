@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import SummarizerError, UsageError
-from .anthropic import host_of
+from .anthropic import STATUS_WORDS, host_of
 from .base import ProviderSummarizer, SummaryRequest, SummaryResult
 from .prompt import (
     MIN_INPUT_BUDGET,
@@ -36,16 +36,6 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 PLACEHOLDER_KEY = "not-needed"
 OPENAI_HOST = "api.openai.com"
 
-_STATUS_WORDS = {
-    400: "bad request",
-    401: "authentication failed (check the API key)",
-    403: "permission denied",
-    404: "not found (check the model name and base URL)",
-    413: "request too large",
-    429: "rate limited",
-    500: "server error",
-    503: "service unavailable",
-}
 
 
 def is_local_url(url: str | None) -> bool:
@@ -86,7 +76,7 @@ def openai_error_reason(err: BaseException, *, timeout: float, max_retries: int,
         status = err.status_code
         # the error message is left out on purpose: OpenAI's 401 message echoes part of the key
         label = next((x for x in (err.code, err.type) if isinstance(x, str) and x), None)
-        words = _STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
+        words = STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
         reason = f"HTTP {status}" + (f" {label}" if label else "") + f": {words}"
         if status == 429 or status >= 500:
             reason += retries
