@@ -486,9 +486,10 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     if fast is not None:
         return fast
     inp = InputData.load(source)
-    ctx = build_context(inp, opts, state, schema=False)
-    budget = budget_from_transcript(budget, opts, ctx.transcript.records)
-    report = _estimate_context(ctx, opts, state, budget, state_path)
+    with progress("reading and counting"):  # shown only on a terminal, and only if it takes a while
+        ctx = build_context(inp, opts, state, schema=False)
+        budget = budget_from_transcript(budget, opts, ctx.transcript.records)
+        report = _estimate_context(ctx, opts, state, budget, state_path)
     _describe(report, ctx, opts, budget, state)
     return report
 
@@ -635,9 +636,10 @@ def _run_locked(
             _summarizer(opts).check()  # a missing key is a configuration error, reported before any work
         except SummarizerError as exc:
             raise UsageError(str(exc)) from None
-    ctx = build_context(inp, opts, state, schema=True)
-    budget = budget_from_transcript(budget, opts, ctx.transcript.records)
-    report = _estimate_context(ctx, opts, state, budget, state_path)
+    with progress("validating, cleaning and counting"):
+        ctx = build_context(inp, opts, state, schema=True)
+        budget = budget_from_transcript(budget, opts, ctx.transcript.records)
+        report = _estimate_context(ctx, opts, state, budget, state_path)
     _describe(report, ctx, opts, budget, state)
     new_state_obj = state or new_state(ctx.input_format)
     result = RunResult(
