@@ -55,3 +55,16 @@ def test_simulate_prune_compares_summary_only_with_pruning() -> None:
     assert row["masks_prune"] > 0  # the mask tier acted
     assert row["summaries_prune"] < row["summaries_plain"]  # and saved summaries
     assert row["failures_plain"] == [] and row["failures_prune"] == []
+
+
+def test_token_trigger_with_nothing_before_the_first_request_is_not_a_crash(tmp_path: Path) -> None:
+    """A real Claude Code log (one request with its tool calls) in a tiny window: the token trigger fires
+    but no invocation precedes the split point; run must say so, not crash."""
+    from helpers import REPO
+
+    log = REPO / "tests" / "data" / "claude-code" / "spotter-short.jsonl"
+    messages: list[str] = []
+    opts = api.Options(window=4000, strategy="sliding-window", invocation_threshold=1, overlap=0, use_state=False)
+    result = api.run(log, opts, warn=messages.append)
+    assert not result.compacted
+    assert any("sliding-window" in w for w in result.warnings)

@@ -563,7 +563,11 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
         if math.ceil((fixed + kept + si.budget.summary_budget) * factor) <= limit:
             chosen = p
             break
-    last_no = max(i.number for i in numbered if i.start < chosen)
+    before = [i.number for i in numbered if i.start < chosen]
+    if not before:
+        # the first split point that fits is the first request itself: there is nothing to compact yet
+        return t, _fits_window(si, t), [_over(limit, "no complete invocation before the split point")]
+    last_no = max(before)
     w = _window(invs, first_new, chosen, last_no, si.opts.overlap, "tokens")
     planner.make(w)
     t = _render(si, planner.events)
