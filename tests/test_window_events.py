@@ -64,7 +64,9 @@ def test_token_trigger_with_nothing_before_the_first_request_is_not_a_crash(tmp_
 
     log = REPO / "tests" / "data" / "claude-code" / "spotter-short.jsonl"
     messages: list[str] = []
-    opts = api.Options(window=4000, strategy="sliding-window", invocation_threshold=1, overlap=0, use_state=False)
+    opts = api.Options(
+        window=4000, strategy="sliding-window", invocation_threshold=1, overlap=0, use_state=False
+    )
     result = api.run(log, opts, warn=messages.append)
     assert not result.compacted
     assert any("sliding-window" in w for w in result.warnings)
