@@ -165,3 +165,25 @@ def ctxcompact(*args: str) -> list[str]:
     """The installed console script (what users run), else ``python -m ctxcompact``."""
     script = Path(PY).parent / "ctxcompact"
     return [str(script), *args] if script.exists() else [PY, "-m", "ctxcompact", *args]
+
+
+# A child-script prelude: `texts` = the token-bearing text of every message of the openai file argv[1]
+# (content, tool names and arguments), the text the exact-count benches tokenize.
+TEXTS_PRELUDE = """
+import sys, time, orjson, os
+from ctxcompact.tokens.exact import get_encoding
+texts = []
+for line in open(sys.argv[1], "rb"):
+    if not line.strip():
+        continue
+    m = orjson.loads(line)
+    parts = []
+    c = m.get("content")
+    if isinstance(c, str):
+        parts.append(c)
+    elif isinstance(c, list):
+        parts.extend(p.get("text", "") for p in c if isinstance(p, dict))
+    for call in m.get("tool_calls") or ():
+        parts += [call["function"]["name"], call["function"]["arguments"]]
+    texts.append("\\n".join(parts))
+"""

@@ -21,7 +21,7 @@ import argparse
 import sys
 
 import orjson
-from common import PY, Case, ctxcompact, header, measure, table, transcript
+from common import PY, TEXTS_PRELUDE, Case, ctxcompact, header, measure, table, transcript
 
 FLOOR = """
 import sys, orjson
@@ -44,23 +44,7 @@ print(r.heuristic)
 """
 
 # The numbers behind calibration.DEFAULT_EXACT_FACTOR, from the text of every message.
-STATS = """
-import sys, orjson
-from ctxcompact.tokens.exact import get_encoding
-texts = []
-for line in open(sys.argv[1], "rb"):
-    if not line.strip():
-        continue
-    m = orjson.loads(line)
-    parts = []
-    c = m.get("content")
-    if isinstance(c, str):
-        parts.append(c)
-    elif isinstance(c, list):
-        parts.extend(p.get("text", "") for p in c if isinstance(p, dict))
-    for call in m.get("tool_calls") or ():
-        parts += [call["function"]["name"], call["function"]["arguments"]]
-    texts.append("\\n".join(parts))
+STATS = TEXTS_PRELUDE + """
 o200k, cl100k = get_encoding("o200k_base"), get_encoding("cl100k_base")
 sample, size = [], 0
 for t in texts:

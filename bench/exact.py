@@ -31,25 +31,9 @@ import sys
 from pathlib import Path
 
 import orjson
-from common import OUT, PY, Case, child_env, ctxcompact, header, measure, table, transcript
+from common import OUT, PY, TEXTS_PRELUDE, Case, child_env, ctxcompact, header, measure, table, transcript
 
-EXTRACT = """
-import sys, time, orjson, os
-from ctxcompact.tokens.exact import get_encoding
-texts = []
-for line in open(sys.argv[1], "rb"):
-    if not line.strip():
-        continue
-    m = orjson.loads(line)
-    parts = []
-    c = m.get("content")
-    if isinstance(c, str):
-        parts.append(c)
-    elif isinstance(c, list):
-        parts.extend(p.get("text", "") for p in c if isinstance(p, dict))
-    for call in m.get("tool_calls") or ():
-        parts += [call["function"]["name"], call["function"]["arguments"]]
-    texts.append("\\n".join(parts))
+EXTRACT = TEXTS_PRELUDE + """
 enc = get_encoding("o200k_base")
 """
 
