@@ -239,7 +239,7 @@ def _summary_records(fmt_name: str, summary_text: str, continuation: str) -> lis
 
 
 def continuation_text(latest: str | None) -> str:
-    from .conversation import CONTINUATION_MARKER
+    from .facts import CONTINUATION_MARKER
 
     head = (
         f"{CONTINUATION_MARKER} because it no longer fitted the context window. "

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact.conversation import SUMMARY_MARKER
 from ctxcompact.errors import UsageError
+from ctxcompact.facts import SUMMARY_MARKER, Todo
 from ctxcompact.model import Message, Record, Role, TextBlock, ToolCall, ToolResult
 from ctxcompact.summarizers import SUMMARIZERS, get_summarizer
-from ctxcompact.summarizers.base import SummaryRequest, SummaryResult, Todo
+from ctxcompact.summarizers.base import SummaryRequest, SummaryResult
 from ctxcompact.summarizers.extractive import ExtractiveSummarizer
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

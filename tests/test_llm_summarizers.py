@@ -24,6 +24,7 @@ from providers import (
 
 from ctxcompact.budget import buffer_for, summary_budget_for
 from ctxcompact.errors import SummarizerError, UsageError
+from ctxcompact.facts import Todo
 from ctxcompact.model import (
     ImageBlock,
     Message,
@@ -37,7 +38,7 @@ from ctxcompact.model import (
     ToolResult,
 )
 from ctxcompact.summarizers.anthropic import AnthropicSummarizer
-from ctxcompact.summarizers.base import SummaryRequest, Todo
+from ctxcompact.summarizers.base import SummaryRequest
 from ctxcompact.summarizers.openai import OpenAISummarizer, is_local_url
 from ctxcompact.summarizers.prompt import (
     INPUT_CHARS_PER_TOKEN,

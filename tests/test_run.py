@@ -12,8 +12,8 @@ import pytest
 from helpers import SAMPLES, assistant, coding_session, jsonl, sys_msg, tool, user
 
 from ctxcompact import api
-from ctxcompact.conversation import CONTINUATION_MARKER, SUMMARY_MARKER
 from ctxcompact.errors import ExitCode, StateError
+from ctxcompact.facts import CONTINUATION_MARKER, SUMMARY_MARKER
 from ctxcompact.tokens.heuristic import text_tokens
 
 SYSTEM = "You are a careful coding agent. Work in small steps and explain what you change."

@@ -160,7 +160,7 @@ def test_apply_events_overlap_and_containment() -> None:
 
 
 def test_apply_events_marks_summaries_and_skips_them_as_requests() -> None:
-    from ctxcompact.conversation import latest_request
+    from ctxcompact.facts import latest_request
 
     recs = _records(session(3))
     out = apply_events(recs, State(events=[_event(1, 13, "all of it")]), "openai")

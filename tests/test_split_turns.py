@@ -40,7 +40,7 @@ def test_without_split_turns_the_first_result_moves_up() -> None:
 
 
 def test_latest_request_skips_lines_a_format_flags_as_injected() -> None:
-    from ctxcompact.conversation import latest_request
+    from ctxcompact.facts import latest_request
 
     typed = rec(0, Role.USER, TextBlock("please fix the flaky test"))
     injected = rec(1, Role.USER, TextBlock("cwd: /repo, shell: zsh"))

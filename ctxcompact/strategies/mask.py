@@ -162,7 +162,7 @@ def _weight(blocks: list[Any]) -> int:
 def placeholder_text(call: ToolCall | None, tool: str | None, chars: int) -> str:
     """``[tool result cleared: name(main argument), N chars; call again to see it]``."""
     if call is not None:
-        from ..conversation import describe_call
+        from ..facts import describe_call
 
         brief = describe_call(call, _BRIEF_LIMIT)
     else:
@@ -181,7 +181,7 @@ def _calls(records: Iterable[Record]) -> dict[str, ToolCall]:
 
 def _turn_start(records: Sequence[Record]) -> int:
     """Position of the last record a person typed: thinking from here on is the latest turn's."""
-    from ..conversation import typed_text
+    from ..facts import typed_text
 
     for i in range(len(records) - 1, -1, -1):
         if typed_text(records[i]) is not None:

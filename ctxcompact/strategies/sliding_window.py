@@ -75,7 +75,7 @@ def _is_ours(rec: Record) -> bool:
 
 
 def _starts_invocation(rec: Record, uses_ids: bool, current_id: str | None) -> bool:
-    from ..conversation import typed_text
+    from ..facts import typed_text
 
     if uses_ids:
         inv = rec.meta.get("invocation_id")
@@ -281,7 +281,7 @@ def apply_events(records: list[Record], state: State, fmt_name: str) -> list[Rec
 
 
 def _summary_records(fmt: Any, event: Event, _rest: list[int], dropped: list[Record]) -> list[Record]:
-    from ..conversation import SUMMARY_MARKER
+    from ..facts import SUMMARY_MARKER
 
     text = event.summary if event.summary.startswith(SUMMARY_MARKER) else f"{SUMMARY_MARKER}\n{event.summary}"
     meta = {META_KEY: {"start": event.start, "end": event.end, "dropped": dropped}}
@@ -383,7 +383,7 @@ def _fingerprint(data: bytes, ctx: Context, records: int, line_end: int) -> Any:
 
 def _summarize(si: StrategyInput, records: list[Record], budget_tokens: int, prior: str | None,
                prior_facts: dict[str, Any] | None) -> SummaryResult:
-    from ..conversation import SUMMARY_MARKER, latest_request, load_todos_file, open_todos
+    from ..facts import SUMMARY_MARKER, latest_request, load_todos_file, open_todos
     from ..pipeline import _summarizer
     from ..summarizers import get_summarizer
     from .threshold import fit_to_budget

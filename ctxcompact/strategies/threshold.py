@@ -120,7 +120,7 @@ def fit_to_budget(text: str, budget_tokens: int) -> tuple[str, bool]:
 
 
 def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn) -> Outcome:
-    from ..conversation import SUMMARY_MARKER, latest_request, load_todos_file, open_todos
+    from ..facts import SUMMARY_MARKER, latest_request, load_todos_file, open_todos
     from ..pipeline import _summarizer, _summary_records, continuation_text
     from ..summarizers import get_summarizer
 

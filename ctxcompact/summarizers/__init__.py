@@ -1,7 +1,7 @@
 """Summarizer registry. ``get_summarizer(name, **options)`` builds one by name.
 
 Every summarizer module is imported inside :func:`get_summarizer`, so ``import ctxcompact.summarizers`` never
-loads an SDK (anthropic, openai) and never imports ``conversation`` (which itself imports ``.base``).
+loads an SDK (anthropic, openai).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import importlib
 from typing import Any
 
 from ..errors import SummarizerError, UsageError
-from .base import Summarizer, SummaryRequest, SummaryResult, Todo
+from .base import Summarizer, SummaryRequest, SummaryResult
 
-__all__ = ["SUMMARIZERS", "Summarizer", "SummaryRequest", "SummaryResult", "Todo", "get_summarizer"]
+__all__ = ["SUMMARIZERS", "Summarizer", "SummaryRequest", "SummaryResult", "get_summarizer"]
 
 # name -> (module, class name)
 _REGISTRY: dict[str, tuple[str, str]] = {

@@ -11,13 +11,8 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..facts.todos import Todo
 from ..model import Record
-
-
-@dataclass(slots=True)
-class Todo:
-    content: str
-    status: str = "pending"  # pending | in_progress | completed (as the todo tool spelled it)
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conversation import (
+from ..facts import (
     SUMMARY_MARKER,
     commands_run,
     errors_seen,
@@ -39,7 +39,8 @@ from ..conversation import (
     user_requests,
     user_rules,
 )
-from .base import Summarizer, SummaryRequest, SummaryResult, Todo
+from ..facts.todos import Todo
+from .base import Summarizer, SummaryRequest, SummaryResult
 
 FACTS_VERSION = 1
 # Caps on what the facts keep, so the state stays small however long the session runs.

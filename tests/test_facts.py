@@ -1,4 +1,4 @@
-"""conversation.py: the latest typed request, todos, rules, files, commands, errors."""
+"""facts/: the latest typed request, todos, rules, files, commands, errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxcompact.conversation import (
+from ctxcompact.errors import UsageError
+from ctxcompact.facts import (
     CONTINUATION_MARKER,
     SUMMARY_MARKER,
     commands_run,
@@ -24,7 +25,6 @@ from ctxcompact.conversation import (
     rules_in_text,
     user_rules,
 )
-from ctxcompact.errors import UsageError
 from ctxcompact.model import Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult
 
 # ------------------------------------------------------------ helpers

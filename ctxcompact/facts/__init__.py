@@ -1,0 +1,82 @@
+"""What a conversation says, read from the model: the facts every summary is made of.
+
+- :mod:`.text`: markers of what ctxcompact writes, injected text, what a person typed, the latest request
+- :mod:`.calls`: tool calls read: decoded arguments, the shell command, calls by id
+- :mod:`.todos`: todo lists (from todo-tool calls or a ``--todos`` file)
+- :mod:`.rules`: the user's rules, verbatim
+- :mod:`.files`: files touched
+- :mod:`.outcomes`: errors and whether they were resolved, commands and their outcome
+- :mod:`.timeline`: a short timeline and the last assistant action
+
+Pure functions over :class:`~ctxcompact.model.Record` lists (records without a message are skipped).
+"""
+
+from __future__ import annotations
+
+from .calls import call_index, command_of, decode_args
+from .files import FileTouch, files_touched, path_tokens, paths_of_call
+from .outcomes import (
+    CommandRun,
+    ErrorSeen,
+    FailureCheck,
+    claims_resolution,
+    commands_run,
+    error_line,
+    errors_seen,
+    failure_checker,
+    resolution_evidence,
+    result_is_error,
+)
+from .rules import rules_in_text, user_rules
+from .text import (
+    CONTINUATION_MARKER,
+    SUMMARY_MARKER,
+    is_injected_text,
+    latest_request,
+    shorten,
+    strip_injected,
+    typed_text,
+    user_requests,
+)
+from .timeline import LastAction, describe_call, last_assistant_action, timeline
+from .todos import Todo, is_open, latest_todo_list, load_todos_file, open_todos, todo_list_from_call
+
+__all__ = [
+    "CONTINUATION_MARKER",
+    "SUMMARY_MARKER",
+    "CommandRun",
+    "ErrorSeen",
+    "FailureCheck",
+    "FileTouch",
+    "LastAction",
+    "Todo",
+    "call_index",
+    "claims_resolution",
+    "command_of",
+    "commands_run",
+    "decode_args",
+    "describe_call",
+    "error_line",
+    "errors_seen",
+    "failure_checker",
+    "files_touched",
+    "is_injected_text",
+    "is_open",
+    "last_assistant_action",
+    "latest_request",
+    "latest_todo_list",
+    "load_todos_file",
+    "open_todos",
+    "path_tokens",
+    "paths_of_call",
+    "resolution_evidence",
+    "result_is_error",
+    "rules_in_text",
+    "shorten",
+    "strip_injected",
+    "timeline",
+    "todo_list_from_call",
+    "typed_text",
+    "user_requests",
+    "user_rules",
+]

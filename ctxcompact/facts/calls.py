@@ -1,0 +1,92 @@
+"""Reading tool calls: their decoded arguments, the shell command they run, calls by id."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from ..model import Record, ToolCall
+
+
+def squash(s: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", s.lower())
+
+
+SHELL_TOOLS = {"bash", "shell", "sh", "zsh", "runcommand", "runterminalcmd", "executecommand", "execcommand",
+                "terminal", "runshellcommand", "localshell", "shellcommand", "command", "exec", "powershell",
+                "runinterminal", "execute", "runbash"}
+# Tools whose output is file or search content: a "KeyError:" inside it is code, not a failure.
+_CONTENT_TOOL_WORDS = ("read", "view", "grep", "search", "glob", "list", "find", "fetch", "open", "cat", "ls")
+
+
+def decode_args(call: ToolCall) -> Any:
+    value: Any = call.input
+    if value is None and call.arguments:
+        try:
+            value = orjson.loads(call.arguments)
+        except orjson.JSONDecodeError:
+            return None
+    # Real logs hold double-encoded arguments (a JSON string whose value is the JSON object).
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+    return value
+
+
+
+def call_index(records: Iterable[Record]) -> dict[str, ToolCall]:
+    """Tool calls by id (the last one wins for a duplicated id)."""
+    calls: dict[str, ToolCall] = {}
+    for rec in records:
+        if rec.message is not None:
+            for call in rec.message.tool_calls():
+                calls[call.id] = call
+    return calls
+
+
+def strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+_SHELLS = {"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "powershell", "pwsh", "cmd"}
+
+
+def command_of(call: ToolCall) -> str | None:
+    """The shell command a call runs (``command``/``cmd`` argument), or None. A Codex-style argv
+    ``["bash", "-lc", "pytest -q"]`` gives the script; another argv is joined by spaces."""
+    args = decode_args(call)
+    if not isinstance(args, dict):
+        return None
+    value = args.get("command", args.get("cmd"))
+    if value is None and squash(call.name) in SHELL_TOOLS:
+        value = args.get("script") or args.get("input")
+    if isinstance(value, str):
+        return value.strip() or None
+    argv = strings(value)
+    if not argv:
+        return None
+    if len(argv) >= 3 and argv[0] in _SHELLS and argv[1] in ("-c", "-lc", "-l", "/c", "-Command"):
+        return argv[-1].strip() or None
+    return " ".join(argv)
+
+
+
+def is_shell_call(call: ToolCall) -> bool:
+    return command_of(call) is not None
+
+
+
+def is_content_tool(name: str) -> bool:
+    n = name.lower()
+    return any(w in n for w in _CONTENT_TOOL_WORDS) and squash(name) not in SHELL_TOOLS
+
+

@@ -1,0 +1,105 @@
+"""Files a conversation touched: path-like tool arguments, patch headers, paths in commands and in what the
+user typed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..model import Origin, Record, ToolCall
+from .calls import command_of, decode_args, strings
+from .text import typed_text
+
+PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
+              "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
+
+
+_URL = re.compile(r"\b[a-zA-Z][\w+.-]*://\S+")
+_PATH_TOKEN = re.compile(r"(?<![\w@$])(?:~|\.{1,2})?/?(?:[\w@+-][\w.@+-]*/)*[\w@+-][\w.@+-]*(?:/)?")
+_EXTENSIONS = {
+    "py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "json", "jsonl", "md", "rst", "txt", "toml", "yaml",
+    "yml", "cfg", "ini", "conf", "rs", "go", "java", "kt", "c", "h", "cc", "cpp", "hpp", "cs", "rb", "php",
+    "sh", "bash", "zsh", "sql", "html", "htm", "css", "scss", "vue", "svelte", "lock", "env", "csv", "tsv",
+    "xml", "ipynb", "swift", "proto", "gradle", "mk", "tf", "lua", "pl", "r", "scala", "dart", "ex", "exs",
+    "erl", "hs", "ml", "zig", "nim", "log", "patch", "diff", "png", "jpg", "svg", "pdf", "db", "sqlite",
+}
+# Bare names that are files even without an extension ("README" or "LICENSE" are too often plain words).
+_FILENAMES = {"Makefile", "Dockerfile", "Procfile", "Gemfile", "Rakefile", "Justfile", "Containerfile"}
+
+
+def path_tokens(text: str) -> list[str]:
+    """Path-like tokens in free text (commands, user messages): a file name with a known extension, or a
+    path starting with ``/``, ``~/``, ``./``, ``../`` or containing a ``/`` and ending in such a file."""
+    text = _URL.sub(" ", text)
+    out: list[str] = []
+    for m in _PATH_TOKEN.finditer(text):
+        tok = m.group(0).rstrip(".,:;)")
+        if len(tok) < 3 or len(tok) > 240:
+            continue
+        base = tok.rstrip("/").rsplit("/", 1)[-1]
+        ext = base.rsplit(".", 1)[-1].lower() if "." in base.strip(".") else ""
+        rooted = tok.startswith(("/", "~/", "./", "../")) and tok.count("/") >= 2 and base != ""
+        if not re.search(r"[A-Za-z]", base):
+            continue
+        if (ext in _EXTENSIONS or base in _FILENAMES or rooted) and tok not in out:
+            out.append(tok)
+    return out
+
+
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.M)
+
+
+def paths_of_call(call: ToolCall) -> list[str]:
+    """Files a tool call touches: its path-like arguments, files named in a patch, and path-like tokens of
+    its command."""
+    out: list[str] = []
+    args = decode_args(call)
+    if isinstance(args, dict):
+        for key in PATH_KEYS:
+            for v in strings(args.get(key)):
+                v = v.strip()
+                if v.strip("./") and len(v) <= 400 and "\n" not in v and v not in out:
+                    out.append(v)
+        for key in ("patch", "input", "diff"):
+            for v in strings(args.get(key)):
+                out.extend(p for p in _PATCH_FILE.findall(v) if p not in out)
+    elif isinstance(args, str):
+        out.extend(p for p in _PATCH_FILE.findall(args) if p not in out)
+    if not isinstance(args, dict) and call.arguments:
+        out.extend(p for p in _PATCH_FILE.findall(call.arguments) if p not in out)
+    cmd = command_of(call)
+    if cmd:
+        out.extend(p for p in path_tokens(cmd) if p not in out)
+    return out
+
+
+@dataclass(slots=True)
+class FileTouch:
+    path: str
+    tools: list[str] = field(default_factory=list)  # tool names that touched it ("user" when only named)
+    last_index: int = 0  # index in the records of the last touch (for ordering by recency)
+
+
+def files_touched(records: Sequence[Record]) -> list[FileTouch]:
+    """Files named in tool-call arguments and in what the user typed, in order of first appearance."""
+    found: dict[str, FileTouch] = {}
+
+    def touch(path: str, tool: str, i: int) -> None:
+        ft = found.setdefault(path, FileTouch(path))
+        if tool not in ft.tools:
+            ft.tools.append(tool)
+        ft.last_index = i
+
+    for i, rec in enumerate(records):
+        if rec.message is None or rec.origin is not Origin.INPUT:
+            continue
+        for call in rec.message.tool_calls():
+            for p in paths_of_call(call):
+                touch(p, call.name, i)
+        text = typed_text(rec)
+        if text:
+            for p in path_tokens(text):
+                touch(p, "user", i)
+    return list(found.values())
+

@@ -1,0 +1,50 @@
+"""The user's rules and constraints, quoted verbatim (losing them is the top complaint about compaction)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..model import Record
+from .text import user_requests
+
+_RULE_WORDS = re.compile(
+    r"\b(?:never|don['’]t|do not|dont|must|mustn['’]t|must not|always|only|avoid|make sure|ensure|"
+    r"should not|shouldn['’]t|no need to|stop|keep)\b",
+    re.I,
+)
+_LIST_MARKER = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_MAX_RULE_CHARS = 600  # longer "sentences" are pasted text (logs, code), not rules
+
+
+def rules_in_text(text: str) -> list[str]:
+    """Sentences of a user message that state a rule or constraint, verbatim (outer whitespace stripped),
+    split at sentence ends and line breaks. Fenced code blocks are skipped: a "must" in pasted code is no
+    instruction."""
+    out: list[str] = []
+    in_fence = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+            continue
+        if in_fence or not _RULE_WORDS.search(line):
+            continue
+        pieces = _SENTENCE_END.split(line.strip())
+        for piece in pieces:
+            # a list marker is layout, not part of the rule
+            piece = _LIST_MARKER.sub("", piece.strip(), count=1).strip()
+            if piece and len(piece) <= _MAX_RULE_CHARS and _RULE_WORDS.search(piece) and piece not in out:
+                out.append(piece)
+    return out
+
+
+def user_rules(records: Sequence[Record]) -> list[str]:
+    """Every rule or constraint the user typed, verbatim, deduplicated, oldest first."""
+    out: list[str] = []
+    for _, text in user_requests(records):
+        for rule in rules_in_text(text):
+            if rule not in out:
+                out.append(rule)
+    return out
+
