@@ -20,6 +20,7 @@ from ctxcompact.errors import ExitCode
 from ctxcompact.formats import get_format, read_transcript, write_transcript
 from ctxcompact.model import TextBlock, ThinkingBlock, ToolCall, ToolResult, Transcript
 from ctxcompact.options import Options
+from ctxcompact.state import Masking
 from ctxcompact.strategies.mask import (
     PLACEHOLDER_PREFIX,
     MaskParams,
@@ -355,14 +356,15 @@ def test_clear_thinking_drops_item_lines_in_split_formats() -> None:
 def test_reapply_replaces_by_call_id_idempotently() -> None:
     t = load(openai_session([3000] * 5))
     out, entries, _ = mask_transcript(t, heur(t), params())
-    masking = {"records": [e.to_json() for e in entries], "input_records": 0}
+    masking = Masking(results=list(entries))
     again = reapply_masking(t.records, masking, "openai")
     assert [r.message for r in again] == [r.message for r in out.records]
     assert all(a is b for a, b in zip(reapply_masking(again, masking, "openai"), again, strict=True))
     changed = [r for r, o in zip(again, t.records, strict=True) if r is not o]
     assert len(changed) == 2 and all(r.dirty for r in changed)
     assert reapply_masking([], masking, "openai") == []
-    assert all(a is b for a, b in zip(reapply_masking(t.records, {}, "openai"), t.records, strict=True))
+    unchanged = reapply_masking(t.records, Masking(), "openai")
+    assert all(a is b for a, b in zip(unchanged, t.records, strict=True))
 
 
 def test_reapply_ignores_usage_measured_before_the_masking() -> None:
@@ -370,9 +372,9 @@ def test_reapply_ignores_usage_measured_before_the_masking() -> None:
     objs[2]["usage"] = {"prompt_tokens": 5000, "completion_tokens": 10}
     t = load(objs)
     assert t.records[2].usage is not None
-    again = reapply_masking(t.records, {"records": [], "input_records": 3}, "openai")
+    again = reapply_masking(t.records, Masking(input_records=3), "openai")
     assert again[2].usage is None and not again[2].dirty  # still written from its raw line
-    assert reapply_masking(t.records, {"records": [], "input_records": 2}, "openai")[2].usage is not None
+    assert reapply_masking(t.records, Masking(input_records=2), "openai")[2].usage is not None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -415,7 +417,7 @@ def test_mask_strategy_masks_records_state_and_keeps_calibration(tmp_path: Path)
     assert cleared == ["call_0", "call_1", "call_2", "call_3"]
     state = api.load_state(Path(str(log) + ".ctxstate.json"))
     assert state is not None and state.masking is not None
-    assert [e["call_id"] for e in state.masking["records"]] == cleared
+    assert [e.call_id for e in state.masking.results] == cleared
     assert state.watermark == 0 and state.summary is None
     assert state.compactions[-1].strategy == "mask" and state.compactions[-1].tier == "mask"
     # the factor measured from the transcript's usage is kept (not reset as after a summary)
@@ -487,7 +489,7 @@ def test_state_carried_across_five_runs_on_a_growing_transcript(tmp_path: Path) 
         # every id masked earlier is still masked, with the same placeholder: nothing re-expands
         state = api.load_state(Path(str(log) + ".ctxstate.json"))
         assert state is not None
-        recorded = {e["call_id"]: e["placeholder"] for e in (state.masking or {}).get("records", [])}
+        recorded = {e.call_id: e.placeholder for e in (state.masking.results if state.masking else [])}
         for cid in ever_masked:
             assert by_id[cid] == recorded[cid] and by_id[cid].startswith(PLACEHOLDER_PREFIX), (run, cid)
         ever_masked = [cid for cid, text in by_id.items() if text.startswith(PLACEHOLDER_PREFIX)]

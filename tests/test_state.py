@@ -26,6 +26,8 @@ from ctxcompact.state import (
     Event,
     Fingerprint,
     InputInfo,
+    MaskedResult,
+    Masking,
     State,
     Summary,
     TokenCache,
@@ -36,6 +38,7 @@ from ctxcompact.state import (
     load_state,
     make_fingerprint,
     new_state,
+    parse_state,
     prefix_fingerprint,
     record_estimate,
     record_real_tokens,
@@ -94,10 +97,10 @@ def full_state() -> State:
             Event(start=2, end=3, invocations=1, records=1, original_tokens=10, compacted_tokens=10,
                   ratio=1.0, summary="s", summarizer="openai", created_at="2025-01-02T03:04:05Z"),
         ],
-        masking={"records": [{"index": 1, "call_id": "call_1", "tool": "bash",
-                              "placeholder": "[output of bash cleared: 12,000 chars]",
-                              "original_tokens": 3000}],
-                 "protected_tokens": 40000},
+        masking=Masking(results=[MaskedResult(call_id="call_1", tool="bash", index=1,
+                                              placeholder="[output of bash cleared: 12,000 chars]",
+                                              original_tokens=3000)],
+                        extra={"protected_tokens": 40000}),
         input=InputInfo(path="/tmp/session.jsonl", format="openai"),
         extra={"x-note": {"by": "test", "list": [1, 2.5, None]}},
     )
@@ -119,8 +122,8 @@ def test_full_state_round_trips_through_the_file(tmp_path: Path) -> None:
 
 def test_json_round_trip_without_file() -> None:
     state = full_state()
-    assert State.from_json(state.to_json()) == state
-    assert State.from_json(orjson.loads(orjson.dumps(state.to_json()))) == state
+    assert parse_state(state.to_json()) == state
+    assert parse_state(orjson.loads(orjson.dumps(state.to_json()))) == state
 
 
 def test_saved_file_is_indented_and_versioned(tmp_path: Path) -> None:
@@ -149,7 +152,7 @@ def test_round_trip_any_text(text: str, latest: str | None, facts: dict[str, Any
     s = new_state("openai")
     s.summary = Summary(text=text, summarizer="extractive", latest_request=latest, facts=facts)
     s.calibration.factor = factor
-    assert State.from_json(orjson.loads(dump_state(s))) == s
+    assert parse_state(orjson.loads(dump_state(s))) == s
 
 
 def _schema_keys_walk(obj: Any, schema: dict[str, Any], root: dict[str, Any], where: str) -> list[str]:
@@ -222,7 +225,7 @@ def _write(path: Path, obj: Any) -> Path:
         (lambda d: d["calibration"].__setitem__("factor", 7.0), r"\$\.calibration\.factor"),
         (lambda d: d["calibration"].__setitem__("estimator", "guess"), r"\$\.calibration\.estimator"),
         (lambda d: d["fingerprint"].__setitem__("sha256", "abc"), r"\$\.fingerprint\.sha256"),
-        (lambda d: d["compactions"][0].__setitem__("strategy", "magic"), r"\$\.compactions\[0\]\.strategy"),
+        (lambda d: d["compactions"][0].__setitem__("strategy", "Magic!"), r"\$\.compactions\[0\]\.strategy"),
         (lambda d: d["summary"].__setitem__("fallback", "yes"), r"\$\.summary\.fallback"),
         (lambda d: d["summary"].__setitem__("created_at", "2025-01-02 03:04:05"), r"\$\.summary\.created_at"),
         (lambda d: d.__delitem__("events"), r"'events' is a required property"),
@@ -642,9 +645,9 @@ def test_add_compaction_appends_history(tmp_path: Path) -> None:
     save_state(tmp_path / "s.json", s)
     loaded = load_state(tmp_path / "s.json")
     assert loaded is not None and loaded.compactions == s.compactions
-    with pytest.raises(ValueError, match="unknown strategy"):
-        add_compaction(s, strategy="guess", tokens_before=0, tokens_after=0, records_covered=0, watermark=0,
-                       summarizer=None)
+    with pytest.raises(ValueError, match="not a strategy name"):
+        add_compaction(s, strategy="Not a name!", tokens_before=0, tokens_after=0, records_covered=0,
+                       watermark=0, summarizer=None)
 
 
 def test_summary_from_result_keeps_how_it_was_made() -> None:

@@ -51,6 +51,7 @@ import orjson
 
 from ..errors import ExitCode
 from ..model import Block, Message, Record, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult, Transcript
+from ..state import MaskedResult, Masking
 from ..tokens import heuristic
 
 if TYPE_CHECKING:
@@ -102,25 +103,6 @@ def mask_params(opts: Options, budget: Budget) -> MaskParams:
 
 # --------------------------------------------------------------------------------------------------
 # The pure part: which results to clear, and the placeholders
-
-
-@dataclass(slots=True)
-class MaskedEntry:
-    """One cleared tool result (what ``State.masking["records"]`` keeps)."""
-
-    call_id: str
-    tool: str | None
-    index: int  # 0-based input record index, -1 when unknown
-    placeholder: str
-    chars: int
-    original_tokens: int
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"call_id": self.call_id, "tool": self.tool, "placeholder": self.placeholder,
-                             "chars": self.chars, "original_tokens": self.original_tokens}
-        if self.index >= 0:
-            d["index"] = self.index
-        return d
 
 
 def _unwrap(text: str) -> str:
@@ -201,7 +183,7 @@ def _without_thinking(msg: Message) -> Message | None:
 
 
 def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int],
-                    opts: MaskParams) -> tuple[Transcript, list[MaskedEntry], int]:
+                    opts: MaskParams) -> tuple[Transcript, list[MaskedResult], int]:
     """Clear old tool results (and, with ``clear_thinking``, old thinking) by the rules of the module.
 
     ``base_counts_per_record`` are the estimator's tokens of each record (``Counts.base``). Returns the new
@@ -226,7 +208,7 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
                 share = base_counts_per_record[ri] * _weight([b]) / whole if whole else 0.0
                 found.append((ri, bi, b, share))
 
-    chosen: dict[int, dict[int, MaskedEntry]] = {}
+    chosen: dict[int, dict[int, MaskedResult]] = {}
     seen = 0
     total = 0.0
     for ri, bi, res, share in reversed(found):
@@ -243,7 +225,7 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
         if heuristic.text_tokens(text) >= _weight([res]):
             continue  # the placeholder would cost as much as the result
         rec = records[ri]
-        chosen.setdefault(ri, {})[bi] = MaskedEntry(
+        chosen.setdefault(ri, {})[bi] = MaskedResult(
             call_id=res.call_id, tool=tool, index=rec.index, placeholder=text, chars=chars,
             original_tokens=math.ceil(share))
 
@@ -251,7 +233,7 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
     split = get_format(transcript.format).layout.split_turns if opts.clear_thinking else False
 
     out: list[Record] = []
-    entries: list[MaskedEntry] = []
+    entries: list[MaskedResult] = []
     freed = 0
     for ri, rec in enumerate(records):
         msg = rec.message
@@ -293,18 +275,15 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
 # Re-applying an earlier run's masking
 
 
-def reapply_masking(records: list[Record], masking: dict[str, Any], fmt_name: str) -> list[Record]:
+def reapply_masking(records: list[Record], masking: Masking, fmt_name: str) -> list[Record]:
     """Replace the results of previously masked call ids with their recorded placeholders (copies, marked
     dirty), drop thinking an earlier ``--clear-thinking`` cleared, and ignore usage recorded before the
     masking (it measured the unmasked context). Idempotent; records it does not change are returned as is."""
     from ..formats import get_format
 
-    placeholders: dict[str, str] = {}
-    for entry in masking.get("records") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("call_id"), str):
-            placeholders[entry["call_id"]] = str(entry.get("placeholder", ""))
-    thinking_before = _int(masking.get("thinking_before"))
-    usage_before = _int(masking.get("input_records"))
+    placeholders = {r.call_id: r.placeholder for r in masking.results}
+    thinking_before = masking.thinking_before
+    usage_before = masking.input_records
     split = get_format(fmt_name).layout.split_turns
     out: list[Record] = []
     for rec in records:
@@ -333,25 +312,18 @@ def reapply_masking(records: list[Record], masking: dict[str, Any], fmt_name: st
     return out
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def merge_masking(old: dict[str, Any] | None, entries: Sequence[MaskedEntry], *, input_records: int,
-                  thinking_before: int) -> dict[str, Any]:
+def merge_masking(old: Masking | None, entries: Sequence[MaskedResult], *, input_records: int,
+                  thinking_before: int) -> Masking:
     """The state's masking after this run: the earlier entries plus the new ones (by call id)."""
     from ..state import utc_now
 
-    merged: dict[str, Any] = dict(old or {})
-    kept = [e for e in merged.get("records") or [] if isinstance(e, dict)]
-    known = {e.get("call_id") for e in kept}
-    kept.extend(e.to_json() for e in entries if e.call_id not in known)
-    merged["records"] = kept
-    merged["input_records"] = max(_int(merged.get("input_records")), input_records)
-    if thinking_before:
-        merged["thinking_before"] = max(_int(merged.get("thinking_before")), thinking_before)
-    merged["tokens_freed"] = sum(_int(e.get("original_tokens")) for e in kept)
-    merged["updated_at"] = utc_now()
+    merged = Masking() if old is None else dataclasses.replace(old, results=list(old.results))
+    known = {r.call_id for r in merged.results}
+    merged.results.extend(e for e in entries if e.call_id not in known)
+    merged.input_records = max(merged.input_records, input_records)
+    merged.thinking_before = max(merged.thinking_before, thinking_before)
+    merged.tokens_freed = sum(r.original_tokens or 0 for r in merged.results)
+    merged.updated_at = utc_now()
     return merged
 
 
@@ -364,7 +336,7 @@ class MaskOutcome:
     """What ``--strategy mask`` (or the mask tier of ``--prune``) did."""
 
     transcript: Transcript
-    entries: list[MaskedEntry]
+    entries: list[MaskedResult]
     tokens_freed: int  # estimator tokens
     tokens_before: int  # calibrated
     tokens_after: int  # calibrated: the measured factor, never below the default (as the pipeline judges fit)
@@ -515,7 +487,7 @@ def describe(si: StrategyInput) -> dict[str, Any]:
         tier = "mask" if worth else "none"
     else:
         tier = "mask" if worth and fits else "summary"
-    previous = (si.state.masking or {}).get("records") if si.state is not None else None
+    previous = si.state.masking.results if si.state is not None and si.state.masking else None
     return {
         "maskable_tokens": freed,
         "maskable_results": len(entries),

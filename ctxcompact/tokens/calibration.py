@@ -75,6 +75,15 @@ class Calibrated:
     real: int | None
 
 
+def clamp_factor(real: int, estimate: int) -> float | None:
+    """The correction one measured request gives: ``clamp(real / estimate, MIN_FACTOR, MAX_FACTOR)``; None
+    against an empty estimate (no meaningful ratio). The clamp keeps one odd turn from distorting all later
+    ones."""
+    if estimate <= 0:
+        return None
+    return min(MAX_FACTOR, max(MIN_FACTOR, real / estimate))
+
+
 def default_factor_for(exact: str) -> float:
     """The default factor for a counter: ``none`` (chars/4 heuristic) → 2.0, anything exact → 1.25."""
     return DEFAULT_HEURISTIC_FACTOR if exact == "none" else DEFAULT_EXACT_FACTOR

@@ -1,0 +1,88 @@
+"""The sidecar state file (README "The state file"): watermark, prefix fingerprint, summary, calibration
+and history.
+
+Why it exists: the transcript is append-only and ctxcompact never rewrites its input, so a compaction only
+lasts if the next run knows which records the summary already covers. That count is the *watermark*: on the
+next run the first ``watermark`` records are replaced by the stored summary and only newer records follow
+it. Without it every run would rebuild the full context and compact again, forever.
+
+The *fingerprint* ties the state to one transcript: the byte length and SHA-256 of the input prefix holding
+the covered records. A run on a transcript whose prefix changed stops with exit 3 instead of silently
+dropping records that the summary never saw. Because the prefix is byte-identical from run to run, the
+state can also cache its token counts and where its system records are, so a run on a transcript that
+only grew needs to parse and count only the new records.
+
+The file is JSON, versioned, checked against ``schemas/state.schema.json`` on every load and save, written
+atomically (:mod:`ctxcompact.atomic`) and guarded by a lock file (:func:`state_lock`) so two concurrent runs
+on one state cannot lose each other's update. Secrets never reach it: nothing here takes API keys or
+headers, and the schema closes every object it defines.
+"""
+
+
+from __future__ import annotations
+
+from .fingerprint import check_fingerprint, make_fingerprint, prefix_fingerprint
+from .model import (
+    EMPTY_SHA256,
+    STATE_VERSION,
+    Calibration,
+    Compaction,
+    Event,
+    Fingerprint,
+    InputInfo,
+    MaskedResult,
+    Masking,
+    State,
+    Summary,
+    TokenCache,
+    add_compaction,
+    new_state,
+    record_estimate,
+    record_real_tokens,
+    reset_calibration,
+    set_watermark,
+    utc_now,
+)
+from .store import (
+    default_state_path,
+    dump_state,
+    load_state,
+    parse_state,
+    reset_state,
+    save_state,
+    state_lock,
+    validate_state,
+)
+
+__all__ = [
+    "EMPTY_SHA256",
+    "STATE_VERSION",
+    "Calibration",
+    "Compaction",
+    "Event",
+    "Fingerprint",
+    "InputInfo",
+    "MaskedResult",
+    "Masking",
+    "State",
+    "Summary",
+    "TokenCache",
+    "add_compaction",
+    "check_fingerprint",
+    "default_state_path",
+    "dump_state",
+    "load_state",
+    "make_fingerprint",
+    "new_state",
+    "parse_state",
+    "prefix_fingerprint",
+    "record_estimate",
+    "record_real_tokens",
+    "reset_calibration",
+    "reset_state",
+    "save_state",
+    "set_watermark",
+    "state_lock",
+    "utc_now",
+    "validate_state",
+]

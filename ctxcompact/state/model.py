@@ -1,0 +1,429 @@
+"""The state file's content as typed objects (README "The state file"), and the updates every run makes to
+it: calibration, the compaction history, the watermark. Reading, writing and locking the file is
+:mod:`.store`; hashing the covered prefix is :mod:`.fingerprint`."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import UsageError
+from ..summarizers.base import SummaryResult
+from ..tokens.calibration import clamp_factor
+
+STATE_VERSION = 1
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def utc_now() -> str:
+    """The current UTC time as ISO-8601 with a ``Z`` suffix (millisecond precision)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+
+@dataclass(slots=True)
+class TokenCache:
+    """Token counts of the covered prefix (``fingerprint.tokens``)."""
+
+    heuristic: int | None = None
+    exact: int | None = None
+    encoding: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"heuristic": self.heuristic, "exact": self.exact, "encoding": self.encoding}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TokenCache:
+        return cls(heuristic=d.get("heuristic"), exact=d.get("exact"), encoding=d.get("encoding"))
+
+
+@dataclass(slots=True)
+class Fingerprint:
+    """The covered prefix: the first ``records`` records are the first ``nbytes`` bytes (JSON key ``bytes``)
+    of the input, whose SHA-256 is ``sha256``. ``system_lines`` are ``(offset, length)`` of the system records
+    inside that prefix, line endings excluded."""
+
+    records: int = 0
+    nbytes: int = 0
+    sha256: str = EMPTY_SHA256
+    format: str = ""
+    tokens: TokenCache | None = None
+    system_lines: list[tuple[int, int]] = field(default_factory=list)
+    lines: int | None = None  # physical lines of the prefix (blank ones too), for line numbers after it
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"records": self.records, "bytes": self.nbytes}
+        if self.lines is not None:
+            d["lines"] = self.lines
+        d.update({"sha256": self.sha256, "format": self.format})
+        if self.tokens is not None:
+            d["tokens"] = self.tokens.to_json()
+        d["system_lines"] = [[off, n] for off, n in self.system_lines]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Fingerprint:
+        tokens = d.get("tokens")
+        return cls(records=d["records"], nbytes=d["bytes"], sha256=d["sha256"], format=d["format"],
+                   tokens=TokenCache.from_json(tokens) if tokens is not None else None,
+                   system_lines=[(int(off), int(n)) for off, n in d["system_lines"]], lines=d.get("lines"))
+
+
+@dataclass(slots=True)
+class Summary:
+    """The current summary: what replaces the first ``watermark`` records, and how it was made."""
+
+    text: str
+    summarizer: str
+    model: str | None = None
+    fallback: bool = False
+    fallback_reason: str | None = None
+    created_at: str = field(default_factory=utc_now)
+    records_covered: int = 0
+    latest_request: str | None = None
+    facts: dict[str, Any] | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    duration_s: float = 0.0
+    continuation: str | None = None  # the continuation text written after it, reused verbatim later
+    truncated: bool = False
+
+    @classmethod
+    def from_result(cls, result: SummaryResult, *, records_covered: int, latest_request: str | None = None,
+                    continuation: str | None = None) -> Summary:
+        """The state's record of a summarizer's result covering the first ``records_covered`` records."""
+        return cls(text=result.text, summarizer=result.summarizer, model=result.model,
+                   fallback=result.fallback, fallback_reason=result.fallback_reason,
+                   records_covered=records_covered, latest_request=latest_request,
+                   facts=copy.deepcopy(result.facts), input_tokens=result.input_tokens,
+                   output_tokens=result.output_tokens, duration_s=float(result.duration_s),
+                   continuation=continuation, truncated=result.truncated)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "summarizer": self.summarizer, "model": self.model,
+                "fallback": self.fallback, "fallback_reason": self.fallback_reason,
+                "continuation": self.continuation, "truncated": self.truncated,
+                "created_at": self.created_at, "records_covered": self.records_covered,
+                "latest_request": self.latest_request, "facts": copy.deepcopy(self.facts),
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "duration_s": self.duration_s}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Summary:
+        return cls(text=d["text"], summarizer=d["summarizer"], model=d.get("model"), fallback=d["fallback"],
+                   fallback_reason=d.get("fallback_reason"), created_at=d["created_at"],
+                   records_covered=d["records_covered"], latest_request=d.get("latest_request"),
+                   facts=copy.deepcopy(d.get("facts")), input_tokens=d.get("input_tokens"),
+                   output_tokens=d.get("output_tokens"), duration_s=float(d.get("duration_s", 0.0)),
+                   continuation=d.get("continuation"), truncated=d.get("truncated", False))
+
+
+@dataclass(slots=True)
+class Calibration:
+    """§5 calibration. ``real`` and ``last_estimate`` always describe the same request; ``factor`` is the
+    last correction measured from such a pair (clamped to [1, 5]), kept when a new estimate is recorded."""
+
+    real: int | None = None
+    last_estimate: int | None = None
+    estimator: str | None = None
+    factor: float | None = None
+    updated_at: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"real": self.real, "last_estimate": self.last_estimate, "estimator": self.estimator,
+                "factor": self.factor, "updated_at": self.updated_at}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Calibration:
+        factor = d["factor"]
+        return cls(real=d["real"], last_estimate=d["last_estimate"], estimator=d["estimator"],
+                   factor=float(factor) if factor is not None else None, updated_at=d["updated_at"])
+
+
+@dataclass(slots=True)
+class Compaction:
+    """One entry of the compaction history."""
+
+    time: str
+    strategy: str
+    tokens_before: int
+    tokens_after: int
+    records_covered: int
+    watermark: int
+    summarizer: str | None
+    fallback: bool
+    duration_s: float
+    tier: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"time": self.time, "strategy": self.strategy,
+                             "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
+                             "records_covered": self.records_covered,
+                             "watermark": self.watermark, "summarizer": self.summarizer,
+                             "fallback": self.fallback, "duration_s": self.duration_s}
+        if self.tier is not None:
+            d["tier"] = self.tier
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Compaction:
+        return cls(time=d["time"], strategy=d["strategy"], tokens_before=d["tokens_before"],
+                   tokens_after=d["tokens_after"], records_covered=d["records_covered"],
+                   watermark=d["watermark"], summarizer=d["summarizer"], fallback=d["fallback"],
+                   duration_s=float(d["duration_s"]), tier=d.get("tier"))
+
+
+@dataclass(slots=True)
+class Event:
+    """A sliding-window compaction event (§9): input records ``[start, end)`` replaced by ``summary``."""
+
+    start: int
+    end: int
+    invocations: int
+    records: int
+    original_tokens: int
+    compacted_tokens: int
+    ratio: float
+    summary: str
+    summarizer: str
+    fallback: bool = False
+    created_at: str = field(default_factory=utc_now)
+    start_timestamp: float | str | None = None
+    end_timestamp: float | str | None = None
+    model: str | None = None
+    first_invocation: int | None = None  # 1-based numbers of the invocations covered
+    last_invocation: int | None = None
+    invocation_ids: list[str] | None = None  # the format's own ids (ADK invocation_id), where it has them
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"start": self.start, "end": self.end}
+        if self.start_timestamp is not None:
+            d["start_timestamp"] = self.start_timestamp
+        if self.end_timestamp is not None:
+            d["end_timestamp"] = self.end_timestamp
+        d["invocations"] = self.invocations
+        if self.first_invocation is not None:
+            d["first_invocation"] = self.first_invocation
+            d["last_invocation"] = self.last_invocation
+        if self.invocation_ids:
+            d["invocation_ids"] = list(self.invocation_ids)
+        d.update({"records": self.records,
+                  "original_tokens": self.original_tokens, "compacted_tokens": self.compacted_tokens,
+                  "ratio": self.ratio, "summary": self.summary, "summarizer": self.summarizer})
+        if self.model is not None:
+            d["model"] = self.model
+        d.update({"fallback": self.fallback, "created_at": self.created_at})
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Event:
+        return cls(start=d["start"], end=d["end"], invocations=d["invocations"], records=d["records"],
+                   original_tokens=d["original_tokens"], compacted_tokens=d["compacted_tokens"],
+                   ratio=float(d["ratio"]), summary=d["summary"], summarizer=d["summarizer"],
+                   fallback=d["fallback"], created_at=d["created_at"],
+                   start_timestamp=d.get("start_timestamp"), end_timestamp=d.get("end_timestamp"),
+                   model=d.get("model"), first_invocation=d.get("first_invocation"),
+                   last_invocation=d.get("last_invocation"), invocation_ids=d.get("invocation_ids"))
+
+
+@dataclass(slots=True)
+class MaskedResult:
+    """One tool result the mask strategy cleared: later runs put the same placeholder in its place."""
+
+    call_id: str
+    placeholder: str
+    tool: str | None = None
+    index: int = -1  # 0-based input record index, -1 when unknown
+    chars: int | None = None
+    original_tokens: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"call_id": self.call_id, "tool": self.tool, "placeholder": self.placeholder}
+        if self.chars is not None:
+            d["chars"] = self.chars
+        if self.original_tokens is not None:
+            d["original_tokens"] = self.original_tokens
+        if self.index >= 0:
+            d["index"] = self.index
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MaskedResult:
+        return cls(call_id=d["call_id"], placeholder=str(d.get("placeholder", "")), tool=d.get("tool"),
+                   index=_int(d.get("index"), -1), chars=d.get("chars"),
+                   original_tokens=d.get("original_tokens"))
+
+
+@dataclass(slots=True)
+class Masking:
+    """What masking cleared so far (the mask strategy, or the ``--prune`` tier), applied again by every run.
+
+    ``input_records``: usage recorded on input records before this index measured the unmasked context and
+    is ignored; ``thinking_before``: thinking of input records before this index was cleared."""
+
+    results: list[MaskedResult] = field(default_factory=list)
+    input_records: int = 0
+    thinking_before: int = 0
+    tokens_freed: int = 0
+    updated_at: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # keys of other versions, carried through
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = dict(copy.deepcopy(self.extra))
+        d["records"] = [r.to_json() for r in self.results]
+        d["input_records"] = self.input_records
+        if self.thinking_before:
+            d["thinking_before"] = self.thinking_before
+        d["tokens_freed"] = self.tokens_freed
+        d["updated_at"] = self.updated_at
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Masking:
+        known = ("records", "input_records", "thinking_before", "tokens_freed", "updated_at")
+        results = [MaskedResult.from_json(r) for r in d.get("records") or []
+                   if isinstance(r, dict) and isinstance(r.get("call_id"), str)]
+        return cls(results=results, input_records=_int(d.get("input_records")),
+                   thinking_before=_int(d.get("thinking_before")), tokens_freed=_int(d.get("tokens_freed")),
+                   updated_at=d.get("updated_at") if isinstance(d.get("updated_at"), str) else None,
+                   extra={k: copy.deepcopy(v) for k, v in d.items() if k not in known})
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+@dataclass(slots=True)
+class InputInfo:
+    """The input the state was last used with (informational; the fingerprint is what is checked)."""
+
+    path: str | None = None
+    format: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "format": self.format}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> InputInfo:
+        return cls(path=d.get("path"), format=d.get("format"))
+
+
+@dataclass(slots=True)
+class State:
+    """The whole state file. ``extra`` holds the ``x-…`` keys users or tools put there, carried through."""
+
+    version: int = STATE_VERSION
+    watermark: int = 0
+    fingerprint: Fingerprint = field(default_factory=Fingerprint)
+    summary: Summary | None = None
+    calibration: Calibration = field(default_factory=Calibration)
+    compactions: list[Compaction] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    masking: Masking | None = None
+    input: InputInfo | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "version": self.version,
+            "watermark": self.watermark,
+            "fingerprint": self.fingerprint.to_json(),
+            "summary": self.summary.to_json() if self.summary is not None else None,
+            "calibration": self.calibration.to_json(),
+            "compactions": [c.to_json() for c in self.compactions],
+            "events": [e.to_json() for e in self.events],
+        }
+        if self.masking is not None:
+            d["masking"] = self.masking.to_json()
+        if self.input is not None:
+            d["input"] = self.input.to_json()
+        for key, value in self.extra.items():
+            d[key] = copy.deepcopy(value)
+        return d
+
+
+def new_state(format: str, input_path: str | os.PathLike[str] | None = None) -> State:
+    """A fresh state for a transcript of ``format``: nothing covered, no calibration."""
+    info = InputInfo(path=os.fspath(input_path) if input_path is not None else None, format=format)
+    return State(fingerprint=Fingerprint(format=format), input=info)
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"{name} must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def record_real_tokens(state: State, prompt_tokens: int) -> Calibration:
+    """Store the prompt tokens the provider reported for the last request (``ctxcompact calibrate``).
+
+    When the estimate of that request is known the correction factor is measured now (README
+    "Token estimation and calibration") so it survives the next :func:`record_estimate`."""
+    real = _check_count("prompt tokens", prompt_tokens)
+    cal = state.calibration
+    cal.real = real
+    if cal.last_estimate is not None:
+        factor = clamp_factor(real, cal.last_estimate)
+        if factor is not None:
+            cal.factor = factor
+    cal.updated_at = utc_now()
+    return cal
+
+
+def record_estimate(state: State, estimate: int, estimator: str) -> Calibration:
+    """Store our estimate of the request about to be sent (the written output), made by ``estimator``
+    (``"heuristic"`` or ``"tiktoken:<encoding>"``).
+
+    ``real`` is cleared: it measured the previous request, and pairing it with this new estimate would give
+    a wrong factor (too small once the transcript grew). The measured ``factor`` is kept as the best guess
+    until the provider reports again, unless the estimator changed (a factor only holds for its estimator).
+    """
+    value = _check_count("estimate", estimate)
+    cal = state.calibration
+    if estimator != cal.estimator:
+        cal.factor = None
+    cal.real = None
+    cal.last_estimate = value
+    cal.estimator = estimator
+    cal.updated_at = utc_now()
+    return cal
+
+
+def reset_calibration(state: State) -> Calibration:
+    """Forget all calibration. Done after a compaction (README "Token estimation
+    and calibration"): the factor measured on the large pre-compaction
+    request must not be applied to the small compacted one, or every run would compact again."""
+    state.calibration = Calibration(updated_at=utc_now())
+    return state.calibration
+
+
+# ---------------------------------------------------------------------------------------- compactions
+
+
+def add_compaction(state: State, *, strategy: str, tokens_before: int, tokens_after: int,
+                   records_covered: int, watermark: int, summarizer: str | None, fallback: bool = False,
+                   duration_s: float = 0.0, tier: str | None = None, time: str | None = None) -> Compaction:
+    """Append one entry to the compaction history and return it. ``strategy`` is a registry name
+    (``ctxcompact.strategies``); the state only checks that it looks like one."""
+    if not _NAME.fullmatch(strategy):
+        raise ValueError(f"{strategy!r} is not a strategy name")
+    entry = Compaction(time=time or utc_now(), strategy=strategy, tokens_before=tokens_before,
+                       tokens_after=tokens_after, records_covered=records_covered, watermark=watermark,
+                       summarizer=summarizer, fallback=fallback, duration_s=float(duration_s), tier=tier)
+    state.compactions.append(entry)
+    return entry
+
+
+def set_watermark(state: State, fingerprint: Fingerprint, summary: Summary | None) -> None:
+    """Move the watermark to ``fingerprint.records`` with the summary that now covers those records.
+
+    Setting all three together keeps the invariant ``watermark == fingerprint.records`` that loading checks.
+    """
+    state.watermark = fingerprint.records
+    state.fingerprint = fingerprint

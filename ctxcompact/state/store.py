@@ -1,0 +1,230 @@
+"""Reading, writing and locking the state file: versioned, checked against ``schemas/state.schema.json`` on
+every load and save, written atomically, guarded by a lock file."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import os
+import re
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..atomic import atomic_write
+from ..errors import StateError, UsageError
+from .model import (
+    STATE_VERSION,
+    Calibration,
+    Compaction,
+    Event,
+    Fingerprint,
+    InputInfo,
+    Masking,
+    State,
+    Summary,
+)
+
+STATE_SUFFIX = ".ctxstate.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    # jsonschema is imported here, not at module level, so `import ctxcompact.cli` stays fast (DESIGN.md).
+    from jsonschema import Draft202012Validator
+
+    text = resources.files("ctxcompact").joinpath("schemas/state.schema.json").read_bytes()
+    return Draft202012Validator(orjson.loads(text))
+
+
+def _schema_problem(obj: Any) -> str | None:
+    from jsonschema.exceptions import best_match
+
+    err = best_match(_validator().iter_errors(obj))
+    if err is None:
+        return None
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        # jsonschema's wording with patternProperties ("does not match any of the regexes") hides the
+        # point: name the unknown keys, which are usually typos.
+        known = err.schema.get("properties", {})
+        patterns = [re.compile(p) for p in err.schema.get("patternProperties", {})]
+        unknown = [k for k in err.instance if k not in known and not any(p.search(k) for p in patterns)]
+        allowed = " (keys starting with 'x-' are free)" if patterns else ""
+        return f"{err.json_path}: unknown key {', '.join(map(repr, unknown))}{allowed}"
+    return f"{err.json_path}: {err.message}"
+
+
+def _consistency_problem(obj: dict[str, Any]) -> str | None:
+    """Rules the schema cannot say: the fingerprint covers at least the watermark (more when sliding-window
+    events reach past it), and offsets are in range."""
+    fp = obj["fingerprint"]
+    if fp["records"] < obj["watermark"]:
+        return (f"$.fingerprint.records: {fp['records']} is less than the watermark {obj['watermark']}")
+    if "lines" in fp and fp["lines"] < fp["records"]:
+        return f"$.fingerprint.lines: {fp['lines']} lines cannot hold {fp['records']} records"
+    if fp["records"] == 0 and fp["bytes"] != 0:
+        return "$.fingerprint.bytes: a fingerprint of 0 records must cover 0 bytes"
+    for i, (off, n) in enumerate(fp["system_lines"]):
+        if off + n > fp["bytes"]:
+            return (f"$.fingerprint.system_lines[{i}]: [{off}, {n}] reaches past the covered prefix "
+                    f"of {fp['bytes']} bytes")
+    for i, ev in enumerate(obj["events"]):
+        if ev["end"] < ev["start"]:
+            return f"$.events[{i}]: end {ev['end']} is before start {ev['start']}"
+    return None
+
+
+def validate_state(obj: Any) -> str | None:
+    """The first problem with a decoded state object (``"<json path>: <what>"``), or None when it is valid.
+
+    A newer ``version`` is reported as such rather than as a schema mismatch."""
+    if not isinstance(obj, dict):
+        return f"$: expected a JSON object, got {_json_type(obj)}"
+    version = _newer_version(obj)
+    if version is not None:
+        return (f"$.version: written by a newer ctxcompact (state version {version}; "
+                f"this one reads version {STATE_VERSION})")
+    return _schema_problem(obj) or _consistency_problem(obj)
+
+
+def _newer_version(obj: Any) -> int | None:
+    version = obj.get("version") if isinstance(obj, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > STATE_VERSION:
+        return version
+    return None
+
+
+def _json_type(obj: Any) -> str:
+    if obj is None:
+        return "null"
+    if isinstance(obj, bool):
+        return "a boolean"
+    if isinstance(obj, (int, float)):
+        return "a number"
+    if isinstance(obj, str):
+        return "a string"
+    if isinstance(obj, list):
+        return "an array"
+    return type(obj).__name__
+
+
+def parse_state(obj: Any, where: str = "the state") -> State:
+    """Build a state from decoded JSON, checking version, schema and consistency (StateError)."""
+    version = _newer_version(obj)
+    if version is not None:
+        raise StateError(f"{where} was written by a newer ctxcompact (state version {version}; "
+                         f"this one reads version {STATE_VERSION}); "
+                         "upgrade ctxcompact or use --reset-state to start over")
+    problem = validate_state(obj)
+    if problem is not None:
+        raise StateError(f"{where} is not a valid ctxcompact state: {problem}; "
+                         "fix it or use --reset-state to start over")
+    assert isinstance(obj, dict)  # checked by validate_state
+    return State(
+        version=obj["version"],
+        watermark=obj["watermark"],
+        fingerprint=Fingerprint.from_json(obj["fingerprint"]),
+        summary=Summary.from_json(obj["summary"]) if obj["summary"] is not None else None,
+        calibration=Calibration.from_json(obj["calibration"]),
+        compactions=[Compaction.from_json(c) for c in obj["compactions"]],
+        events=[Event.from_json(e) for e in obj["events"]],
+        masking=Masking.from_json(obj["masking"]) if isinstance(obj.get("masking"), dict) else None,
+        input=InputInfo.from_json(obj["input"]) if "input" in obj else None,
+        extra={k: copy.deepcopy(v) for k, v in obj.items() if k.startswith("x-")},
+    )
+
+
+# ------------------------------------------------------------------------------------------ file I/O
+
+
+def default_state_path(input_path: str | os.PathLike[str]) -> Path:
+    """``<input>.ctxstate.json`` beside the input. Stdin has no such place: UsageError."""
+    text = os.fspath(input_path)
+    if text in ("", "-"):
+        raise UsageError("input from stdin has no default state file: give --state PATH or --no-state")
+    return Path(text + STATE_SUFFIX)
+
+
+def load_state(path: str | os.PathLike[str]) -> State | None:
+    """The state stored at ``path``, or None when there is no such file.
+
+    A file that cannot be read, is not JSON, does not match the schema or comes from a newer ctxcompact
+    raises StateError naming the file and the problem."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read state file {p}: {exc.strerror or exc}") from None
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        what = "is empty" if not data.strip() else f"is not valid JSON ({exc})"
+        raise StateError(f"state file {p} {what}; fix it or use --reset-state to start over") from None
+    return parse_state(obj, f"state file {p}")
+
+
+def dump_state(state: State) -> bytes:
+    """The file content for ``state``: indented JSON for people, checked against the schema first."""
+    obj = state.to_json()
+    try:
+        data = orjson.dumps(obj, option=orjson.OPT_INDENT_2)
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        raise StateError(f"cannot serialize the state: {exc}") from None
+    # Check what will actually be read back (orjson writes NaN as null, for example), so a state we write
+    # can always be loaded again instead of locking the user out with exit 3 on the next run.
+    problem = validate_state(orjson.loads(data))
+    if problem is not None:
+        raise StateError(f"refusing to write an invalid state: {problem}")
+    return data + b"\n"
+
+
+def save_state(path: str | os.PathLike[str], state: State) -> None:
+    """Write ``state`` to ``path`` atomically (a crash leaves the old file or the new one, never half)."""
+    data = dump_state(state)
+    try:
+        atomic_write(path, data)
+    except OSError as exc:
+        raise StateError(f"cannot write state file {os.fspath(path)}: {exc.strerror or exc}") from None
+
+
+def reset_state(path: str | os.PathLike[str]) -> bool:
+    """Delete the state file; True when there was one. The lock file is left alone (another run may be
+    holding it)."""
+    p = Path(path)
+    try:
+        p.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StateError(f"cannot remove state file {p}: {exc.strerror or exc}") from None
+    return True
+
+
+@contextlib.contextmanager
+def state_lock(path: str | os.PathLike[str], timeout: float = 10.0) -> Iterator[None]:
+    """Hold ``<state>.lock`` for the duration of a read-modify-write of the state.
+
+    Waits up to ``timeout`` seconds (0: try once), then raises StateError. The lock is advisory and
+    released when the process ends, even by a crash, so a stale lock file never blocks later runs."""
+    from filelock import FileLock, Timeout
+
+    lock_path = os.fspath(path) + ".lock"
+    lock = FileLock(lock_path, timeout=timeout)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise StateError(f"state file {os.fspath(path)} is locked by another ctxcompact run "
+                         f"(waited {timeout:g} s for {lock_path})") from None
+    except OSError as exc:
+        raise StateError(f"cannot lock state file {os.fspath(path)}: {exc.strerror or exc}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
