@@ -36,10 +36,10 @@ print(n)
 
 FULL = """
 import sys
-from ctxcompact import fastcount, pipeline
+from ctxcompact import engine
 from ctxcompact.options import Options
-fastcount.fast_estimate = lambda *a, **k: None
-r = pipeline.estimate(sys.argv[1], Options(exact="none", use_state=False))
+engine._fast_estimate = lambda *a, **k: None
+r = engine.estimate(sys.argv[1], Options(exact="none", use_state=False))
 print(r.heuristic)
 """
 

@@ -28,16 +28,17 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096 / 2**20
 steps = [("interpreter + ctxcompact imported", 0.0)]
-from ctxcompact import pipeline
+from ctxcompact.source import InputData
+from ctxcompact.tokens.counts import count_records
 from ctxcompact.formats import read_transcript
 from ctxcompact.clean import clean
 from ctxcompact.options import Options
 steps[0] = (steps[0][0], rss())
-inp = pipeline.InputData.load(sys.argv[1]); steps.append(("InputData: the whole file as bytes", rss()))
+inp = InputData.load(sys.argv[1]); steps.append(("InputData: the whole file as bytes", rss()))
 res = read_transcript(io.BytesIO(inp.data), "auto", schema=False)
 steps.append(("model: records (raw line bytes + decoded dicts + blocks)", rss()))
 cleaned = clean(res.transcript); steps.append(("clean (copies only what it changes)", rss()))
-counts = pipeline.count_context(cleaned.transcript, Options(exact="tiktoken"))
+counts = count_records(cleaned.transcript.records, Options(exact="tiktoken"))
 steps.append(("exact counts (ranks + one batch of token ids)", rss()))
 print(orjson.dumps(steps).decode())
 """

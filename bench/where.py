@@ -37,13 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     path = transcript(args.mb)
     mb = path.stat().st_size / 1e6
 
-    from ctxcompact import fastcount, pipeline
+    from ctxcompact import engine
     from ctxcompact.clean import clean
+    from ctxcompact.context import Context
     from ctxcompact.formats import read_transcript, write_transcript
     from ctxcompact.options import Options
     from ctxcompact.reader import iter_lines_at
-    from ctxcompact.strategies import StrategyInput, apply_strategy
-    from ctxcompact.tokens import exact
+    from ctxcompact.source import InputData
+    from ctxcompact.strategies import StrategyInput, get_strategy
+    from ctxcompact.tokens import exact, fast
+    from ctxcompact.tokens.counts import count_records
 
     header(f"where the time goes ({mb:.0f} MB openai transcript, one process, seconds)")
     rows: list[list[str]] = []
@@ -60,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
 
     timed(rows, "estimate: read lines", read_lines, mb)
     timed(rows, "estimate: read lines + orjson decode", decode, mb)
-    timed(rows, "estimate: the whole fast path (+ walk)", lambda: fastcount.count_file(path, jobs=1), mb)
+    timed(rows, "estimate: the whole fast path (+ walk)", lambda: fast.count_file(path, jobs=1), mb)
 
-    inp = timed(rows, "run: read the file (InputData)", lambda: pipeline.InputData.load(str(path)), mb)
+    inp = timed(rows, "run: read the file (InputData)", lambda: InputData.load(str(path)), mb)
     timed(rows, "run: SHA-256 of the whole file", lambda: hashlib.sha256(inp.data).hexdigest(), mb)
     res = timed(rows, "run: parse into the model, no schema", lambda: read_transcript(io.BytesIO(inp.data),
                                                                                        schema=False), mb)
@@ -70,14 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     cleaned = timed(rows, "run: clean", lambda: clean(res.transcript), mb)
     timed(rows, "run: tiktoken ranks (parse + Encoding)", lambda: exact.get_encoding("o200k_base"), mb)
     opts = Options(use_state=False)
-    counts = timed(rows, "run: tokenize (count_context, threads)",
-                   lambda: pipeline.count_context(cleaned.transcript, opts), mb)
-    ctx = pipeline.Context(cleaned.transcript, len(res.transcript.records), 0, len(inp.data), 0, [])
-    budget = pipeline._budget(opts)
-    report = pipeline._estimate_context(ctx, opts, None, budget, None)
+    counts = timed(rows, "run: tokenize (count_records)",
+                   lambda: count_records(cleaned.transcript.records, opts), mb)
+    ctx = Context(cleaned.transcript, len(res.transcript.records), 0, len(inp.data), 0, [])
+    budget = engine._budget(opts)
+    report = engine._estimate_context(ctx, opts, None, budget, None)
     del counts
     si = StrategyInput(ctx, opts, budget, None, report, lambda m: None)
-    outcome = timed(rows, "run: compact (extractive summary)", lambda: apply_strategy(si), mb)
+    strategy = get_strategy(opts.strategy)
+    outcome = timed(rows, "run: compact (extractive summary)", lambda: strategy.apply(si), mb)
     t = outcome.transcript if outcome is not None else cleaned.transcript
     timed(rows, "run: write the output", lambda: (OUT / "where_out.jsonl").write_bytes(b"".join(
         write_transcript(t))), mb)

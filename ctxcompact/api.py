@@ -1,7 +1,8 @@
-"""The library API (§12): everything the CLI does, callable in-process.
+"""The library API (README "Library API"): everything the CLI does, callable in-process.
 
 An agent framework calls :func:`run` from its before-model hook and :func:`calibrate` from its after-model
-hook; a batch job calls :func:`estimate` over many files without a subprocess per transcript.
+hook; a batch job calls :func:`estimate` (or :func:`estimate_many`) over many files without a subprocess per
+transcript.
 
     >>> from ctxcompact import api
     >>> report = api.estimate("samples/openai-long.jsonl", api.Options(window=32_000, exact="none"))
@@ -11,42 +12,43 @@ hook; a batch job calls :func:`estimate` over many files without a subprocess pe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import io
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from .batch import Row, Totals, expand
+from .batch import estimate_many as _estimate_many
+from .clean import CleanResult, Repair
+from .clean import clean as _clean
+from .engine import RunResult, Warn, estimate, output_format, record_real_tokens, run, stderr_warn
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
+from .formats import read_transcript
+from .formats.convert import lines_in
 from .model import Transcript
 from .options import Options
-from .pipeline import EstimateReport, RunResult, Source, Warn, _stderr_warn, estimate, record_real_tokens, run
-from .state import State, load_state, reset_state, save_state
+from .report import EstimateReport
+from .source import InputData, Source
+from .state import State, load_state, save_state, state_lock
+from .state import reset_state as _reset_state
+from .validate import ValidationReport
+from .validate import validate as _validate
 
 
-def load_transcript(
-    source: Source, fmt: str = "auto", *, lenient: bool = False, schema: bool = True
-) -> Transcript:
+def load_transcript(source: Source, fmt: str = "auto", *, lenient: bool = False,
+                    schema: bool = True) -> Transcript:
     """Read a transcript (path, bytes or binary stream) into the model. Raises InputError when invalid."""
-    from .formats import read_transcript
-    from .pipeline import InputData
-
     data = InputData.load(source)
-    import io
-
     return read_transcript(io.BytesIO(data.data), fmt, lenient=lenient, schema=schema).transcript
 
 
-def validate(source: Source, fmt: str = "auto", *, lenient: bool = False) -> Any:
+def validate(source: Source, fmt: str = "auto", *, lenient: bool = False) -> ValidationReport:
     """Schema and cross-record validation; returns a ValidationReport (``.ok``, ``.problems``)."""
-    from .validate import validate as _validate
-
     return _validate(source, fmt, lenient=lenient)
 
 
-def clean(transcript: Transcript) -> Any:
-    """§4 repairs on a loaded transcript; returns CleanResult(transcript, repairs)."""
-    from .clean import clean as _clean
-
+def clean(transcript: Transcript) -> CleanResult:
+    """The repairs on a loaded transcript; returns CleanResult(transcript, repairs)."""
     return _clean(transcript)
 
 
@@ -54,42 +56,44 @@ def clean(transcript: Transcript) -> Any:
 class CleanFileResult:
     transcript: Transcript
     output_format: str
-    repairs: list[Any]
+    repairs: list[Repair]
     problems: list[Problem] = field(default_factory=list)
 
     def lines(self) -> Iterator[bytes]:
-        from .formats import lines_in
-
         return lines_in(self.transcript, self.output_format)
 
 
-def clean_file(
-    source: Source,
-    fmt: str = "auto",
-    *,
-    lenient: bool = False,
-    to: str | None = None,
-    warn: Warn = _stderr_warn,
-    keep_trailing_results: bool = False,
-) -> CleanFileResult:
+def clean_file(source: Source, fmt: str = "auto", *, lenient: bool = False, to: str | None = None,
+               warn: Warn = stderr_warn, keep_trailing_results: bool = False) -> CleanFileResult:
     """Read, validate per line and clean a transcript; ``.lines()`` gives the output (in ``to``, or the
     input's format)."""
-    import io
-
-    from .clean import clean as _clean
-    from .formats import read_transcript
-    from .pipeline import InputData, _output_format
-
     data = InputData.load(source)
     result = read_transcript(io.BytesIO(data.data), fmt, lenient=lenient, schema=True)
     cleaned = _clean(result.transcript, close_trailing=not keep_trailing_results)
-    out_format = _output_format(Options(to=to), cleaned.transcript, warn)
+    out_format = output_format(Options(to=to), cleaned.transcript, warn)
     return CleanFileResult(cleaned.transcript, out_format, list(cleaned.repairs), list(result.problems))
+
+
+def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) -> Iterator[Row]:
+    """One row per file (in the order given), on ``jobs`` processes (default: all cores); a file that fails
+    gives an error row and the others go on. :func:`expand_paths` turns directories and globs into files."""
+    return _estimate_many(paths, opts, jobs)
+
+
+def expand_paths(args: Sequence[str], recursive: bool = False) -> list[str]:
+    """The files named by paths, directories (their ``*.jsonl``) and globs, each once, in order."""
+    return expand(args, recursive)
 
 
 def calibrate(state_path: Path | str, prompt_tokens: int) -> State:
     """After-model hook: record the prompt tokens the provider reported for the request just sent."""
     return record_real_tokens(Path(state_path), prompt_tokens)
+
+
+def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
+    """Delete a state file (the next run starts from scratch), under its lock; True when there was one."""
+    with state_lock(Path(path), timeout=lock_timeout):
+        return _reset_state(Path(path))
 
 
 __all__ = [
@@ -99,16 +103,20 @@ __all__ = [
     "InputError",
     "Options",
     "Problem",
+    "Row",
     "RunResult",
     "State",
     "StateError",
     "SummarizerError",
+    "Totals",
     "Transcript",
     "UsageError",
     "calibrate",
     "clean",
     "clean_file",
     "estimate",
+    "estimate_many",
+    "expand_paths",
     "load_state",
     "load_transcript",
     "reset_state",

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_writer"]
+__all__ = ["atomic_write", "atomic_writer", "write_lines"]
 
 _BytesLike = (bytes, bytearray, memoryview)
 
@@ -37,6 +37,17 @@ def atomic_write(
         else:
             for chunk in data:
                 f.write(chunk)
+
+
+def write_lines(lines: Iterable[bytes], output: str | os.PathLike[str] | BinaryIO) -> None:
+    """Write output lines to a path (atomically) or to a binary stream (flushed at the end): the one writer of
+    every command's output."""
+    if isinstance(output, (str, os.PathLike)):
+        atomic_write(output, lines)
+        return
+    for line in lines:
+        output.write(line)
+    output.flush()
 
 
 @contextlib.contextmanager

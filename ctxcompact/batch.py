@@ -11,7 +11,6 @@ loaded (the tiktoken ranks are parsed once, in the parent, before the pool start
 from __future__ import annotations
 
 import glob
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 from .errors import CtxCompactError, UsageError
 from .options import Options
+from .tokens.fast import cores
 
 #: file names a directory is searched for
 PATTERNS = ("*.jsonl",)
@@ -127,7 +127,7 @@ def expand(args: Sequence[str], recursive: bool = False) -> list[str]:
 
 def estimate_one(path: str, opts: Options) -> Row:
     """Estimate one file; never raises for a problem of that file."""
-    from .pipeline import estimate
+    from .engine import estimate
 
     try:
         return Row(path, estimate(path, opts).to_json())
@@ -143,19 +143,12 @@ def _work(args: tuple[str, Options]) -> Row:
     return estimate_one(*args)
 
 
-def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) -> Iterator[Row]:
     """One row per path, in the order given, computed on ``jobs`` processes (default: all cores)."""
     if opts.state_path is not None and len(paths) > 1:
         raise UsageError("--state names one state file; with several inputs each uses its own "
                          "(<input>.ctxstate.json), or give --no-state")
-    jobs = min(jobs or default_jobs(), len(paths))
+    jobs = min(jobs or cores(), len(paths))
     if jobs <= 1:
         for p in paths:
             yield estimate_one(p, opts)
@@ -164,10 +157,10 @@ def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) 
     from concurrent.futures import ProcessPoolExecutor
 
     if opts.exact == "tiktoken":
-        from .pipeline import _encoding_name
+        from .tokens.counts import encoding_name
         from .tokens.exact import get_encoding
 
-        get_encoding(_encoding_name(opts))  # parsed once here; forked workers inherit it
+        get_encoding(encoding_name(opts))  # parsed once here; forked workers inherit it
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else None)
     # chunks keep the per-task overhead small on many small files yet balance the load at the end

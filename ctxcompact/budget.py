@@ -64,7 +64,7 @@ class Budget:
 
     def would_compact(self, tokens: int) -> bool:
         """True when ``tokens`` reaches the threshold (never when compaction is disabled)."""
-        return self.threshold is not None and tokens >= self.threshold
+        return self.threshold is not None and self.threshold > 0 and tokens >= self.threshold
 
 
 def buffer_for(window: int) -> int:

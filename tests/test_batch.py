@@ -10,7 +10,7 @@ import orjson
 import pytest
 from helpers import SAMPLES, coding_session, ctxcompact, jsonl, sys_msg
 
-from ctxcompact import batch, pipeline
+from ctxcompact import batch, engine
 from ctxcompact.errors import UsageError
 from ctxcompact.options import Options
 
@@ -57,7 +57,7 @@ def test_rows_in_order_with_errors_and_totals(folder: Path) -> None:
     assert "no such file" in (bad["missing.jsonl"].error or "") and bad["missing.jsonl"].exit_code == 2
     good = [r for r in rows if r.ok]
     for r in good:  # each row is exactly the single-file report
-        assert r.report == pipeline.estimate(r.path, opts).to_json()
+        assert r.report == engine.estimate(r.path, opts).to_json()
     totals = batch.summarize(rows).to_json()
     assert totals["files"] == len(paths) and totals["failed"] == 2
     assert totals["records"] == sum(r.report["records"] for r in good if r.report)

@@ -38,13 +38,12 @@ from ctxcompact.model import (
     ToolResult,
 )
 from ctxcompact.summarizers.anthropic import AnthropicSummarizer
-from ctxcompact.summarizers.base import SummaryRequest
+from ctxcompact.summarizers.base import SummaryRequest, fit_summary
 from ctxcompact.summarizers.openai import OpenAISummarizer, is_local_url
 from ctxcompact.summarizers.prompt import (
     INPUT_CHARS_PER_TOKEN,
     SYSTEM_PROMPT,
     build_user_prompt,
-    fit_summary,
     input_budget,
 )
 

@@ -531,8 +531,8 @@ def test_fixture_files_mask_to_their_golden_output() -> None:
 
 
 def test_simulated_tool_chain_needs_fewer_summaries_with_prune() -> None:
-    from ctxcompact.simulate import select
-    from ctxcompact.strategies.mask import simulate_with_pruning
+    from ctxcompact.devtools.prune import simulate_with_pruning
+    from ctxcompact.devtools.scenarios import select
 
     (row,) = simulate_with_pruning(select(["8k_ToolChain_MultipleRoundtrips"]))
     # a chain of tool round trips: most compactions are old tool output, which the mask tier clears alone

@@ -6,14 +6,16 @@ The whole matrix runs once per test session (module fixture); the other tests us
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner
 
-from ctxcompact import simulate as sim
 from ctxcompact.cli import cli, main
+from ctxcompact.devtools import scenarios as scen
+from ctxcompact.devtools import simulate as sim
 from ctxcompact.errors import UsageError
 
 # The scenario names of the seed tables (000: stress, brutal and sequential-chain tables; 001: timing gap).
@@ -48,20 +50,20 @@ def matrix() -> dict[str, sim.ScenarioResult]:
 
 
 def test_the_matrix_has_every_seed_scenario_by_name() -> None:
-    names = [s.name for s in sim.SCENARIOS]
+    names = [s.name for s in scen.SCENARIOS]
     assert len(STRESS) + len(BRUTAL) + len(SEQUENTIAL) == 47
     assert names == STRESS + BRUTAL + SEQUENTIAL + TIMING_GAP
     assert len(set(names)) == len(names)
-    by = {s.name: s for s in sim.SCENARIOS}
+    by = {s.name: s for s in scen.SCENARIOS}
     # a few shapes straight from the seed tables
     for name, shape in (("200k_200Turns", (200_000, 200, 2.2)), ("8k_150Turns", (8_000, 150, 1.8))):
         assert (by[name].window, by[name].turns, by[name].ratio) == shape
     late = by["200k_LateUsageMetadata"]
     assert (late.turns, late.late_from, late.early_ratio, late.ratio) == (25, 5, 2.0, 2.5)
     assert [late.reports_usage(i) for i in (0, 4, 5, 24)] == [False, False, True, True]
-    assert sum(by["200k_SingleTurnFillsWindow"].plan(0, sim.random.Random(0)).tools) == 600_000
-    assert by["8k_SequentialToolChain"].plan(0, sim.random.Random(0)).sequential
-    assert {s.name for s in sim.SCENARIOS if s.limitation} == LIMITED
+    assert sum(by["200k_SingleTurnFillsWindow"].plan(0, random.Random(0)).tools) == 600_000
+    assert by["8k_SequentialToolChain"].plan(0, random.Random(0)).sequential
+    assert {s.name for s in scen.SCENARIOS if s.limitation} == LIMITED
 
 
 @pytest.mark.slow
@@ -159,9 +161,9 @@ def test_exit_1_when_a_scenario_overflows(monkeypatch: pytest.MonkeyPatch) -> No
     # Billed at 10x while the correction factor is capped at 5x: compaction fires at 6,400 estimated =
     # 1,280 heuristic tokens = 12,800 billed, and requests between 800 and 1,280 heuristic tokens (steps of
     # ~300) overflow. Reported usage means this is no documented limitation, so the run must fail.
-    beyond_cap = sim.Scenario("8k_BeyondTheCap", "test", sim.WINDOW_8K, 12, 10.0, True,
-                              lambda _i, _rng: sim.Turn(tools=(1000,)))
-    monkeypatch.setattr(sim, "SCENARIOS", (beyond_cap,))
+    beyond_cap = scen.Scenario("8k_BeyondTheCap", "test", scen.WINDOW_8K, 12, 10.0, True,
+                              lambda _i, _rng: scen.Turn(tools=(1000,)))
+    monkeypatch.setattr(scen, "SCENARIOS", (beyond_cap,))
     lines: list[str] = []
     assert sim.simulate_command(echo=lines.append) == 1
     assert "FAIL 8k_BeyondTheCap: overflow" in lines[0]
@@ -200,22 +202,22 @@ def test_cli_table_and_list() -> None:
 
 
 def test_only_patterns() -> None:
-    assert [s.name for s in sim.select(["sequential"])] == SEQUENTIAL
-    assert [s.name for s in sim.select(["timinggap"])] == TIMING_GAP  # substring, case-insensitive
-    eight = sim.select(["8k_*"])
+    assert [s.name for s in scen.select(["sequential"])] == SEQUENTIAL
+    assert [s.name for s in scen.select(["timinggap"])] == TIMING_GAP  # substring, case-insensitive
+    eight = scen.select(["8k_*"])
     assert eight and all(s.name.startswith("8k_") for s in eight)
     assert len(eight) == sum(1 for n in STRESS + BRUTAL + SEQUENTIAL if n.startswith("8k_"))
-    both = sim.select(["8k_150Turns", "*150*"])  # overlapping patterns select once
+    both = scen.select(["8k_150Turns", "*150*"])  # overlapping patterns select once
     assert [s.name for s in both] == ["8k_150Turns"]
     with pytest.raises(UsageError):
-        sim.select(["no-such-scenario"])
+        scen.select(["no-such-scenario"])
     with pytest.raises(SystemExit) as exc:
         main(["simulate", "--only", "no-such-scenario"])
     assert exc.value.code == 2
 
 
 def _play(name: str, seed: int, tmp: Path) -> tuple[bytes, dict[str, object], sim.Session]:
-    [scenario] = sim.select([name])
+    [scenario] = scen.select([name])
     tmp.mkdir()
     session = sim.Session(scenario, seed, tmp, sim.Corpus(seed))
     result = session.play()
@@ -252,7 +254,7 @@ def test_request_heuristic_counts_what_the_provider_bills() -> None:
 
 def test_corpus_takes_any_length_cheaply() -> None:
     corpus = sim.Corpus(0)
-    rng = sim.random.Random(1)
+    rng = random.Random(1)
     assert corpus.take(corpus.prose, 0, rng) == ""
     assert len(corpus.take(corpus.prose, 7, rng)) == 7
     big = corpus.take(corpus.table, 600_000, rng)

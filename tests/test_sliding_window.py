@@ -336,7 +336,7 @@ def test_summarizer_failure_falls_back_or_fails(tmp_path: Path, monkeypatch: pyt
         def summarize(self, request: Any) -> Any:
             raise SummarizerError("no network")
 
-    monkeypatch.setattr("ctxcompact.pipeline._summarizer", lambda opts: Broken())
+    monkeypatch.setattr("ctxcompact.summarizers.fallback.summarizer_for", lambda opts: Broken())
     p = tmp_path / "t.jsonl"
     p.write_bytes(jsonl(session(4)))
     warned: list[str] = []

@@ -31,6 +31,7 @@ from .rules import rules_in_text, user_rules
 from .text import (
     CONTINUATION_MARKER,
     SUMMARY_MARKER,
+    continuation_text,
     is_injected_text,
     latest_request,
     shorten,
@@ -54,6 +55,7 @@ __all__ = [
     "claims_resolution",
     "command_of",
     "commands_run",
+    "continuation_text",
     "decode_args",
     "describe_call",
     "error_line",

@@ -125,3 +125,20 @@ def shorten(text: str, limit: int) -> str:
     return flat[: max(0, limit - 1)].rstrip() + "…"
 
 
+def continuation_text(latest: str | None) -> str:
+    """The message written after a summary: the conversation was compacted, the user's latest request quoted
+    verbatim, and the instruction to continue without asking the user to repeat anything."""
+    head = (
+        f"{CONTINUATION_MARKER} because it no longer fitted the context window. "
+        "The summary above holds everything said and done before this point.]"
+    )
+    if latest:
+        return (
+            f"{head}\n\nThe user's latest request, quoted verbatim:\n\n{latest}\n\n"
+            "Continue working on this request from where the work stopped. "
+            "Do not ask the user to repeat anything."
+        )
+    return (
+        f"{head}\n\nContinue the work described in the summary from where it stopped. "
+        "Do not ask the user to repeat anything."
+    )

@@ -9,8 +9,9 @@ cleaning, estimation, compaction) works on the model and asks the format only th
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model import Message, Origin, Record, Role, TextBlock
 
@@ -35,6 +36,27 @@ class Layout:
     split_turns: bool = False
 
 
+class NotFast(Exception):
+    """A fast line reader cannot give the full path's exact result for this line: run the full path."""
+
+
+class FastLine(NamedTuple):
+    """What one decoded line contributes. ``texts`` only when exact counts were asked for."""
+
+    role: str  # the normalised role ("system", "user", "assistant", "tool")
+    chars: int
+    fixed: int  # fixed cost of binary parts (IMAGE_TOKENS each)
+    texts: list[str] | None  # token-bearing strings in model.token_text order
+    call_ids: list[str]  # ids of the tool calls this message makes
+    result_id: str | None  # the call this message answers (tool messages)
+    prompt_tokens: int | None  # usage.prompt_tokens on an assistant line
+
+
+#: ``(decoded line, want its texts) -> FastLine``; raises NotFast for any line the full parser would treat
+#: differently (README "Performance": the streaming estimate)
+FastLineReader = Callable[[Any, bool], FastLine]
+
+
 class Format(abc.ABC):
     name: str = ""
     layout: Layout
@@ -44,6 +66,8 @@ class Format(abc.ABC):
     fallback: str = ""
     #: file name of the JSON Schema in ``schemas/`` that ``validate`` checks each line against
     schema_file: str = ""
+    #: an optional streaming reader of one decoded line, for ``estimate``'s fast path (None: full path only)
+    fast_line: FastLineReader | None = None
 
     @abc.abstractmethod
     def sniff(self, obj: Any) -> int:
@@ -68,6 +92,19 @@ class Format(abc.ABC):
     def make_message(self, role: Role, text: str) -> Message:
         """A plain text message of this format (summary, continuation, synthetic replies)."""
         return Message(role=role, blocks=[TextBlock(text)], source_role=role.value, content_was_string=True)
+
+    def summary_records(self, summary_text: str, continuation: str) -> list[Record]:
+        """The records that stand for a compacted conversation: the summary, then the continuation.
+
+        Formats that require alternation get one user message holding both texts: the API merges consecutive
+        user messages anyway, and a single message keeps strict user/assistant alternation valid on its own.
+        """
+        if self.layout.alternate:
+            msg = Message(role=Role.USER, blocks=[TextBlock(summary_text), TextBlock(continuation)],
+                          source_role="user")
+            return [new_record(msg, Origin.SUMMARY)]
+        return [new_record(self.make_message(Role.USER, summary_text), Origin.SUMMARY),
+                new_record(self.make_message(Role.USER, continuation), Origin.CONTINUATION)]
 
     def dump_record(self, record: Record) -> Any:
         """The JSON object to write for a record that changed or was made by ctxcompact."""

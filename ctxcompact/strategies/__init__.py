@@ -1,78 +1,47 @@
-"""Compaction strategies behind one small interface.
+"""Compaction strategies behind one interface (:mod:`.base`), found by name in this registry.
 
-A strategy looks at the effective context (already cleaned, with the state applied) and its estimate, and
-either does nothing (``None``: the transcript passes through) or returns an outcome: the context to write
-and a ``commit`` that records in the state what it did. ``commit`` runs only when the run really writes
-(never for ``--dry-run``), inside the state lock.
+- ``threshold`` (default): over the threshold, summary + continuation; ``--prune`` masks first.
+- ``mask``: over the threshold, old tool results replaced by placeholders.
+- ``sliding-window``: ADK-style compaction events every θ invocations or over ρ × window.
 
-- ``threshold`` (§8, default): over the threshold, summary + continuation; ``--prune`` masks first.
-- ``mask`` (§9a): over the threshold, old tool results replaced by placeholders.
-- ``sliding-window`` (§9): ADK-style compaction events every θ invocations or over ρ × window.
+Adding a strategy: a module exposing ``STRATEGY`` (an object with the :class:`.base.Strategy` interface),
+one line in ``_MODULES``, and its options (``options.Options`` fields, ``cli/options.py`` flags). Modules load
+on first use, so importing this registry is cheap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+import importlib
 
-if TYPE_CHECKING:
-    from ..budget import Budget
-    from ..model import Transcript
-    from ..options import Options
-    from ..pipeline import Context, Counts, EstimateReport, InputData, RunResult, Warn
-    from ..state import State
+from ..errors import UsageError
+from ..model import Record
+from ..state import State
+from .base import Outcome, Strategy, StrategyInput, Written
 
-STRATEGIES = ("threshold", "mask", "sliding-window")
+# name -> module (in this package); the order is the order --help lists them
+_MODULES: dict[str, str] = {
+    "threshold": "threshold",
+    "mask": "mask",
+    "sliding-window": "sliding_window",
+}
+NAMES: tuple[str, ...] = tuple(_MODULES)
 
-
-@dataclass(slots=True)
-class StrategyInput:
-    ctx: Context  # the effective context and what was learnt building it
-    opts: Options
-    budget: Budget
-    state: State | None  # as loaded (read it; change it only in commit)
-    report: EstimateReport  # counts, calibration and the threshold decision
-    warn: Warn
+__all__ = ["NAMES", "Outcome", "Strategy", "StrategyInput", "Written", "get_strategy", "reapply_all"]
 
 
-class StrategyOutcome(Protocol):
-    transcript: Transcript  # what to write
-    compacted: bool  # something was summarized or masked
-
-    def commit(
-        self, state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts
-    ) -> None:
-        """Record what was done in the state (watermark, summary, events, masking, history)."""
-
-
-def apply_strategy(si: StrategyInput) -> StrategyOutcome | None:
-    name = si.opts.strategy
-    if name == "threshold":
-        from .threshold import apply
-
-        return apply(si)
-    if name == "mask":
-        from .mask import apply as apply_mask
-
-        return apply_mask(si)
-    if name == "sliding-window":
-        from .sliding_window import apply as apply_window
-
-        return apply_window(si)
-    from ..errors import UsageError
-
-    raise UsageError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
+def get_strategy(name: str) -> Strategy:
+    """The strategy called ``name`` (UsageError for an unknown name)."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise UsageError(f"unknown strategy {name!r}; known: {', '.join(NAMES)}")
+    strategy: Strategy = importlib.import_module(f"{__package__}.{module}").STRATEGY
+    return strategy
 
 
-def describe_strategy(si: StrategyInput) -> dict[str, Any]:
-    """Extra keys for `estimate --json`: what the strategy would do (e.g. the next event's range)."""
-    name = si.opts.strategy
-    if name == "sliding-window":
-        from .sliding_window import describe
-
-        return describe(si)
-    if name == "mask" or si.opts.prune:
-        from .mask import describe as describe_mask
-
-        return describe_mask(si)
-    return {}
+def reapply_all(records: list[Record], state: State, fmt_name: str) -> list[Record]:
+    """What every strategy left in the state, applied again (so a later run never re-expands what an earlier
+    one reduced), whatever strategy this run uses."""
+    layered = sorted((s for s in map(get_strategy, NAMES) if s.state_layer), key=lambda s: s.state_layer)
+    for strategy in layered:
+        records = strategy.reapply(records, state, fmt_name)
+    return records

@@ -1,4 +1,4 @@
-"""Strategy ``mask`` (§9a) and the ``--prune`` tier of ``threshold``: observation masking.
+"""Strategy ``mask`` and the ``--prune`` tier of ``threshold``: observation masking (README "Strategies").
 
 Over the threshold, every tool result that is neither among the most recent ``keep_results`` results nor
 inside the newest ``protect_tokens`` of tool output is replaced by a short placeholder such as
@@ -24,7 +24,7 @@ Rules, where the issue left a choice:
   text, and accepts (indeed strips itself) thinking of earlier turns being absent. A message made only of
   thinking is dropped when the format writes each item as its own line (``split_turns``: Codex reasoning
   items, Claude Code lines) and kept whole otherwise, so alternation is never broken.
-- Calibration is *kept* after masking (unlike the §5 reset after a summary). The reset exists because a
+- Calibration is *kept* after masking (unlike the reset after a summary). The reset exists because a
   factor measured on a large request must not scale a tiny summary into a loop; masking keeps the system
   prompt, every message and its framing, and removes only tool-output text, so the measured ratio of the
   provider's count to ours still describes what is sent — and falling back to the default factor could
@@ -44,22 +44,36 @@ import dataclasses
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
+from ..budget import Budget
 from ..errors import ExitCode
-from ..model import Block, Message, Record, Role, TextBlock, ThinkingBlock, ToolCall, ToolResult, Transcript
-from ..state import MaskedResult, Masking
+from ..facts.text import typed_text
+from ..facts.timeline import describe_call
+from ..formats import get_format
+from ..model import (
+    Block,
+    Message,
+    Record,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    token_text,
+)
+from ..options import Options
+from ..state import MaskedResult, Masking, State, add_compaction, make_fingerprint, utc_now
 from ..tokens import heuristic
+from ..tokens.calibration import default_factor, fit_factor
+from ..tokens.counts import count_records
+from .base import Outcome, StrategyInput, Written
 
-if TYPE_CHECKING:
-    from ..budget import Budget
-    from ..options import Options
-    from ..pipeline import Context, Counts, InputData, RunResult
-    from ..state import State
-    from . import StrategyInput
+NAME = "mask"
 
 PLACEHOLDER_PREFIX = "[tool result cleared: "
 #: opencode's figures for 200k-class windows, scaled down for small windows (see the module docstring)
@@ -131,8 +145,6 @@ def _result_chars(result: ToolResult) -> int:
 
 
 def _texts(result: ToolResult) -> tuple[list[str], int]:
-    from ..model import token_text
-
     return token_text(Message(role=Role.TOOL, blocks=[result]))
 
 
@@ -143,12 +155,7 @@ def _weight(blocks: list[Any]) -> int:
 
 def placeholder_text(call: ToolCall | None, tool: str | None, chars: int) -> str:
     """``[tool result cleared: name(main argument), N chars; call again to see it]``."""
-    if call is not None:
-        from ..facts import describe_call
-
-        brief = describe_call(call, _BRIEF_LIMIT)
-    else:
-        brief = tool or "tool"
+    brief = describe_call(call, _BRIEF_LIMIT) if call is not None else tool or "tool"
     return f"{PLACEHOLDER_PREFIX}{brief}, {chars:,} chars; call again to see it]"
 
 
@@ -163,8 +170,6 @@ def _calls(records: Iterable[Record]) -> dict[str, ToolCall]:
 
 def _turn_start(records: Sequence[Record]) -> int:
     """Position of the last record a person typed: thinking from here on is the latest turn's."""
-    from ..facts import typed_text
-
     for i in range(len(records) - 1, -1, -1):
         if typed_text(records[i]) is not None:
             return i
@@ -190,8 +195,6 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
     transcript (changed records are copies marked dirty; the input is not touched), the cleared results and
     the tokens freed. ``min_savings`` is *not* applied here: the caller decides whether the saving is worth
     it. Pure and idempotent: masking the result again changes nothing."""
-    from ..formats import get_format
-
     records = transcript.records
     if len(base_counts_per_record) != len(records):
         raise ValueError("one count per record is needed")
@@ -279,8 +282,6 @@ def reapply_masking(records: list[Record], masking: Masking, fmt_name: str) -> l
     """Replace the results of previously masked call ids with their recorded placeholders (copies, marked
     dirty), drop thinking an earlier ``--clear-thinking`` cleared, and ignore usage recorded before the
     masking (it measured the unmasked context). Idempotent; records it does not change are returned as is."""
-    from ..formats import get_format
-
     placeholders = {r.call_id: r.placeholder for r in masking.results}
     thinking_before = masking.thinking_before
     usage_before = masking.input_records
@@ -315,8 +316,6 @@ def reapply_masking(records: list[Record], masking: Masking, fmt_name: str) -> l
 def merge_masking(old: Masking | None, entries: Sequence[MaskedResult], *, input_records: int,
                   thinking_before: int) -> Masking:
     """The state's masking after this run: the earlier entries plus the new ones (by call id)."""
-    from ..state import utc_now
-
     merged = Masking() if old is None else dataclasses.replace(old, results=list(old.results))
     known = {r.call_id for r in merged.results}
     merged.results.extend(e for e in entries if e.call_id not in known)
@@ -331,86 +330,46 @@ def merge_masking(old: Masking | None, entries: Sequence[MaskedResult], *, input
 # The strategy
 
 
-@dataclass(slots=True)
-class MaskOutcome:
-    """What ``--strategy mask`` (or the mask tier of ``--prune``) did."""
-
-    transcript: Transcript
-    entries: list[MaskedResult]
-    tokens_freed: int  # estimator tokens
-    tokens_before: int  # calibrated
-    tokens_after: int  # calibrated: the measured factor, never below the default (as the pipeline judges fit)
-    factor: float  # the measured (or default) correction of this run, kept in the state
-    measured: bool  # the factor came from a provider figure (transcript usage, --real-tokens, state)
-    thinking_before: int = 0  # input records before this index had their thinking cleared
-    compacted: bool = True
-    summary: None = None
-    tier: str = "mask"
-    strategy: str = "mask"
-    exit_code: ExitCode = ExitCode.OK
-    warnings: list[str] = field(default_factory=list)  # the pipeline adds them to the run's warnings
-    duration_s: float = 0.0
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def warning(self) -> str | None:
-        return self.warnings[0] if self.warnings else None
-
-    def commit(self, state: State, inp: InputData, ctx: Context, result: RunResult,
-               out_counts: Counts) -> None:
-        """Merge what was masked into ``state.masking`` and add the history entry; calibration is kept."""
-        from ..state import add_compaction
-
-        if not self.compacted:
-            return  # nothing was masked: the state stays as it was
-        state.masking = merge_masking(state.masking, self.entries, input_records=ctx.input_records,
-                                      thinking_before=self.thinking_before)
-        if state.watermark == 0:
-            # masked call ids only mean something in this transcript: fingerprint what was masked, so a
-            # rewritten or different transcript is refused (exit 3) instead of masked by accident
-            import hashlib
-
-            from ..state import Fingerprint
-
-            digest = hashlib.sha256(inp.data).hexdigest()
-            state.fingerprint = Fingerprint(records=ctx.input_records, nbytes=ctx.input_bytes,
-                                            lines=ctx.input_lines, sha256=digest, format=ctx.input_format)
-        if self.measured:
-            # keep the provider's measured ratio for the masked request (see the module docstring)
-            state.calibration.factor = round(self.factor, 6)
-            state.calibration.estimator = out_counts.estimator
-        add_compaction(state, strategy=self.strategy, tokens_before=self.tokens_before,
-                       tokens_after=self.tokens_after, records_covered=len(self.entries),
-                       watermark=state.watermark, summarizer=None, fallback=False,
-                       duration_s=self.duration_s, tier="mask")
+def _commit(state: State, written: Written, *, strategy: str, results: list[MaskedResult],
+            thinking_before: int, measured: bool, factor: float, tokens_before: int, tokens_after: int,
+            duration_s: float) -> None:
+    """Merge what was masked into ``state.masking`` and add the history entry; calibration is kept."""
+    ctx = written.ctx
+    state.masking = merge_masking(state.masking, results, input_records=ctx.input_records,
+                                  thinking_before=thinking_before)
+    if state.watermark == 0:
+        # masked call ids only mean something in this transcript: fingerprint what was masked, so a
+        # rewritten or different transcript is refused (exit 3) instead of masked by accident
+        state.fingerprint = make_fingerprint(written.data, records=ctx.input_records, nbytes=ctx.input_bytes,
+                                             lines=ctx.input_lines, format=ctx.input_format)
+    if measured:
+        # keep the provider's measured ratio for the masked request (see the module docstring)
+        state.calibration.factor = round(factor, 6)
+        state.calibration.estimator = written.counts.estimator
+    add_compaction(state, strategy=strategy, tokens_before=tokens_before, tokens_after=tokens_after,
+                   records_covered=len(results), watermark=state.watermark, summarizer=None, fallback=False,
+                   duration_s=duration_s, tier="mask")
 
 
 def _fit_factor(si: StrategyInput) -> float:
-    """The factor the pipeline judges a compacted result's fit with: the measured one, never below the
-    default (so the mask tier's decision and the pipeline's size check agree)."""
-    from ..pipeline import Counts, default_factor
-
-    exact = si.report.exact is not None
-    counts = Counts([], [] if exact else None, si.report.encoding)
-    return max(default_factor(si.opts, counts), si.report.calibrated.factor)
+    """The factor the engine judges a compacted result's fit with (so the mask tier's decision and the
+    engine's size check agree)."""
+    default = default_factor(exact_counted=si.report.exact is not None, override=si.opts.default_factor)
+    return fit_factor(si.report.calibrated.factor, default)
 
 
 def _counts(si: StrategyInput) -> list[int]:
-    from ..pipeline import count_context
-
-    return count_context(si.ctx.transcript, si.opts).base
+    return count_records(si.ctx.transcript.records, si.opts).base
 
 
 def _freed_exactly(si: StrategyInput, before: Transcript, base: list[int], after: Transcript) -> int:
     """Tokens freed, counting the changed records again with the run's estimator: the proportional share
     used to choose results is close, but exact counts of placeholders keep the threshold decision true."""
-    from ..pipeline import count_context
-
     known = {id(rec): n for rec, n in zip(before.records, base, strict=True)}
     fresh = [rec for rec in after.records if id(rec) not in known]
     if not fresh:
         return sum(base) - sum(known.get(id(rec), 0) for rec in after.records)
-    counted = count_context(dataclasses.replace(after, records=fresh), si.opts).base
+    counted = count_records(fresh, si.opts).base
     total_after = sum(known[id(rec)] for rec in after.records if id(rec) in known) + sum(counted)
     return max(0, sum(base) - total_after)
 
@@ -423,13 +382,13 @@ def _thinking_boundary(transcript: Transcript, params: MaskParams) -> int:
     return 1 + max((r.index for r in records[:start] if r.index >= 0), default=-1)
 
 
-def try_mask(si: StrategyInput, strategy: str = "mask") -> MaskOutcome:
+def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
     """Mask the context by the options. ``compacted`` is False (and the transcript unchanged) when the saving
     is below ``min_savings``; ``exit_code`` is 5 when the result is still over the threshold."""
     started = time.monotonic()
     params = mask_params(si.opts, si.budget)
     base = _counts(si)
-    masked, entries, freed = mask_transcript(si.ctx.transcript, base, params)
+    masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
     if masked is not si.ctx.transcript:
         freed = _freed_exactly(si, si.ctx.transcript, base, masked)
     cal = si.report.calibrated
@@ -438,20 +397,23 @@ def try_mask(si: StrategyInput, strategy: str = "mask") -> MaskOutcome:
     if worth:
         after = math.ceil((sum(base) - freed) * _fit_factor(si))
     else:
-        masked, entries, after = si.ctx.transcript, [], before
-    outcome = MaskOutcome(
-        transcript=masked, entries=entries, tokens_freed=freed if worth else 0, tokens_before=before,
-        tokens_after=after, factor=cal.factor, measured=cal.real is not None, compacted=worth,
-        thinking_before=_thinking_boundary(si.ctx.transcript, params) if worth else 0,
-        strategy=strategy, duration_s=round(time.monotonic() - started, 3),
-        details={"maskable_tokens": freed, "min_savings": params.min_savings,
-                 "protect_tokens": params.protect_tokens, "keep_results": params.keep_results},
-    )
+        masked, results, after = si.ctx.transcript, [], before
+    thinking_before = _thinking_boundary(si.ctx.transcript, params) if worth else 0
+    duration = round(time.monotonic() - started, 3)
+
+    def commit(state: State, written: Written) -> None:
+        _commit(state, written, strategy=strategy, results=results, thinking_before=thinking_before,
+                measured=cal.real is not None, factor=cal.factor, tokens_before=before, tokens_after=after,
+                duration_s=duration)
+
+    outcome = Outcome(strategy=strategy, transcript=masked, compacted=worth,
+                      commit=commit if worth else _nothing, tier="mask", masked=len(results),
+                      tokens_after=after)
     threshold = si.budget.threshold
     if threshold and after >= threshold:
         outcome.exit_code = ExitCode.DOES_NOT_FIT
         if worth:
-            n = len(entries)
+            n = len(results)
             what = (f"after masking {n} tool result{'s' if n != 1 else ''} the context is still "
                     f" {after:,} tokens, over the threshold of {threshold:,}")
         else:
@@ -461,145 +423,57 @@ def try_mask(si: StrategyInput, strategy: str = "mask") -> MaskOutcome:
     return outcome
 
 
-def apply(si: StrategyInput) -> MaskOutcome | None:
-    """``--strategy mask``: over the threshold, mask; None below it."""
-    if not si.report.would_compact:
-        return None
-    return try_mask(si, "mask")
+def _nothing(state: State, written: Written) -> None:
+    return None  # nothing was masked: the state stays as it was
 
 
-def describe(si: StrategyInput) -> dict[str, Any]:
-    """``estimate --json`` keys: ``maskable_tokens`` (estimator tokens masking would free now, before the
-    ``min_savings`` test), ``tokens_after_mask`` (calibrated), ``tier`` (``none``, ``mask`` or ``summary``:
-    what ``run`` would do), ``masked_results`` (cleared by earlier runs) and the resolved parameters."""
-    params = mask_params(si.opts, si.budget)
-    base = _counts(si)
-    masked, entries, freed = mask_transcript(si.ctx.transcript, base, params)
-    if masked is not si.ctx.transcript:
-        freed = _freed_exactly(si, si.ctx.transcript, base, masked)
-    after = math.ceil((sum(base) - freed) * _fit_factor(si))
-    threshold = si.budget.threshold
-    worth = freed > 0 and freed >= params.min_savings
-    fits = not threshold or after < threshold
-    if not si.report.would_compact:
-        tier = "none"
-    elif si.opts.strategy == "mask":
-        tier = "mask" if worth else "none"
-    else:
-        tier = "mask" if worth and fits else "summary"
-    previous = si.state.masking.results if si.state is not None and si.state.masking else None
-    return {
-        "maskable_tokens": freed,
-        "maskable_results": len(entries),
-        "tokens_after_mask": after if worth else si.report.calibrated.tokens,
-        "tier": tier,
-        "masked_results": len(previous or []),
-        "mask": {"keep_results": params.keep_results, "protect_tokens": params.protect_tokens,
-                 "min_savings": params.min_savings, "exclude_tools": sorted(params.exclude_tools),
-                 "clear_thinking": params.clear_thinking},
-    }
+class MaskStrategy:
+    name = NAME
+    state_layer = 2  # after sliding-window events (placeholders apply to what the events kept)
+
+    def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
+        return reapply_masking(records, state.masking, fmt_name) if state.masking else records
+
+    def estimate_needs_context(self, opts: Options) -> bool:
+        return True
+
+    def apply(self, si: StrategyInput) -> Outcome | None:
+        """``--strategy mask``: over the threshold, mask; None below it."""
+        if not si.report.would_compact:
+            return None
+        return try_mask(si, NAME)
+
+    def describe(self, si: StrategyInput) -> dict[str, Any]:
+        """``estimate --json`` keys: ``maskable_tokens`` (estimator tokens masking would free now, before the
+        ``min_savings`` test), ``tokens_after_mask`` (calibrated), ``tier`` (``none``, ``mask`` or
+        ``summary``: what ``run`` would do), ``masked_results`` (cleared by earlier runs) and the resolved
+        parameters."""
+        params = mask_params(si.opts, si.budget)
+        base = _counts(si)
+        masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
+        if masked is not si.ctx.transcript:
+            freed = _freed_exactly(si, si.ctx.transcript, base, masked)
+        after = math.ceil((sum(base) - freed) * _fit_factor(si))
+        threshold = si.budget.threshold
+        worth = freed > 0 and freed >= params.min_savings
+        fits = not threshold or after < threshold
+        if not si.report.would_compact:
+            tier = "none"
+        elif si.opts.strategy == NAME:
+            tier = "mask" if worth else "none"
+        else:
+            tier = "mask" if worth and fits else "summary"
+        previous = si.state.masking.results if si.state is not None and si.state.masking else None
+        return {
+            "maskable_tokens": freed,
+            "maskable_results": len(results),
+            "tokens_after_mask": after if worth else si.report.calibrated.tokens,
+            "tier": tier,
+            "masked_results": len(previous or []),
+            "mask": {"keep_results": params.keep_results, "protect_tokens": params.protect_tokens,
+                     "min_savings": params.min_savings, "exclude_tools": sorted(params.exclude_tools),
+                     "clear_thinking": params.clear_thinking},
+        }
 
 
-def masked_context(ctx: Context, transcript: Transcript) -> Context:
-    """The context with its transcript replaced (what ``--prune`` summarizes when masking was not enough)."""
-    return dataclasses.replace(ctx, transcript=transcript)
-
-
-# --------------------------------------------------------------------------------------------------
-# The simulation matrix with pruning on (§11, issue 10 item 5)
-
-
-@dataclass(slots=True)
-class PruneComparison:
-    """One scenario played twice through the real pipeline: summary-only (the default) and ``--prune``."""
-
-    name: str
-    window: int
-    summaries_plain: int  # compactions of the default run (all summaries)
-    summaries_prune: int  # summaries the --prune run still needed
-    masks_prune: int  # compactions the mask tier did alone
-    summarized_tokens_plain: int  # tokens handed to the summarizer (sum of tokens_before of each summary)
-    summarized_tokens_prune: int
-    sent_tokens_plain: int  # real tokens of every request sent to the model
-    sent_tokens_prune: int
-    failures_plain: list[str]
-    failures_prune: list[str]
-
-    @property
-    def compactions_avoided(self) -> int:
-        return self.summaries_plain - self.summaries_prune
-
-    @property
-    def summarized_tokens_saved(self) -> int:
-        return self.summarized_tokens_plain - self.summarized_tokens_prune
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "window": self.window, "summaries_plain": self.summaries_plain,
-                "summaries_prune": self.summaries_prune, "masks_prune": self.masks_prune,
-                "compactions_avoided": self.compactions_avoided,
-                "summarized_tokens_plain": self.summarized_tokens_plain,
-                "summarized_tokens_prune": self.summarized_tokens_prune,
-                "summarized_tokens_saved": self.summarized_tokens_saved,
-                "sent_tokens_plain": self.sent_tokens_plain, "sent_tokens_prune": self.sent_tokens_prune,
-                "failures_plain": self.failures_plain, "failures_prune": self.failures_prune}
-
-
-def _play(scenario: Any, seed: int, corpus: Any, prune: bool) -> tuple[Any, list[Any]]:
-    import tempfile
-    from pathlib import Path
-
-    from ..simulate import Session
-    from ..state import load_state
-
-    with tempfile.TemporaryDirectory(prefix="ctxcompact-prune-") as tmp:
-        session = Session(scenario, seed, Path(tmp), corpus)
-        session.opts.prune = prune
-        result = session.play()
-        state = load_state(session.state_path)
-        return result, list(state.compactions) if state is not None else []
-
-
-def simulate_with_pruning(scenarios: Iterable[Any] | None = None, seed: int = 0) -> list[PruneComparison]:
-    """Play every scenario of the matrix (or the given ones) with and without ``--prune`` and compare what
-    the summarizer had to do and what was sent. Uses ``simulate.Session`` as it is; only ``opts.prune``
-    differs between the two plays, and both see the same generated content (same seed, same corpus)."""
-    from ..simulate import SCENARIOS, Corpus
-
-    out: list[PruneComparison] = []
-    for scenario in SCENARIOS if scenarios is None else scenarios:
-        plain, plain_hist = _play(scenario, seed, Corpus(seed), prune=False)
-        pruned, prune_hist = _play(scenario, seed, Corpus(seed), prune=True)
-        summaries_p = [c for c in plain_hist if c.tier != "mask"]
-        summaries_q = [c for c in prune_hist if c.tier != "mask"]
-        out.append(PruneComparison(
-            name=scenario.name, window=scenario.window,
-            summaries_plain=len(summaries_p), summaries_prune=len(summaries_q),
-            masks_prune=sum(1 for c in prune_hist if c.tier == "mask"),
-            summarized_tokens_plain=sum(c.tokens_before for c in summaries_p),
-            summarized_tokens_prune=sum(c.tokens_before for c in summaries_q),
-            sent_tokens_plain=sum(t.real for t in plain.trace if t.sent),
-            sent_tokens_prune=sum(t.real for t in pruned.trace if t.sent),
-            failures_plain=plain.failures, failures_prune=pruned.failures))
-    return out
-
-
-def render_prune_table(rows: list[PruneComparison]) -> str:
-    """The summary-only vs --prune comparison as a table, with totals (``ctxcompact simulate --prune``)."""
-    head = (f"{'scenario':<45} {'summaries':>11} {'masks':>5} {'to summarizer':>23} {'sent to model':>25}  "
-            "failures")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        fails = "; ".join(r.failures_plain + r.failures_prune) or "-"
-        lines.append(f"{r.name:<45} {r.summaries_plain:>4} → {r.summaries_prune:<4} {r.masks_prune:>5} "
-                     f"{r.summarized_tokens_plain:>10,} → {r.summarized_tokens_prune:<10,} "
-                     f"{r.sent_tokens_plain:>11,} → {r.sent_tokens_prune:<11,}  {fails}")
-    plain = sum(r.summaries_plain for r in rows)
-    pruned = sum(r.summaries_prune for r in rows)
-    summarized = (sum(r.summarized_tokens_plain for r in rows), sum(r.summarized_tokens_prune for r in rows))
-    sent = (sum(r.sent_tokens_plain for r in rows), sum(r.sent_tokens_prune for r in rows))
-    lines.append("")
-    masks = sum(r.masks_prune for r in rows)
-    lines.append(f"{len(rows)} scenarios: summaries {plain:,} → {pruned:,} ({plain - pruned:,} compactions "
-                 f"avoided, {masks:,} done by the mask tier); tokens to the summarizer "
-                 f"{summarized[0]:,} → {summarized[1]:,}; tokens sent to the model {sent[0]:,} → {sent[1]:,}")
-    return "\n".join(lines)
+STRATEGY = MaskStrategy()

@@ -1,4 +1,4 @@
-"""Strategy ``sliding-window`` (§9): ADK-style compaction events kept in the state.
+"""Strategy ``sliding-window``: ADK-style compaction events kept in the state (README "Strategies").
 
 An *invocation* is a user request and everything up to the next one, or (where the format records one, as
 ADK events do) the records sharing one ``meta["invocation_id"]``. Records before the first invocation (the
@@ -30,21 +30,28 @@ visible event starts and carries the summaries it replaces as prior context.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import ExitCode, SummarizerError, UsageError
+from ..budget import Budget
+from ..clean import clean
+from ..errors import ExitCode, UsageError
+from ..facts.text import SUMMARY_MARKER, latest_request, typed_text
+from ..facts.todos import load_todos_file, open_todos
+from ..formats import get_format
 from ..formats.base import new_record
 from ..model import Origin, Record, Role, ToolCall, ToolResult, Transcript
+from ..options import Options
+from ..progress import progress
+from ..state import Event, State, add_compaction, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
+from ..summarizers.fallback import summarize
+from ..tokens import heuristic
+from ..tokens.calibration import default_factor
+from ..tokens.counts import count_records
+from .base import Outcome, StrategyInput, Written
 
-if TYPE_CHECKING:
-    from ..budget import Budget
-    from ..options import Options
-    from ..pipeline import Context, Counts, InputData, RunResult
-    from ..state import Event, State
-    from . import StrategyInput
+NAME = "sliding-window"
 
 #: meta key on the summary records this module writes; holds the records its events dropped
 META_KEY = "sliding_window"
@@ -75,8 +82,6 @@ def _is_ours(rec: Record) -> bool:
 
 
 def _starts_invocation(rec: Record, uses_ids: bool, current_id: str | None) -> bool:
-    from ..facts import typed_text
-
     if uses_ids:
         inv = rec.meta.get("invocation_id")
         return bool(inv) and inv != current_id
@@ -248,8 +253,6 @@ def apply_events(records: list[Record], state: State, fmt_name: str) -> list[Rec
     Events whose range ends at or before the watermark are covered by the threshold summary instead. The
     records dropped are kept on the summary records' meta, so the strategy can summarize an overlap
     again without re-reading the input."""
-    from ..formats import get_format
-
     events = state.events
     order = [i for i in _visible(events) if events[i].end > state.watermark]
     if not order:
@@ -281,8 +284,6 @@ def apply_events(records: list[Record], state: State, fmt_name: str) -> list[Rec
 
 
 def _summary_records(fmt: Any, event: Event, _rest: list[int], dropped: list[Record]) -> list[Record]:
-    from ..facts import SUMMARY_MARKER
-
     text = event.summary if event.summary.startswith(SUMMARY_MARKER) else f"{SUMMARY_MARKER}\n{event.summary}"
     meta = {META_KEY: {"start": event.start, "end": event.end, "dropped": dropped}}
     return [new_record(fmt.make_message(Role.USER, text), Origin.SUMMARY, meta)]
@@ -331,63 +332,30 @@ def _view(records: list[Record]) -> list[Record]:
 # apply
 
 
-@dataclass(slots=True)
-class WindowOutcome:
-    transcript: Transcript
-    compacted: bool
-    summary: SummaryResult | None
-    events: list[Event]  # the new events, in the order they were made
-    windows: list[Window]
-    exit_code: ExitCode = ExitCode.OK  # DOES_NOT_FIT when even the latest request alone is too large
-    warnings: list[str] = field(default_factory=list)
-    fingerprint_end: int = 0  # input index after the last compacted record
-    end_offset: int = -1  # byte offset where the last compacted record's line starts
-    end_length: int = 0  # its length without the line ending
-    summary_durations: list[float] = field(default_factory=list)
-
-    def commit(self, state: State, inp: InputData, ctx: Context, result: RunResult,
-               out_counts: Counts) -> None:
-        """Append the new events, fingerprint the input through the last event's end, log the compaction."""
-        from ..state import add_compaction, reset_calibration
-
-        state.events.extend(self.events)
-        if state.watermark == 0 and self.end_offset >= 0:
-            end = self.end_offset + self.end_length
-            state.fingerprint = _fingerprint(inp.data, ctx, self.fingerprint_end, end)
-        add_compaction(
-            state,
-            strategy="sliding-window",
-            tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after,
-            records_covered=sum(e.records for e in self.events),
-            watermark=state.watermark,
-            summarizer=self.summary.summarizer if self.summary is not None else None,
-            fallback=any(e.fallback for e in self.events),
-            duration_s=sum(self.summary_durations),
-        )
-        # the factor measured on the large request must not scale the compacted one (§5)
-        reset_calibration(state)
-
-
-def _fingerprint(data: bytes, ctx: Context, records: int, line_end: int) -> Any:
-    import hashlib
-
-    from ..state import Fingerprint
-
-    nl = data.find(b"\n", line_end)
-    nbytes = len(data) if nl < 0 else nl + 1
-    return Fingerprint(records=records, nbytes=nbytes, sha256=hashlib.sha256(data[:nbytes]).hexdigest(),
-                       format=ctx.input_format, lines=data.count(b"\n", 0, nbytes) + (0 if nl >= 0 else 1),
-                       system_lines=[(o, n) for o, n in ctx.system_spans if o + n <= nbytes])
+def _commit(state: State, written: Written, new_events: list[Event], end: int, end_offset: int,
+            end_length: int, summarizer: str | None, durations: list[float]) -> None:
+    """Append the new events, fingerprint the input through the last event's end, log the compaction."""
+    state.events.extend(new_events)
+    if state.watermark == 0 and end_offset >= 0:
+        data = written.data
+        nl = data.find(b"\n", end_offset + end_length)
+        nbytes = len(data) if nl < 0 else nl + 1
+        ctx = written.ctx
+        state.fingerprint = make_fingerprint(
+            data, records=end, nbytes=nbytes, format=ctx.input_format,
+            lines=data.count(b"\n", 0, nbytes) + (0 if nl >= 0 else 1),
+            system_lines=[(o, n) for o, n in ctx.system_spans if o + n <= nbytes])
+    add_compaction(state, strategy=NAME, tokens_before=written.tokens_before,
+                   tokens_after=written.tokens_after, records_covered=sum(e.records for e in new_events),
+                   watermark=state.watermark,
+                   summarizer=summarizer, fallback=any(e.fallback for e in new_events),
+                   duration_s=sum(durations))
+    # the factor measured on the large request must not scale the compacted one
+    reset_calibration(state)
 
 
 def _summarize(si: StrategyInput, records: list[Record], budget_tokens: int, prior: str | None,
                prior_facts: dict[str, Any] | None) -> SummaryResult:
-    from ..facts import SUMMARY_MARKER, latest_request, load_todos_file, open_todos
-    from ..pipeline import _summarizer
-    from ..summarizers import get_summarizer
-    from .threshold import fit_to_budget
-
     opts = si.opts
     body = [r for r in records if r.origin not in (Origin.SUMMARY, Origin.CONTINUATION)
             and not (r.message is not None and r.message.role is Role.SYSTEM)]
@@ -395,24 +363,7 @@ def _summarize(si: StrategyInput, records: list[Record], budget_tokens: int, pri
                              prior_facts=prior_facts, latest_request=latest_request(body),
                              todos=load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body),
                              instructions=opts.instructions)
-    started = time.monotonic()
-    try:
-        summary: SummaryResult = _summarizer(opts).summarize(request)
-    except SummarizerError as exc:
-        if opts.no_fallback:
-            raise
-        si.warn(f"the {opts.summarizer} summarizer failed ({exc}); using the extractive summary instead")
-        summary = get_summarizer("extractive").summarize(request)
-        summary.fallback = True
-        summary.fallback_reason = str(exc)
-    summary.duration_s = round(time.monotonic() - started, 3)
-    text = summary.text.strip()
-    if not text.startswith(SUMMARY_MARKER):
-        text = f"{SUMMARY_MARKER}\n{text}"
-    text, cut = fit_to_budget(text, budget_tokens)
-    summary.text = text
-    summary.truncated = summary.truncated or cut
-    return summary
+    return summarize(request, opts, si.warn)
 
 
 class _Planner:
@@ -428,9 +379,6 @@ class _Planner:
         self.cap = max(1, si.budget.summary_budget)
 
     def make(self, w: Window) -> None:
-        from ..state import Event
-        from ..tokens import heuristic
-
         vis = [self.events[i] for i in _visible(self.events) if self.events[i].end > self.si.ctx.covered]
         used = sum(heuristic.text_tokens(e.summary) for e in vis)
         room = self.cap - used
@@ -460,9 +408,6 @@ class _Planner:
 
 
 def _render(si: StrategyInput, events: list[Event]) -> Transcript:
-    from ..clean import clean
-    from ..state import State
-
     ctx = si.ctx
     shadow = State(watermark=ctx.covered, events=events)
     recs = apply_events(list(ctx.transcript.records), shadow, ctx.transcript.format)
@@ -471,12 +416,9 @@ def _render(si: StrategyInput, events: list[Event]) -> Transcript:
 
 
 def _estimate(si: StrategyInput, t: Transcript) -> tuple[int, list[int]]:
-    """Tokens of a compacted context as the pipeline counts it (default factor: calibration resets)."""
-    from ..pipeline import count_context, default_factor
-
-    counts = count_context(t, si.opts)
-    factor = default_factor(si.opts, counts)
-    return math.ceil(sum(counts.base) * factor), counts.base
+    """Tokens of a compacted context as the next run counts it (the default factor: calibration resets)."""
+    counts = count_records(t.records, si.opts)
+    return math.ceil(sum(counts.base) * _factor(si)), counts.base
 
 
 def _state_of(si: StrategyInput) -> tuple[list[Record], list[Invocation], int, set[int]]:
@@ -487,15 +429,13 @@ def _state_of(si: StrategyInput) -> tuple[list[Record], list[Invocation], int, s
     return view, invs, covered_end, unsafe_splits(view)
 
 
-def apply(si: StrategyInput) -> WindowOutcome | None:
+def apply(si: StrategyInput) -> Outcome | None:
     """Make the events that are due; None when nothing is (the transcript passes through)."""
     _validate(si.opts)
     if si.budget.threshold is None:
         return None  # --threshold 0 disables compaction
     view, invs, covered_end, bad = _state_of(si)
     planner = _Planner(si, view)
-    from ..progress import progress
-
     with progress(f"summarizing with {si.opts.summarizer}"):
         theta, omega = si.opts.invocation_threshold, si.opts.overlap
         for w in plan_invocation_windows(invs, covered_end, theta, omega, bad):
@@ -516,19 +456,20 @@ def apply(si: StrategyInput) -> WindowOutcome | None:
         t = si.ctx.transcript
     last = max(planner.events, key=lambda e: e.end) if planner.events else None
     end_rec = _record_at(view, last.end - 1) if last is not None else None
-    return WindowOutcome(
-        transcript=t,
-        compacted=bool(planner.new),
-        summary=planner.summaries[-1] if planner.summaries else None,
-        events=planner.new,
-        windows=planner.windows,
-        exit_code=code,
-        warnings=warnings,
-        fingerprint_end=last.end if last is not None else 0,
-        end_offset=end_rec.offset if end_rec is not None and end_rec.raw is not None else -1,
-        end_length=len(end_rec.raw) if end_rec is not None and end_rec.raw is not None else 0,
-        summary_durations=[s.duration_s for s in planner.summaries],
-    )
+    known = end_rec is not None and end_rec.raw is not None
+    end = last.end if last is not None else 0
+    end_offset = end_rec.offset if known and end_rec is not None else -1
+    end_length = len(end_rec.raw) if known and end_rec is not None and end_rec.raw is not None else 0
+    new_events = planner.new
+    summary = planner.summaries[-1] if planner.summaries else None
+    durations = [x.duration_s for x in planner.summaries]
+
+    def commit(state: State, written: Written) -> None:
+        _commit(state, written, new_events, end, end_offset, end_length,
+                summary.summarizer if summary is not None else None, durations)
+
+    return Outcome(strategy=NAME, transcript=t, compacted=bool(new_events), commit=commit, summary=summary,
+                   exit_code=code, warnings=warnings)
 
 
 def _record_at(view: list[Record], index: int) -> Record | None:
@@ -592,20 +533,14 @@ def _fits_window(si: StrategyInput, t: Transcript) -> ExitCode:
 
 
 def _factor(si: StrategyInput) -> float:
-    """The factor the pipeline applies to a compacted context (its calibration is reset)."""
-    from ..tokens.calibration import DEFAULT_EXACT_FACTOR, DEFAULT_HEURISTIC_FACTOR
-
-    if si.opts.default_factor is not None:
-        return float(si.opts.default_factor)
-    return DEFAULT_EXACT_FACTOR if si.opts.exact != "none" else DEFAULT_HEURISTIC_FACTOR
+    """The factor the next run applies to a compacted context (its calibration is reset: the default)."""
+    return float(default_factor(exact_counted=si.opts.exact != "none", override=si.opts.default_factor))
 
 
 def _tail_costs(si: StrategyInput, t: Transcript) -> list[tuple[int, int]]:
     """(owner input index, tokens) per record of the context; -1 for what no split can remove (system
     records, the preamble's records and the summaries)."""
-    from ..pipeline import count_context
-
-    counts = count_context(t, si.opts).base
+    counts = count_records(t.records, si.opts).base
     out: list[tuple[int, int]] = []
     owners = _owner_index(t.records)
     for rec, owner, c in zip(t.records, owners, counts, strict=True):
@@ -659,5 +594,21 @@ def describe(si: StrategyInput) -> dict[str, Any]:
     }}
 
 
-__all__ = ["Invocation", "Window", "WindowOutcome", "apply", "apply_events", "describe", "invocations",
-           "plan_invocation_windows", "token_limit", "unsafe_splits"]
+class SlidingWindowStrategy:
+    name = NAME
+    state_layer = 1  # events first: masking applies to the records they keep
+
+    def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
+        return apply_events(records, state, fmt_name) if state.events else records
+
+    def describe(self, si: StrategyInput) -> dict[str, Any]:
+        return describe(si)
+
+    def estimate_needs_context(self, opts: Options) -> bool:
+        return True
+
+    def apply(self, si: StrategyInput) -> Outcome | None:
+        return apply(si)
+
+
+STRATEGY = SlidingWindowStrategy()

@@ -1,96 +1,34 @@
-"""Strategy ``threshold`` (§8), the default: over the threshold, summarize everything since the last
-summary and write ``[system messages, verbatim] + [summary] + [continuation]``.
+"""Strategy ``threshold``, the default (README "`ctxcompact run`"): over the threshold, summarize everything
+since the last summary and write ``[system messages, verbatim] + [summary] + [continuation]``.
 
 Nothing of the old conversation is kept verbatim: a kept "recent tail" can hold one giant tool result and
 never shrink (the original design measured exactly that failure), so the output is always the system
 prompt plus two short messages, far below the threshold.
+
+With ``--prune`` the first tier is masking (:mod:`.mask`): when the masked context is under the threshold
+that is the outcome (tier ``mask``); otherwise the masked context is summarized (tier ``summary``).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import dataclasses
+from typing import Any
 
-from ..errors import SummarizerError
+from ..budget import Budget
+from ..context import Context
+from ..facts.text import continuation_text, latest_request
+from ..facts.todos import load_todos_file, open_todos
+from ..formats import get_format
 from ..model import Origin, Record, Role, Transcript
+from ..options import Options
+from ..progress import progress
+from ..state import State, Summary, TokenCache, add_compaction, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
+from ..summarizers.fallback import summarize
+from . import mask
+from .base import Outcome, StrategyInput, Warn, Written
 
-if TYPE_CHECKING:
-    from ..budget import Budget
-    from ..options import Options
-    from ..pipeline import Context, Counts, InputData, RunResult, Warn
-    from ..state import State
-    from . import StrategyInput
-    from .mask import MaskOutcome
-
-# Marks a summary cut to its budget, so a reader knows the end is missing.
-CUT_MARK = "\n[… summary cut to fit its token budget]"
-
-
-@dataclass(slots=True)
-class Outcome:
-    transcript: Transcript
-    summary: SummaryResult
-    continuation: str
-    latest_request: str | None
-    records_covered: int
-    compacted: bool = True
-    tier: str | None = None  # "summary" when --prune masked first and it was not enough
-
-    def commit(
-        self, state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts
-    ) -> None:
-        """Move the watermark over every input record, keep the summary, reset the calibration."""
-        import hashlib
-
-        from ..state import Fingerprint, TokenCache, reset_calibration
-
-        state.watermark = ctx.input_records
-        state.fingerprint = Fingerprint(
-            records=ctx.input_records,
-            nbytes=ctx.input_bytes,
-            lines=ctx.input_lines,
-            sha256=hashlib.sha256(inp.data).hexdigest(),
-            format=ctx.input_format,
-            system_lines=list(ctx.system_spans),
-            # what replaces the covered prefix (system + summary + continuation) costs this much
-            tokens=TokenCache(
-                heuristic=sum(out_counts.heuristic),
-                exact=sum(out_counts.exact) if out_counts.exact is not None else None,
-                encoding=out_counts.encoding,
-            ),
-        )
-        state.masking = None  # every masked record is now inside the summary
-        record_compaction(state, ctx, result, self)
-        # the factor measured on the large pre-compaction request must not scale the small one (§5)
-        reset_calibration(state)
-
-
-def apply(si: StrategyInput) -> Outcome | MaskOutcome | None:
-    """Compact when the estimate reaches the threshold; otherwise pass the context through.
-
-    With ``--prune`` the first tier is masking (strategies/mask.py): when the masked context is under the
-    threshold that is the outcome (tier ``mask``); otherwise the masked context is summarized (tier
-    ``summary``)."""
-    if not si.report.would_compact:
-        return None
-    from ..progress import progress
-
-    ctx = si.ctx
-    if si.opts.prune:
-        from .mask import masked_context, try_mask
-
-        masked = try_mask(si, "threshold")
-        if masked.compacted and masked.exit_code == 0:
-            return masked
-        if masked.compacted:
-            ctx = masked_context(si.ctx, masked.transcript)
-    with progress(f"summarizing with {si.opts.summarizer}"):
-        outcome = compact(ctx, si.opts, si.budget, si.state, si.warn)
-    if si.opts.prune:
-        outcome.tier = "summary"
-    return outcome
+NAME = "threshold"
 
 
 def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
@@ -110,20 +48,9 @@ def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
     return system, body
 
 
-def fit_to_budget(text: str, budget_tokens: int) -> tuple[str, bool]:
-    """Cut a summary that came back longer than its budget (chars/4 heuristic, as the budget is set)."""
-    limit = max(0, budget_tokens * 4)
-    if len(text) <= limit:
-        return text, False
-    keep = max(0, limit - len(CUT_MARK))
-    return text[:keep].rstrip() + CUT_MARK, True
-
-
-def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn) -> Outcome:
-    from ..facts import SUMMARY_MARKER, latest_request, load_todos_file, open_todos
-    from ..pipeline import _summarizer, _summary_records, continuation_text
-    from ..summarizers import get_summarizer
-
+def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn,
+            tier: str | None = None) -> Outcome:
+    """Summarize the conversation of ``ctx`` (with the state's summary as prior context)."""
     system, body = split_context(ctx.transcript.records)
     prior = state.summary if state is not None else None
     latest = latest_request(body) or (prior.latest_request if prior is not None else None)
@@ -137,54 +64,68 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         todos=todos,
         instructions=opts.instructions,
     )
-    started = time.monotonic()
-    try:
-        summary = _summarizer(opts).summarize(request)
-    except SummarizerError as exc:
-        if opts.no_fallback:
-            raise
-        warn(f"the {opts.summarizer} summarizer failed ({exc}); using the extractive summary instead")
-        summary = get_summarizer("extractive").summarize(request)
-        summary.fallback = True
-        summary.fallback_reason = str(exc)
-    summary.duration_s = round(time.monotonic() - started, 3)
-    text = summary.text.strip()
-    if not text.startswith(SUMMARY_MARKER):
-        text = f"{SUMMARY_MARKER}\n{text}"
-    text, cut = fit_to_budget(text, budget.summary_budget)
-    summary.text = text
-    summary.truncated = summary.truncated or cut
+    summary = summarize(request, opts, warn)
     continuation = continuation_text(latest)
-    out = [*system, *_summary_records(ctx.transcript.format, text, continuation)]
-    return Outcome(
-        transcript=Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source),
-        summary=summary,
-        continuation=continuation,
-        latest_request=latest,
-        records_covered=ctx.input_records,
-    )
+    fmt = get_format(ctx.transcript.format)
+    out = [*system, *fmt.summary_records(summary.text, continuation)]
+    transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
+
+    def commit(state: State, written: Written) -> None:
+        _commit(state, written, summary, latest, continuation, tier)
+
+    return Outcome(strategy=NAME, transcript=transcript, commit=commit, summary=summary, tier=tier)
 
 
-def record_compaction(state: State, ctx: Context, result: RunResult, outcome: Outcome) -> None:
-    """Keep the summary (for the next run's context and as prior context) and the compaction's history."""
-    from ..state import Summary, add_compaction
+def _commit(state: State, written: Written, summary: SummaryResult, latest: str | None, continuation: str,
+            tier: str | None) -> None:
+    """Move the watermark over every input record, keep the summary, reset the calibration."""
+    ctx, counts = written.ctx, written.counts
+    state.watermark = ctx.input_records
+    # what replaces the covered prefix (system + summary + continuation) costs this much
+    exact = sum(counts.exact) if counts.exact is not None else None
+    tokens = TokenCache(heuristic=sum(counts.heuristic), exact=exact, encoding=counts.encoding)
+    state.fingerprint = make_fingerprint(written.data, records=ctx.input_records, nbytes=ctx.input_bytes,
+                                         lines=ctx.input_lines, format=ctx.input_format,
+                                         system_lines=ctx.system_spans, tokens=tokens)
+    state.masking = None  # every masked record is now inside the summary
+    state.summary = Summary.from_result(summary, records_covered=ctx.input_records, latest_request=latest,
+                                        continuation=continuation)
+    add_compaction(state, strategy=NAME, tokens_before=written.tokens_before,
+                   tokens_after=written.tokens_after, records_covered=ctx.input_records - ctx.covered,
+                   watermark=ctx.input_records,
+                   summarizer=summary.summarizer, fallback=summary.fallback, duration_s=summary.duration_s,
+                   tier=tier)
+    # the factor measured on the large pre-compaction request must not scale the small one
+    reset_calibration(state)
 
-    summary = outcome.summary
-    state.summary = Summary.from_result(
-        summary,
-        records_covered=ctx.input_records,
-        latest_request=outcome.latest_request,
-        continuation=outcome.continuation,
-    )
-    add_compaction(
-        state,
-        strategy="threshold",
-        tokens_before=result.tokens_before,
-        tokens_after=result.tokens_after,
-        records_covered=ctx.input_records - ctx.covered,
-        watermark=ctx.input_records,
-        summarizer=summary.summarizer,
-        fallback=summary.fallback,
-        duration_s=summary.duration_s,
-        tier=outcome.tier,
-    )
+
+class ThresholdStrategy:
+    name = NAME
+    state_layer = 0
+
+    def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
+        return records  # the summary itself is applied by context.build_context (the watermark)
+
+    def describe(self, si: StrategyInput) -> dict[str, Any]:
+        return mask.STRATEGY.describe(si) if si.opts.prune else {}
+
+    def estimate_needs_context(self, opts: Options) -> bool:
+        return opts.prune
+
+    def apply(self, si: StrategyInput) -> Outcome | None:
+        """Compact when the estimate reaches the threshold; otherwise pass the context through."""
+        if not si.report.would_compact:
+            return None
+        ctx = si.ctx
+        if si.opts.prune:
+            masked = mask.try_mask(si, NAME)
+            if masked.compacted and masked.exit_code == 0:
+                return masked
+            if masked.compacted:
+                ctx = dataclasses.replace(si.ctx, transcript=masked.transcript)
+        with progress(f"summarizing with {si.opts.summarizer}"):
+            tier = "summary" if si.opts.prune else None
+            return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier)
+
+
+STRATEGY = ThresholdStrategy()

@@ -10,9 +10,10 @@ import importlib
 from typing import Any
 
 from ..errors import SummarizerError, UsageError
+from ..options import Options
 from .base import Summarizer, SummaryRequest, SummaryResult
 
-__all__ = ["SUMMARIZERS", "Summarizer", "SummaryRequest", "SummaryResult", "get_summarizer"]
+__all__ = ["SUMMARIZERS", "Summarizer", "SummaryRequest", "SummaryResult", "get_summarizer", "summarizer_for"]
 
 # name -> (module, class name)
 _REGISTRY: dict[str, tuple[str, str]] = {
@@ -52,3 +53,12 @@ def get_summarizer(name: str, **options: Any) -> Summarizer:
     if cls is None:
         raise SummarizerError(f"summarizer {key!r} is not available: {module_name} defines no summarizer")
     return cls(**options)
+
+
+def summarizer_for(opts: Options) -> Summarizer:
+    """The summarizer the options ask for (``--summarizer`` and the provider options)."""
+    if opts.summarizer == "extractive":
+        return get_summarizer("extractive")
+    return get_summarizer(opts.summarizer, model=opts.summary_model, api_key=opts.api_key,
+                          base_url=opts.base_url, timeout=opts.timeout, max_retries=opts.max_retries,
+                          instructions=opts.instructions)

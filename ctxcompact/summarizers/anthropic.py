@@ -10,76 +10,27 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import SummarizerError, UsageError
-from .base import ProviderSummarizer, SummaryRequest, SummaryResult
+from .base import SummaryRequest, SummaryResult, fit_summary
 from .prompt import (
     MIN_INPUT_BUDGET,
     SYSTEM_PROMPT,
     build_user_prompt,
-    fit_summary,
     input_budget,
-    resolve_api_key,
-    scrub,
-)
+    )
+from .provider import ProviderSummarizer, error_reason, resolve_api_key, scrub
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
-# What an HTTP status means to a user, shared by both LLM summarizers (529 is Anthropic's "overloaded").
-STATUS_WORDS = {
-    400: "bad request",
-    401: "authentication failed (check the API key)",
-    403: "permission denied",
-    404: "not found (check the model name and base URL)",
-    413: "request too large",
-    429: "rate limited",
-    500: "server error",
-    503: "service unavailable",
-    529: "overloaded",
-}
-
-
-def host_of(url: str | None) -> str:
-    """Host and port only: a base URL may carry credentials (user:pass@) or tokens in its query."""
-    if not url:
-        return "the default endpoint"
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        return f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        return "the configured endpoint"
-
-
-def anthropic_error_reason(
-    err: BaseException, *, timeout: float, max_retries: int, base_url: str | None
-) -> str:
-    """A short, secret-free reason for an SDK exception (shared with the token-count path)."""
+def anthropic_error_reason(err: BaseException, *, timeout: float, max_retries: int,
+                           base_url: str | None) -> str:
+    """A short, secret-free reason for an ``anthropic`` SDK exception (shared with the token-count path).
+    Anthropic's error message is kept for 400/404/413 (e.g. "prompt is too long", an unknown model)."""
     import anthropic
 
-    retries = f" after {max_retries} retr{'y' if max_retries == 1 else 'ies'}" if max_retries else ""
-    if isinstance(err, anthropic.APITimeoutError):
-        return f"request timed out ({timeout:g} s){retries}"
-    if isinstance(err, anthropic.APIConnectionError):
-        return f"cannot connect to {host_of(base_url)}{retries}"
-    if isinstance(err, anthropic.APIStatusError):
-        status = err.status_code
-        etype = err.type if isinstance(err.type, str) else None
-        words = STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
-        reason = f"HTTP {status}" + (f" {etype}" if etype else "") + f": {words}"
-        if status in (400, 404, 413) and isinstance(err.api_message, str):
-            reason += f" ({err.api_message})"  # e.g. "prompt is too long", an unknown model name
-        if status == 429 or status >= 500:
-            reason += retries
-        return reason
-    if isinstance(err, anthropic.APIResponseValidationError):
-        return "malformed response from the server"
-    if isinstance(err, anthropic.APIError):
-        return "malformed response from the server"
-    if isinstance(err, ValueError) and "JSON" in type(err).__name__:
-        return "malformed response from the server (not valid JSON)"
-    return f"unexpected error ({type(err).__name__})"
+    return error_reason(err, anthropic, timeout=timeout, max_retries=max_retries, base_url=base_url,
+                        labels=("type",), detail_statuses=(400, 404, 413))
 
 
 class AnthropicSummarizer(ProviderSummarizer):

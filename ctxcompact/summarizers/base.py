@@ -47,32 +47,29 @@ class Summarizer(abc.ABC):
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request.records``. Raise SummarizerError on failure."""
 
+    def check(self) -> None:
+        """Fail before any work when this summarizer cannot possibly run (a missing key or model): a
+        UsageError, or a SummarizerError that the caller reports as a configuration error. The offline
+        summarizer always can."""
+        return None
 
-class ProviderSummarizer(Summarizer):
-    """What the LLM summarizers share: their options, and a repr that never shows the key."""
 
-    default_context_window: int = 200_000
+#: marks a summary cut to its budget, so a reader knows the end is missing
+CUT_MARK = "\n[… summary cut to fit its budget]"
 
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        context_window: int | None = None,
-        instructions: str | None = None,
-    ) -> None:
-        self.model = model
-        self._explicit_key = api_key
-        self.base_url = base_url
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        # the summarizer's own window: its input must fit 80 % of it (§6)
-        self.context_window = int(context_window or self.default_context_window)
-        self.instructions = instructions
-        self.last_stats: Any = None  # prompt.PromptStats of the last request (what was dropped and cut)
 
-    def __repr__(self) -> str:  # never show the key
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+def fit_summary(text: str, budget_tokens: int) -> tuple[str, bool]:
+    """``text`` cut to ``budget_tokens`` (chars/4, as summary budgets are set), at a line break when one is
+    near, with :data:`CUT_MARK` at the end. Returns the text and whether it was cut. The one cutter of every
+    summary: an LLM's reply (servers that ignore max tokens, tokenizers that count fewer tokens than ours),
+    the extractive summary's last resort, and the final text a strategy writes."""
+    text = text.strip()
+    limit = max(0, budget_tokens) * 4
+    if len(text) <= limit:
+        return text, False
+    keep = max(0, limit - len(CUT_MARK))
+    cut = text[:keep]
+    nl = cut.rfind("\n")
+    if nl >= keep * 0.8:  # prefer ending on a whole line unless that loses much
+        cut = cut[:nl]
+    return (cut.rstrip() + CUT_MARK)[:limit], True

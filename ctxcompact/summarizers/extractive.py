@@ -40,7 +40,7 @@ from ..facts import (
     user_rules,
 )
 from ..facts.todos import Todo
-from .base import Summarizer, SummaryRequest, SummaryResult
+from .base import Summarizer, SummaryRequest, SummaryResult, fit_summary
 
 FACTS_VERSION = 1
 # Caps on what the facts keep, so the state stays small however long the session runs.
@@ -61,7 +61,6 @@ PATH_CHARS = 200
 TODO_CHARS = 300
 TIMELINE_CHARS = 160
 ACTION_CHARS = 500
-CUT_NOTE = "\n[… summary cut to fit its budget]"
 
 
 def heuristic_tokens(text: str) -> int:
@@ -436,10 +435,7 @@ def render_facts(facts: dict[str, Any], budget_tokens: int, earlier: str | None 
     if heuristic_tokens(text) <= budget:
         return text, False
     # Last resort: only the marker, rules and latest request are left; keep the head.
-    limit = budget * 4
-    if limit <= len(CUT_NOTE):
-        return text[:limit], True
-    return text[: limit - len(CUT_NOTE)] + CUT_NOTE, True
+    return fit_summary(text, budget)
 
 
 class ExtractiveSummarizer(Summarizer):

@@ -20,17 +20,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import SummarizerError, UsageError
-from .anthropic import STATUS_WORDS, host_of
-from .base import ProviderSummarizer, SummaryRequest, SummaryResult
+from .base import SummaryRequest, SummaryResult, fit_summary
 from .prompt import (
     MIN_INPUT_BUDGET,
     SYSTEM_PROMPT,
     build_user_prompt,
-    fit_summary,
     input_budget,
-    resolve_api_key,
-    scrub,
-)
+    )
+from .provider import ProviderSummarizer, error_reason, resolve_api_key, scrub
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 PLACEHOLDER_KEY = "not-needed"
@@ -65,27 +62,12 @@ def _is_openai_host(url: str | None) -> bool:
 
 
 def openai_error_reason(err: BaseException, *, timeout: float, max_retries: int, base_url: str | None) -> str:
+    """A short, secret-free reason for an ``openai`` SDK exception. The error message is left out on purpose:
+    OpenAI's 401 message echoes part of the key."""
     import openai
 
-    retries = f" after {max_retries} retr{'y' if max_retries == 1 else 'ies'}" if max_retries else ""
-    if isinstance(err, openai.APITimeoutError):
-        return f"request timed out ({timeout:g} s){retries}"
-    if isinstance(err, openai.APIConnectionError):
-        return f"cannot connect to {host_of(base_url)}{retries}"
-    if isinstance(err, openai.APIStatusError):
-        status = err.status_code
-        # the error message is left out on purpose: OpenAI's 401 message echoes part of the key
-        label = next((x for x in (err.code, err.type) if isinstance(x, str) and x), None)
-        words = STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
-        reason = f"HTTP {status}" + (f" {label}" if label else "") + f": {words}"
-        if status == 429 or status >= 500:
-            reason += retries
-        return reason
-    if isinstance(err, openai.APIError):
-        return "malformed response from the server"
-    if isinstance(err, ValueError) and "JSON" in type(err).__name__:
-        return "malformed response from the server (not valid JSON)"
-    return f"unexpected error ({type(err).__name__})"
+    return error_reason(err, openai, timeout=timeout, max_retries=max_retries, base_url=base_url,
+                        labels=("code", "type"), detail_statuses=())
 
 
 class OpenAISummarizer(ProviderSummarizer):

@@ -133,25 +133,6 @@ def input_budget(context_window: int, output_budget: int) -> int:
     return int(context_window * INPUT_WINDOW_SHARE) - estimate_input_tokens(SYSTEM_PROMPT) - output_budget
 
 
-def fit_summary(text: str, budget_tokens: int) -> tuple[str, bool]:
-    """Cut a reply that is over its budget (chars/4) to fit, at a line break when one is near.
-
-    Returns the text and whether it was cut. Providers usually enforce max tokens themselves; this guards
-    against servers that do not and against tokenizers that count fewer tokens than our heuristic.
-    """
-    text = text.strip()
-    limit = max(0, budget_tokens) * OUTPUT_CHARS_PER_TOKEN
-    if len(text) <= limit:
-        return text, False
-    marker = "\n[summary cut to fit its budget]"
-    keep = max(0, limit - len(marker))
-    cut = text[:keep]
-    nl = cut.rfind("\n")
-    if nl >= keep * 0.8:  # prefer ending on a whole line unless that loses much
-        cut = cut[:nl]
-    return (cut.rstrip() + marker)[:limit], True
-
-
 def _defuse(text: str) -> str:
     """Neutralize our own delimiters inside data, so the data cannot close its frame and pose as ours."""
     return _TAG_RE.sub(lambda m: f"<{m.group(1)}\u200b{m.group(2)}{m.group(3)}>", text)
@@ -374,22 +355,3 @@ def build_user_prompt(request: SummaryRequest, input_budget_tokens: int) -> tupl
 # --- shared by the LLM summarizers --------------------------------------------------------------------
 
 MIN_INPUT_BUDGET = 1_000  # tokens; below this a summary of the transcript is not worth asking for
-
-
-def resolve_api_key(explicit: str | None, provider_var: str) -> str | None:
-    """The key to use: the explicit one, else CTXCOMPACT_API_KEY, else the provider's usual variable."""
-    import os
-
-    for value in (explicit, os.environ.get("CTXCOMPACT_API_KEY"), os.environ.get(provider_var)):
-        if value and value.strip():
-            return value.strip()
-    return None
-
-
-def scrub(text: str, secrets: list[str | None]) -> str:
-    """Remove any secret from a message meant for users, state or logs (belt and braces: reasons are built
-    from status codes and error types, never from headers, but servers sometimes echo a key back)."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    return " ".join(text.split())[:300]

@@ -48,8 +48,10 @@ Without calibration data the factor is a default that depends on the counter:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Protocol
 
 DEFAULT_HEURISTIC_FACTOR = 2.0
 DEFAULT_EXACT_FACTOR = 1.25
@@ -89,6 +91,20 @@ def default_factor_for(exact: str) -> float:
     return DEFAULT_HEURISTIC_FACTOR if exact == "none" else DEFAULT_EXACT_FACTOR
 
 
+def default_factor(*, exact_counted: bool, override: float | None) -> float:
+    """The factor when nothing was reported: ``--default-factor``, else the counter's documented default."""
+    if override is not None:
+        return override
+    return DEFAULT_EXACT_FACTOR if exact_counted else DEFAULT_HEURISTIC_FACTOR
+
+
+def fit_factor(measured: float, default: float) -> float:
+    """The factor a compacted result's fit is judged with: the one measured on this very content (it still
+    holds for its compacted form), never below the default. Only the *stored* calibration is reset after a
+    compaction, so the next run cannot loop on a stale factor."""
+    return max(default, measured)
+
+
 def _exact(x: float) -> Fraction:
     # From the decimal spelling, so 1.15 means 115/100 and ceil(100 × 1.15) is 115, not 116.
     return Fraction(repr(float(x)))
@@ -124,3 +140,65 @@ def calibrate(
     return Calibrated(
         tokens=tokens, calibrated=calibrated, base=current, factor=float(factor), source=source, real=real
     )
+
+
+# ------------------------------------------------------------------------------------------ the sources
+
+
+@dataclass(frozen=True, slots=True)
+class UsagePoint:
+    """Prompt tokens a provider reported for a request recorded in the transcript: the request saw the
+    records before ``position`` (an index into the counts of the context)."""
+
+    position: int
+    prompt_tokens: int
+    line: int
+    source: str
+
+
+class StoredCalibration(Protocol):
+    """What the state keeps of the last request (``state.Calibration``)."""
+
+    real: int | None
+    last_estimate: int | None
+    estimator: str | None
+    factor: float | None
+
+
+def calibrate_request(
+    base: Sequence[int],
+    *,
+    usage: UsagePoint | None,
+    real_tokens: int | None,
+    stored: StoredCalibration | None,
+    estimator: str,
+    default: float,
+    default_source: str,
+) -> Calibrated:
+    """Calibrate a context counted ``base`` (tokens per record) from the first source that has data, in the
+    documented order: ``--real-tokens``; usage recorded in the transcript (``usage``, the last point, against
+    the prefix that request saw); the state (a measured pair, else the factor of an earlier request); the
+    default. A stored measurement holds only for the estimator that made it."""
+    current = sum(base)
+    same_estimator = stored is not None and stored.estimator in (None, estimator)
+    if real_tokens is not None:
+        # the figure is for the last request sent: what we wrote last time, if the state knows it
+        last = current
+        if stored is not None and same_estimator and stored.last_estimate:
+            last = stored.last_estimate
+        return calibrate(current, real=real_tokens, last_estimate=last, default_factor=default,
+                         source="--real-tokens")
+    if usage is not None:
+        prefix = sum(base[: usage.position])
+        if prefix > 0:
+            return calibrate(current, real=usage.prompt_tokens, last_estimate=prefix, default_factor=default,
+                             source=f"transcript usage (line {usage.line}, {usage.source})")
+    if stored is not None and same_estimator:
+        if stored.real and stored.last_estimate:
+            return calibrate(current, real=stored.real, last_estimate=stored.last_estimate,
+                             default_factor=default, source="state")
+        if stored.factor:
+            # the provider has not reported since our last output: keep the factor it last measured
+            return calibrate(current, real=None, last_estimate=None, default_factor=stored.factor,
+                             source="state (factor of an earlier request)")
+    return calibrate(current, real=None, last_estimate=None, default_factor=default, source=default_source)

@@ -185,7 +185,7 @@ def anthropic_count_tokens(
     ANTHROPIC_BASE_URL (read by the SDK). Raises :class:`ProviderCountError` with a secret-free reason.
     """
     from ..summarizers.anthropic import anthropic_error_reason
-    from ..summarizers.prompt import resolve_api_key, scrub
+    from ..summarizers.provider import resolve_api_key, scrub
 
     if not model or not model.strip():
         raise ProviderCountError("--exact anthropic needs --model MODEL (an Anthropic model name)")

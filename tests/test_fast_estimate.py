@@ -16,10 +16,11 @@ from helpers import REPO, SAMPLES, assistant, coding_session, jsonl, sys_msg, to
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import clean, fastcount, pipeline
+from ctxcompact import engine
 from ctxcompact.errors import InputError
 from ctxcompact.options import Options
 from ctxcompact.state import Calibration, new_state, save_state
+from ctxcompact.tokens import fast
 
 sys.path.insert(0, str(REPO / "bench"))
 import gen_openai  # the bench's transcript generator
@@ -30,28 +31,23 @@ ALL_FILES = sorted(SAMPLES.glob("*.jsonl")) + sorted(DATA.glob("*/*.jsonl"))
 
 def full_report(source: Any, opts: Options, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     with monkeypatch.context() as m:
-        m.setattr(fastcount, "fast_estimate", lambda *a, **k: None)
-        return pipeline.estimate(source, opts).to_json()
+        m.setattr(engine, "_fast_estimate", lambda *a, **k: None)
+        return engine.estimate(source, opts).to_json()
 
 
 def took_fast(path: Path, opts: Options) -> bool:
-    return fastcount.fast_estimate(path, opts, None, pipeline._budget(opts), None) is not None
+    return engine._fast_estimate(path, opts, None, engine._budget(opts), None) is not None
 
 
 def both(path: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     opts = Options(use_state=False, **kw)
-    return pipeline.estimate(path, opts).to_json(), full_report(path, opts, monkeypatch)
+    return engine.estimate(path, opts).to_json(), full_report(path, opts, monkeypatch)
 
 
 def write(tmp_path: Path, objs: list[Any], name: str = "t.jsonl") -> Path:
     path = tmp_path / name
     path.write_bytes(jsonl(objs))
     return path
-
-
-def test_constants_match_the_cleaner() -> None:
-    assert fastcount._SYNTHETIC_RESULT == clean.NO_RESPONSE
-    assert fastcount._UNDERSTOOD == clean.UNDERSTOOD
 
 
 @pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -65,9 +61,9 @@ def test_every_sample_and_test_file_gives_the_full_report(
     except InputError:  # a broken file: the fast path must step aside and let the full path say why
         assert not took_fast(path, opts)
         with pytest.raises(InputError):
-            pipeline.estimate(path, opts)
+            engine.estimate(path, opts)
         return
-    assert pipeline.estimate(path, opts).to_json() == expected
+    assert engine.estimate(path, opts).to_json() == expected
 
 
 def test_the_openai_samples_take_the_fast_path() -> None:
@@ -95,7 +91,7 @@ def test_exact_counts_are_tiktokens(tmp_path: Path) -> None:
     text = "naïve café → 東京 <|endoftext|> def f(x):\n    return x"
     path = write(tmp_path, [user(text), assistant(None, [("c1", "grep", {"q": "x"})]), tool("c1", "ok"),
                             assistant("done")])
-    fc = fastcount.count_file(path, encoding="o200k_base")
+    fc = fast.count_file(path, encoding="o200k_base")
     args = orjson.dumps({"q": "x"}).decode()
     want = [len(enc.encode_ordinary(text)), len(enc.encode_ordinary("grep\n" + args)),
             len(enc.encode_ordinary("ok")), len(enc.encode_ordinary("done"))]
@@ -124,7 +120,7 @@ def test_trailing_tool_result_appends_a_reply(tmp_path: Path, monkeypatch: pytes
     fast, full = both(path, monkeypatch, exact="none")
     assert fast == full and fast["repairs"] == 1
     # "Understood." is 11 characters
-    assert fast["chars"] == pipeline.estimate(
+    assert fast["chars"] == engine.estimate(
         write(tmp_path, [*coding_session(3)[:-1], assistant("Understood.")], "u.jsonl"),
         Options(use_state=False, exact="none")).chars
 
@@ -151,20 +147,20 @@ def test_state_calibration_and_real_tokens(tmp_path: Path, monkeypatch: pytest.M
     save_state(state_path, st_obj)
     for kw in ({}, {"real_tokens": 7000}, {"default_factor": 3.0}):
         opts = Options(state_path=state_path, exact="none", **kw)
-        fast = pipeline.estimate(path, opts).to_json()
+        fast = engine.estimate(path, opts).to_json()
         assert fast == full_report(path, opts, monkeypatch)
-    assert pipeline.estimate(path, Options(state_path=state_path, exact="none")).calibrated.source == "state"
+    assert engine.estimate(path, Options(state_path=state_path, exact="none")).calibrated.source == "state"
 
 
 def test_a_state_with_a_watermark_takes_the_full_path(tmp_path: Path) -> None:
     st_obj = new_state("openai")
     st_obj.watermark = 3
-    assert not fastcount.eligible(tmp_path / "x.jsonl", Options(), st_obj)
-    assert not fastcount.eligible("-", Options(), None)
-    assert not fastcount.eligible(tmp_path / "x.jsonl", Options(strategy="mask"), None)
-    assert not fastcount.eligible(tmp_path / "x.jsonl", Options(exact="anthropic"), None)
-    assert not fastcount.eligible(tmp_path / "x.jsonl", Options(format="anthropic"), None)
-    assert fastcount.eligible(tmp_path / "x.jsonl", Options(format="openai"), None)
+    assert not engine.fast_path_allowed(tmp_path / "x.jsonl", Options(), st_obj)
+    assert not engine.fast_path_allowed("-", Options(), None)
+    assert not engine.fast_path_allowed(tmp_path / "x.jsonl", Options(strategy="mask"), None)
+    assert not engine.fast_path_allowed(tmp_path / "x.jsonl", Options(exact="anthropic"), None)
+    assert not engine.fast_path_allowed(tmp_path / "x.jsonl", Options(format="anthropic"), None)
+    assert engine.fast_path_allowed(tmp_path / "x.jsonl", Options(format="openai"), None)
 
 
 @pytest.mark.parametrize(
@@ -190,16 +186,16 @@ def test_what_the_cleaner_must_rewrite_takes_the_full_path(
         expected = full_report(path, opts, monkeypatch)
     except InputError:
         with pytest.raises(InputError):
-            pipeline.estimate(path, opts)
+            engine.estimate(path, opts)
         return
-    assert pipeline.estimate(path, opts).to_json() == expected
+    assert engine.estimate(path, opts).to_json() == expected
 
 
 def test_bad_json_line_is_reported_by_the_full_path(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_bytes(jsonl([user("a")]) + b'{"role": "user", "content": \n' + jsonl([user("b")]))
     with pytest.raises(InputError) as info:
-        pipeline.estimate(path, Options(use_state=False, exact="none"))
+        engine.estimate(path, Options(use_state=False, exact="none"))
     assert info.value.problems[0].line == 2
 
 
@@ -216,8 +212,8 @@ def test_empty_one_record_blank_lines_bom_crlf(tmp_path: Path, monkeypatch: pyte
         path.write_bytes(data)
         opts = Options(use_state=False, exact="none")
         assert took_fast(path, opts), name
-        assert pipeline.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch), name
-    assert pipeline.estimate(tmp_path / "empty.jsonl", Options(use_state=False, exact="none")).records == 0
+        assert engine.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch), name
+    assert engine.estimate(tmp_path / "empty.jsonl", Options(use_state=False, exact="none")).records == 0
 
 
 def test_huge_record_and_unicode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -248,7 +244,7 @@ def test_undecided_detection_steps_aside(tmp_path: Path, monkeypatch: pytest.Mon
     path = write(tmp_path, objs)
     opts = Options(use_state=False, exact="none")
     assert not took_fast(path, opts)
-    assert pipeline.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+    assert engine.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
     assert took_fast(path, Options(use_state=False, exact="none", format="openai"))
 
 
@@ -282,7 +278,7 @@ def test_any_transcript_gives_the_full_report(
 ) -> None:
     path = write(tmp_path, objs, "h.jsonl")
     opts = Options(use_state=False, exact=exact, window=4000, format="openai")
-    assert pipeline.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+    assert engine.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
 
 
 def test_worker_processes_count_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -292,23 +288,23 @@ def test_worker_processes_count_the_same(tmp_path: Path, monkeypatch: pytest.Mon
     path = tmp_path / "w.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + jsonl([sys_msg("s"), *session[:20]]) + b"\n\n"
                      + jsonl(session[20:]).replace(b"\n", b"\r\n"))
-    serial = fastcount.count_file(path, encoding="o200k_base", jobs=1)
-    monkeypatch.setattr(fastcount, "PARALLEL_BYTES", 0)
-    assert len(fastcount._ranges(path, path.stat().st_size, 8)) == 8
-    parallel = fastcount.count_file(path, encoding="o200k_base", jobs=2)
+    serial = fast.count_file(path, encoding="o200k_base", jobs=1)
+    monkeypatch.setattr(fast, "PARALLEL_BYTES", 0)
+    assert len(fast._ranges(path, path.stat().st_size, 8)) == 8
+    parallel = fast.count_file(path, encoding="o200k_base", jobs=2)
     assert parallel == serial
-    assert fastcount.count_file(path, jobs=2).exact is None  # heuristic counts stay in-process
+    assert fast.count_file(path, jobs=2).exact is None  # heuristic counts stay in-process
     assert serial.usage_line == 9  # BOM line 1 is the system prompt; the usage is on the 8th message
     for exact in ("tiktoken", "none"):
         opts = Options(use_state=False, exact=exact, format="openai")
-        assert pipeline.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+        assert engine.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
 
 
 def test_ranges_start_at_line_starts(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     data = jsonl([user("x" * n) for n in (5, 500, 1, 50_000, 3, 7)])
     path.write_bytes(data)
-    ranges = fastcount._ranges(path, len(data), 5)
+    ranges = fast._ranges(path, len(data), 5)
     assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
     for (_a, b), (c, _d) in itertools.pairwise(ranges):
         assert b == c and (b == len(data) or data[b - 1 : b] == b"\n")

@@ -1,6 +1,6 @@
 """The streaming fast path of ``estimate``: counts straight from each decoded line, never building the model.
 
-The full path (pipeline.build_context) reads the whole file, builds a Record and a Message per line, cleans
+The full path (``context.build_context``) reads the whole file, builds a Record and a Message per line, cleans
 the transcript and counts it. For the common case, a well-formed OpenAI transcript with no state beyond a
 calibration, that is most of the time of ``estimate --exact none`` and all of its memory. Here each line is
 decoded with orjson and its token-bearing characters are summed from the dict itself; only small integers
@@ -14,15 +14,15 @@ repairs the cleaner would make that change counts, which the fast path accounts 
 - a transcript that ends on a tool result: an assistant ``Understood.`` appended.
 
 Anything else makes the fast path give up and the caller runs the full path (the rule, see
-:func:`fast_estimate`): a line that does not decode or does not have the format's shape (the full path reports
-it with its line number), a result that is not the next expected one (moved, reordered, orphan or duplicate
-results), a repeated call id, a format that has no fast reader (only ``openai`` has one: formats whose
-cleaning merges messages or moves blocks would need the cleaner), detection still undecided after
-:data:`~ctxcompact.formats.DETECT_LINES` lines, stdin, a state that covers a prefix or carries masking or
-sliding-window events, strategies other than plain ``threshold``, and ``--exact anthropic``.
+:func:`ctxcompact.engine.estimate`): a line that does not decode or does not have the format's shape (the
+full path reports it with its line number), a result that is not the next expected one (moved, reordered,
+orphan or duplicate results), a repeated call id, a format that has no fast reader (only ``openai`` has one:
+formats whose cleaning merges messages or moves blocks would need the cleaner), detection still undecided
+after :data:`~ctxcompact.formats.DETECT_LINES` lines, stdin, a state that covers a prefix or carries masking
+or sliding-window events, strategies whose estimate needs the whole context, and ``--exact anthropic``.
 
-Fast readers are registered per format name in :data:`FAST_READERS`: an optional, per-format function
-``(obj, want_text) -> Line``. A format without one simply always takes the full path.
+Fast readers live beside each format's parser (``Format.fast_line``, optional: ``(obj, want_text) ->
+FastLine``). A format without one simply always takes the full path.
 
 Exact counts of a large file (:data:`PARALLEL_BYTES`) are made on forked worker processes, each decoding,
 reading and encoding its own byte range of the file (ranges cut at line starts), returning per line only
@@ -34,134 +34,19 @@ The ranks are parsed once, in the parent, and inherited through fork.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
-from .errors import InputError
-from .model import IMAGE_TOKENS
-
-
-class NotFast(Exception):
-    """The fast path cannot give the full path's exact result for this input: run the full path."""
-
-
-class Line(NamedTuple):
-    """What one decoded line contributes. ``texts`` only when exact counts were asked for."""
-
-    role: str  # the normalised role ("system", "user", "assistant", "tool")
-    chars: int
-    fixed: int  # fixed cost of binary parts (IMAGE_TOKENS each)
-    texts: list[str] | None  # token-bearing strings in model.token_text order
-    call_ids: list[str]  # ids of the tool calls this message makes
-    result_id: str | None  # the call this message answers (tool messages)
-    prompt_tokens: int | None  # usage.prompt_tokens on an assistant line
-
-
-# ----------------------------------------------------------------------------------------- openai reader
-
-_OPENAI_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
-                 "tool": "tool"}
-_OPENAI_BINARY = ("image_url", "input_audio", "file")
-
-
-def _openai_content(content: Any, texts: list[str] | None) -> tuple[int, int]:
-    """(chars, fixed) of a message's ``content``; appends the token texts the model would hold."""
-    if content is None:
-        return 0, 0
-    if type(content) is str:
-        if texts is not None:
-            texts.append(content)
-        return len(content), 0
-    if type(content) is not list:
-        raise NotFast("content")
-    chars = 0
-    fixed = 0
-    for part in content:
-        if type(part) is not dict:
-            raise NotFast("content part")
-        kind = part.get("type")
-        if kind == "text":
-            text = part.get("text")
-            if type(text) is not str:
-                raise NotFast("text part")
-            chars += len(text)
-            if texts is not None:
-                texts.append(text)
-        elif kind in _OPENAI_BINARY:
-            fixed += IMAGE_TOKENS
-        elif kind == "refusal":
-            text = part.get("refusal")
-            if type(text) is not str:
-                raise NotFast("refusal part")
-            chars += len(text)
-            if texts is not None and text:  # an opaque block counts only when it has text
-                texts.append(text)
-        else:
-            raise NotFast("part type")
-    return chars, fixed
-
-
-def openai_line(obj: Any, want_text: bool) -> Line:
-    """One OpenAI Chat Completions line, checked as strictly as ``OpenAIFormat.parse_line`` checks it (any
-    line it would refuse raises NotFast, so the full path reports it)."""
-    if type(obj) is not dict:
-        raise NotFast("not an object")
-    source_role = obj.get("role")
-    role = _OPENAI_ROLES.get(source_role) if type(source_role) is str else None
-    if role is None or "function_call" in obj:
-        raise NotFast("role")
-    texts: list[str] | None = [] if want_text else None
-    chars, fixed = _openai_content(obj.get("content"), texts)
-    call_ids: list[str] = []
-    result_id = None
-    prompt = None
-    if role == "tool":
-        result_id = obj.get("tool_call_id")
-        if type(result_id) is not str:
-            raise NotFast("tool_call_id")
-    elif "tool_calls" in obj:
-        calls = obj["tool_calls"]
-        if role != "assistant":
-            raise NotFast("tool_calls")
-        if calls is not None:
-            if type(calls) is not list:
-                raise NotFast("tool_calls")
-            for call in calls:
-                if type(call) is not dict or call.get("type", "function") != "function":
-                    raise NotFast("tool call")
-                call_id = call.get("id")
-                fn = call.get("function")
-                if type(call_id) is not str or type(fn) is not dict:
-                    raise NotFast("tool call")
-                name = fn.get("name")
-                arguments = fn.get("arguments")
-                if type(name) is not str or type(arguments) is not str:
-                    raise NotFast("tool call")
-                chars += len(name) + len(arguments)
-                if texts is not None:
-                    texts.append(name)
-                    texts.append(arguments)
-                call_ids.append(call_id)
-    if role == "assistant":
-        usage = obj.get("usage")
-        if type(usage) is dict:
-            p = usage.get("prompt_tokens")
-            if type(p) is int:
-                prompt = p
-    return Line(role, chars, fixed, texts, call_ids, result_id, prompt)
-
-
-#: format name -> fast line reader. Optional per format: formats without one take the full path.
-FAST_READERS: dict[str, Callable[[Any, bool], Line]] = {"openai": openai_line}
-
+from ..clean import NO_RESPONSE, UNDERSTOOD
+from ..errors import InputError
+from ..formats.base import FastLine, FastLineReader, NotFast
 
 # ----------------------------------------------------------------------------------------------- counting
 
@@ -184,8 +69,6 @@ class FastCounts:
     repairs: int = 0
 
 
-_SYNTHETIC_RESULT = "Tool no response"  # clean.NO_RESPONSE (checked equal by the tests)
-_UNDERSTOOD = "Understood."  # clean.UNDERSTOOD
 
 
 class _Exact:
@@ -195,7 +78,7 @@ class _Exact:
     BATCH_CHARS = 4_000_000
 
     def __init__(self, encoding: str) -> None:
-        from .tokens import exact
+        from . import exact
 
         self._count = exact.count_texts
         self.enc = exact.get_encoding(encoding)
@@ -226,7 +109,7 @@ class _Exact:
 def _detect(objs: list[Any], lines: list[int], complete: bool) -> str:
     """The format ``formats.detect`` would name from every line, judged from the first ones; NotFast when the
     first :data:`DETECT_LINES` lines do not decide it (detection would read on)."""
-    from . import formats
+    from .. import formats
 
     if not complete:
         names = list(formats.FORMATS)
@@ -238,7 +121,7 @@ def _detect(objs: list[Any], lines: list[int], complete: bool) -> str:
                 if s > 0:
                     count[n] += 1
                     total[n] += s
-        if formats._leader(names, count, total, decided=True) is None:
+        if formats.leader(names, count, total, decided=True) is None:
             raise NotFast("detection undecided")
     try:
         return formats.detect(objs, lines)
@@ -250,6 +133,15 @@ def _detect(objs: list[Any], lines: list[int], complete: bool) -> str:
 #: not scale here: its encoder holds the GIL for most of the call, measured by bench/exact.py)
 PARALLEL_BYTES = 8_000_000
 _BOM = b"\xef\xbb\xbf"
+
+
+def has_fast_reader(fmt: str) -> bool:
+    """Whether a transcript named ``fmt`` (or ``auto``) may take the fast path at all."""
+    if fmt == "auto":
+        return True
+    from ..formats import get_format
+
+    return get_format(fmt).fast_line is not None
 
 
 def cores() -> int:
@@ -266,8 +158,8 @@ def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None,
     ``jobs`` worker processes (default: all cores) when the file is large.
 
     Raises NotFast whenever the result could differ from the full path's (see the module docstring)."""
-    from .formats import DETECT_LINES
-    from .reader import iter_lines_at
+    from ..formats import DETECT_LINES, get_format
+    from ..reader import iter_lines_at
 
     try:
         stream = open(path, "rb")  # noqa: SIM115 - closed in the finally below
@@ -287,7 +179,7 @@ def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None,
         name = fmt
         if fmt == "auto":
             name = _detect([o for _, o in head], [n for n, _ in head], complete) if head else "openai"
-        reader = FAST_READERS.get(name)
+        reader = get_format(name).fast_line
         if reader is None:
             raise NotFast(f"no fast reader for {name}")
         exact = _Exact(encoding) if encoding else None
@@ -295,7 +187,8 @@ def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None,
         # heuristic counts stay in-process: forked parsing measured slower (0.49 s vs 0.29 s on 100 MB),
         # the per-line results cost more to send back than the parse they share
         if encoding and jobs > 1 and size >= PARALLEL_BYTES and _can_fork():
-            items: Iterable[tuple[int, Line, int | None]] = _parallel_lines(path, size, name, encoding, jobs)
+            items: Iterable[tuple[int, FastLine, int | None]] = _parallel_lines(path, size, name, encoding,
+                                                                                jobs)
         else:
             # the rest straight from the stream: iter_lines_at reads by readline, so nothing is buffered ahead
             items = _serial_lines(head, stream, lineno, reader, exact is not None)
@@ -306,8 +199,8 @@ def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None,
         stream.close()
 
 
-def _serial_lines(head: list[tuple[int, Any]], stream: Any, lineno: int, reader: Callable[[Any, bool], Line],
-                  want_text: bool) -> Iterator[tuple[int, Line, None]]:
+def _serial_lines(head: list[tuple[int, Any]], stream: Any, lineno: int, reader: FastLineReader,
+                  want_text: bool) -> Iterator[tuple[int, FastLine, None]]:
     """The head's lines, then the stream's from line ``lineno + 1`` on (reader.iter_lines_at's rules, inlined:
     this loop is most of the fast path's own time)."""
     for n, obj in head:
@@ -327,7 +220,7 @@ def _serial_lines(head: list[tuple[int, Any]], stream: Any, lineno: int, reader:
         yield lineno, reader(obj, want_text), None
 
 
-def _merge(name: str, items: Iterable[tuple[int, Line, int | None]], exact: _Exact | None) -> FastCounts:
+def _merge(name: str, items: Iterable[tuple[int, FastLine, int | None]], exact: _Exact | None) -> FastCounts:
     """Walk the lines in order as the cleaner would: count every message, add the synthetic results of
     unanswered calls and the closing reply, and give up (NotFast) on anything else it would rewrite."""
     out = FastCounts(format=name, records=0)
@@ -352,7 +245,7 @@ def _merge(name: str, items: Iterable[tuple[int, Line, int | None]], exact: _Exa
     def missing() -> None:
         # the cleaner's synthetic result for each unanswered call, placed right after the call's turn
         for _ in range(len(pending) - k):
-            emit("tool", len(_SYNTHETIC_RESULT), 0, [_SYNTHETIC_RESULT], None)
+            emit("tool", len(NO_RESPONSE), 0, [NO_RESPONSE], None)
             out.repairs += 1
 
     for lineno, line, known in items:
@@ -384,7 +277,7 @@ def _merge(name: str, items: Iterable[tuple[int, Line, int | None]], exact: _Exa
     if k < len(pending):
         missing()
     if last_role == "tool":
-        emit("assistant", len(_UNDERSTOOD), 0, [_UNDERSTOOD], None)
+        emit("assistant", len(UNDERSTOOD), 0, [UNDERSTOOD], None)
         out.repairs += 1
     if exact is not None:
         exact.flush()
@@ -419,18 +312,20 @@ def _ranges(path: str | Path, size: int, parts: int) -> list[tuple[int, int]]:
     return list(pairwise(cuts))
 
 
-# (lineno relative to the range, Line without texts, exact tokens of its text)
-_Counted = tuple[int, Line, int]
+# (lineno relative to the range, FastLine without texts, exact tokens of its text)
+_Counted = tuple[int, FastLine, int]
 
 
 def _count_range(args: tuple[str, int, int, str, str]) -> tuple[list[_Counted], int] | str:
     """Worker: decode, read and count exactly every line of one byte range. Returns (lines, physical lines
     in the range), or the reason it cannot (the parent then takes the full path)."""
     path, start, end, name, encoding = args
-    from .tokens.exact import get_encoding
+    from ..formats import get_format
+    from .exact import get_encoding
 
     enc = get_encoding(encoding)  # inherited from the parent through fork: not parsed again
-    reader = FAST_READERS[name]
+    reader = get_format(name).fast_line
+    assert reader is not None  # checked by count_file before the workers start
     out: list[_Counted] = []
     lineno = 0
     try:
@@ -457,7 +352,7 @@ def _count_range(args: tuple[str, int, int, str, str]) -> tuple[list[_Counted], 
 
 
 def _parallel_lines(path: str | Path, size: int, name: str, encoding: str,
-                    jobs: int) -> Iterator[tuple[int, Line, int]]:
+                    jobs: int) -> Iterator[tuple[int, FastLine, int]]:
     import multiprocessing
 
     # more ranges than workers: a range of large records cannot leave the other workers idle for long
@@ -482,77 +377,3 @@ def _decode(raw: bytes) -> Any:
     if type(obj) is not dict:
         raise NotFast("a line is not an object")
     return obj
-
-
-# ------------------------------------------------------------------------------------------ the report
-
-
-def eligible(source: Any, opts: Any, state: Any) -> bool:
-    """Whether the fast path may answer for this call (before reading anything)."""
-    if not isinstance(source, (str, Path)) or str(source) == "-":
-        return False
-    if opts.exact not in ("none", "tiktoken") or opts.strategy != "threshold" or opts.prune:
-        return False
-    if opts.format != "auto" and opts.format not in FAST_READERS:
-        return False
-    # a covered prefix, masking or events need build_context's state layers
-    return state is None or not (state.watermark > 0 or state.summary is not None or state.events
-                                 or state.masking)
-
-
-def fast_estimate(source: Any, opts: Any, state: Any, budget: Any, state_path: Path | None) -> Any:
-    """The EstimateReport the full path would give, or None when the fast path cannot be sure of it.
-
-    The rule: the fast path answers only for a file (not stdin) in a format with a fast reader, with no state
-    beyond a calibration, ``--exact none`` or ``tiktoken``, the plain threshold strategy, and a transcript
-    whose only repairs are missing results and a trailing tool result; every other case returns None."""
-    from . import pipeline
-    from .model import Origin, Record, Transcript, Usage
-
-    if not eligible(source, opts, state):
-        return None
-    encoding = pipeline._encoding_name(opts) if opts.exact == "tiktoken" else None
-    try:
-        fc = count_file(source, opts.format, encoding)
-    except NotFast:
-        return None
-    counts = pipeline.Counts(list(fc.heuristic), list(fc.exact) if fc.exact is not None else None, encoding)
-    base = counts.base
-    current = sum(base)
-    # calibrate_context reads only the records' usage: a stand-in transcript of the prefix before the last
-    # usage line and that line itself gives it the same answer as the whole context would.
-    records = [Record(index=0, line=0, raw=None, data=None)]
-    sums = [current]
-    if fc.usage_at >= 0:
-        prefix = sum(base[: fc.usage_at])
-        records.append(Record(index=1, line=fc.usage_line, raw=None, data=None, origin=Origin.INPUT,
-                              usage=Usage(prompt_tokens=fc.usage_prompt, source="usage.prompt_tokens")))
-        sums = [prefix, current - prefix]
-    stand_in = pipeline.Context(transcript=Transcript(fc.format, records), input_records=fc.records,
-                                covered=0, input_bytes=0, input_lines=0, system_spans=[])
-    cal = pipeline.calibrate_context(stand_in, pipeline.Counts(sums, None, None) if counts.exact is None
-                                     else pipeline.Counts(sums, sums, encoding), opts, state)
-    would = pipeline._over_threshold(cal.tokens, budget)
-    projected = cal.tokens
-    if would:
-        system = sum(base[i] for i in fc.system)
-        cont = pipeline.heuristic.text_tokens(pipeline.continuation_text("x" * 400))
-        projected = math.ceil((system + cont) * pipeline.default_factor(opts, counts)) + budget.summary_budget
-    return pipeline.EstimateReport(
-        format=fc.format,
-        records=fc.records,
-        covered=0,
-        messages=fc.messages,
-        tool_calls=fc.tool_calls,
-        chars=fc.chars,
-        heuristic=sum(fc.heuristic),
-        exact=sum(fc.exact) if fc.exact is not None else None,
-        encoding=counts.encoding,
-        calibrated=cal,
-        budget=budget,
-        would_compact=would,
-        projected_tokens_after=projected,
-        repairs=fc.repairs,
-        state_path=str(state_path) if state_path else None,
-        extras={"strategy_name": opts.strategy},
-    )

@@ -1,0 +1,59 @@
+"""The command line (README "Commands"): ``main`` turns every error into a message on stderr and a documented
+exit code, never a traceback; the commands are in :mod:`.commands`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+import click
+
+from ..errors import CtxCompactError, ExitCode
+from .commands import cli
+from .options import echo_err
+
+__all__ = ["cli", "main"]
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Entry point: every error becomes a message on stderr and a documented exit code, never a traceback."""
+    try:
+        cli.main(args=argv, prog_name="ctxcompact", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click version dependent
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        raise SystemExit(ExitCode.USAGE) from None
+    except click.ClickException as exc:
+        exc.show()
+        raise SystemExit(ExitCode.USAGE) from None
+    except click.exceptions.Abort:
+        echo_err("aborted")
+        raise SystemExit(130) from None
+    except CtxCompactError as exc:
+        echo_err(f"error: {exc}")
+        for problem in getattr(exc, "problems", [])[:50]:
+            click.echo(str(problem), err=True)
+        extra = len(getattr(exc, "problems", [])) - 50
+        if extra > 0:
+            echo_err(f"… and {extra} more problems")
+        raise SystemExit(exc.exit_code) from None
+    except BrokenPipeError:
+        # the reader went away (e.g. `| head`): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(0) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except SystemExit:
+        raise
+    except Exception as exc:  # a bug of ours: say so plainly, keep the traceback for CTXCOMPACT_DEBUG=1
+        if os.environ.get("CTXCOMPACT_DEBUG"):
+            raise
+        echo_err(f"internal error: {type(exc).__name__}: {exc} (set CTXCOMPACT_DEBUG=1 for details)")
+        raise SystemExit(ExitCode.INVALID_INPUT) from None
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+

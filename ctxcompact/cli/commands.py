@@ -1,0 +1,466 @@
+"""The commands: a thin click layer over :mod:`ctxcompact.api`.
+
+Each command turns flags into :class:`~ctxcompact.options.Options`, calls one library function and prints its
+result. Heavy modules (tiktoken, jsonschema, the SDKs, the engine) are imported inside the commands that need
+them, so ``ctxcompact --help`` starts fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..errors import ExitCode, UsageError
+from ..options import Options
+from .options import (
+    EXIT_CODES,
+    FORMAT_NAMES,
+    budget_options,
+    echo_err,
+    env_name,
+    estimate_options,
+    format_options,
+    input_argument,
+    opt,
+    options_from,
+    output_option,
+    source_of,
+    state_options,
+    stdout,
+    strategy_options,
+    trailing_option,
+    write_output,
+)
+from .render import ROW, compaction_line, dry_run_json, render_dry_run, render_estimate, to_json
+
+
+@click.group(
+    epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
+@click.version_option(__version__, "--version", prog_name="ctxcompact")
+def cli() -> None:
+    """Validate, clean, estimate and compact LLM agent transcripts (JSONL) so they fit the context window.
+
+    \b
+    Example:
+      ctxcompact estimate samples/openai-long.jsonl --window 32000
+      ctxcompact run samples/openai-long.jsonl --window 32000 -o compacted.jsonl
+    Every option can also be set as CTXCOMPACT_<OPTION> (e.g. CTXCOMPACT_WINDOW=32000).
+    """
+
+
+@cli.command(epilog=EXIT_CODES)
+@input_argument
+@format_options
+@opt("--json", "as_json", is_flag=True, envvar=env_name("json"), help="Machine-readable report on stdout.")
+def validate(file: str | None, fmt: str, lenient: bool, as_json: bool) -> None:
+    """Check every line against its format's JSON Schema and the cross-record rules.
+
+    Each problem is printed as `line N: <json path>: <what>`. Exit 1 when the input is invalid.
+
+    \b
+    Example:
+      ctxcompact validate samples/anthropic-session.jsonl
+      cat session.jsonl | ctxcompact validate --json | jq .problems
+    """
+    from .. import api
+
+    report = api.validate(source_of(file), fmt, lenient=lenient)
+    if as_json:
+        click.echo(to_json(report.to_json()))
+    else:
+        for problem in report.problems:
+            click.echo(str(problem))
+        status = "valid" if report.ok else "invalid"
+        click.echo(
+            f"{status}: {report.records} records, format {report.format}, "
+            f"{sum(p.severity == 'error' for p in report.problems)} errors, "
+            f"{sum(p.severity == 'warning' for p in report.problems)} warnings"
+            + (f", {report.dropped} lines dropped" if report.dropped else "")
+        )
+    if not report.ok:
+        raise SystemExit(ExitCode.INVALID_INPUT)
+
+
+@cli.command(epilog=EXIT_CODES)
+@input_argument
+@output_option
+@format_options
+@opt("--to", type=click.Choice(FORMAT_NAMES[1:]), help="Output format (default: the input's).")
+@opt("--report", is_flag=True, help="List each repair on stderr.")
+@trailing_option
+def clean(
+    file: str | None,
+    output: str | None,
+    fmt: str,
+    lenient: bool,
+    to: str | None,
+    report: bool,
+    keep_trailing_results: bool,
+) -> None:
+    """Repair a transcript (§4) and write it: missing tool results, separated or orphan results,
+    a trailing tool result, role order.
+
+    \b
+    Example:
+      ctxcompact clean session.jsonl --report -o session.clean.jsonl
+    """
+    from .. import api
+
+    result = api.clean_file(
+        source_of(file),
+        fmt=fmt,
+        lenient=lenient,
+        to=to,
+        warn=echo_err,
+        keep_trailing_results=keep_trailing_results,
+    )
+    for problem in result.problems:
+        echo_err(str(problem))
+    if report:
+        for repair in result.repairs:
+            echo_err(f"repair: {repair}")
+        echo_err(f"{len(result.repairs)} repairs")
+    write_output(result.lines(), output)
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("files", nargs=-1, type=click.Path(allow_dash=True))
+@format_options
+@budget_options
+@estimate_options
+@strategy_options
+@state_options
+@opt(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar=env_name("json"),
+    help="Machine-readable report on stdout (with several files: one JSON object per line, then totals).",
+)
+@opt("--check", is_flag=True, help="Exit 1 when `run` would compact (any file, with several), 0 otherwise.")
+@opt(
+    "-r", "--recursive", is_flag=True, help="Directories: also their subdirectories; globs: ** matches them."
+)
+@opt(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Processes for several files (default: all cores); 1 runs them in turn.",
+)
+def estimate(
+    files: tuple[str, ...], as_json: bool, check: bool, recursive: bool, jobs: int | None, **kw: Any
+) -> None:
+    """Dry run: counts, tokens (heuristic, exact, calibrated), the budget, and whether `run` would compact.
+
+    Reads the state beside the input (if any) and writes nothing. Several files, directories (their
+    *.jsonl files) or globs give a row per file and totals, on all cores; a file that fails gets an
+    error row, the others go on, and the exit code is 1.
+
+    \b
+    Example:
+      ctxcompact estimate samples/openai-long.jsonl --window 32000
+      ctxcompact estimate session.jsonl --json | jq .tokens.calibrated
+      ctxcompact estimate session.jsonl --check --threshold 80% || echo "time to compact"
+      ctxcompact estimate ~/.claude/projects -r --exact none --json | jq -c '{file, percent_used}'
+    """
+    opts = options_from(**kw)
+    if len(files) > 1 or recursive or (files and files[0] != "-" and _is_many(files[0])):
+        _estimate_many(files, opts, as_json, check, recursive, jobs)
+        return
+    from .. import api
+
+    report = api.estimate(source_of(files[0] if files else None), opts)
+    if as_json:
+        click.echo(to_json(report.to_json()))
+    else:
+        click.echo(render_estimate(report))
+    if check and report.would_compact:
+        raise SystemExit(ExitCode.INVALID_INPUT)
+
+
+def _is_many(arg: str) -> bool:
+    """A directory, or a glob that is not itself a file name."""
+    path = Path(arg)
+    return path.is_dir() or (not path.exists() and any(c in arg for c in "*?["))
+
+
+def _estimate_many(
+    files: tuple[str, ...], opts: Options, as_json: bool, check: bool, recursive: bool, jobs: int | None
+) -> None:
+    import orjson
+
+    from .. import api
+
+    paths = api.expand_paths(files, recursive)
+    if not paths:
+        raise UsageError(f"no *.jsonl files in {' '.join(files)}")
+    totals = api.Totals()
+    compact = False
+    if not as_json:
+        click.echo(
+            ROW.format("file", "format", "records", "heuristic", "exact", "calibrated", "used", "compact")
+        )
+    for row in api.estimate_many(paths, opts, jobs):
+        totals.add(row)
+        if row.report is not None:
+            compact = compact or bool(row.report["would_compact"])
+        if as_json:
+            click.echo(orjson.dumps(row.to_json()).decode())
+        elif row.report is not None:
+            r, t = row.report, row.report["tokens"]
+            click.echo(
+                ROW.format(
+                    row.path,
+                    r["format"],
+                    f"{r['records']:,}",
+                    f"{t['heuristic']:,}",
+                    "-" if t["exact"] is None else f"{t['exact']:,}",
+                    f"{t['calibrated']:,}",
+                    f"{r['percent_used']:.1f}%",
+                    "yes" if r["would_compact"] else "no",
+                )
+            )
+        else:
+            click.echo(ROW.format(row.path, "error", "", "", "", "", "", ""))
+        if row.error is not None:
+            echo_err(f"error: {row.path}: {row.error}")
+    tj = totals.to_json()
+    if as_json:
+        click.echo(orjson.dumps({"totals": tj}).decode())
+    else:
+        tt = tj["tokens"]
+        click.echo(
+            ROW.format(
+                f"total ({tj['files']} files, {tj['failed']} failed)",
+                "",
+                f"{tj['records']:,}",
+                f"{tt['heuristic']:,}",
+                "-" if tt["exact"] is None else f"{tt['exact']:,}",
+                f"{tt['calibrated']:,}",
+                "",
+                f"{tj['would_compact']}",
+            )
+        )
+    if totals.failed or (check and compact):
+        raise SystemExit(ExitCode.INVALID_INPUT)
+
+
+
+
+
+
+@cli.command(epilog=EXIT_CODES)
+@input_argument
+@output_option
+@format_options
+@opt("--to", type=click.Choice(FORMAT_NAMES[1:]), help="Output format (default: the input's).")
+@budget_options
+@estimate_options
+@state_options
+@strategy_options
+@trailing_option
+@opt(
+    "--summarizer",
+    type=click.Choice(["extractive", "anthropic", "openai"]),
+    default="extractive",
+    show_default=True,
+    help="Who writes the summary; extractive is offline and deterministic.",
+)
+@opt("--summary-model", help="Model of the LLM summarizer.")
+@opt("--base-url", help="API base URL (any OpenAI-compatible server for --summarizer openai).")
+@opt(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="Seconds before a provider call times out.",
+)
+@opt("--max-retries", type=click.IntRange(min=0), default=2, show_default=True, help="Provider retries.")
+@opt("--instructions", help="What the summary should focus on (like /compact <instructions>).")
+@opt("--no-fallback", is_flag=True, help="Exit 4 instead of falling back to extractive when the LLM fails.")
+@opt(
+    "--todos",
+    "todos_file",
+    type=click.Path(dir_okay=False, exists=True),
+    envvar=env_name("todos"),
+    help="Open todo items to carry into the summary (JSON list or Markdown checklist).",
+)
+@opt("--dry-run", is_flag=True, help="Print what would happen; write nothing.")
+@opt("--json", "as_json", is_flag=True, envvar=env_name("json"), help="With --dry-run: a JSON report.")
+@opt("-q", "--quiet", is_flag=True, help="No summary line on stderr.")
+def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quiet: bool, **kw: Any) -> None:
+    """Validate, clean, apply the state, estimate, and compact if over the threshold; write the transcript
+    and the state.
+
+    The output is `[system messages] + [summary] + [continuation quoting the latest request]` when it
+    compacts, else the cleaned transcript with any earlier summary applied. The next run on the grown
+    transcript replaces what the summary covers (the watermark in the state) and keeps only newer records.
+
+    \b
+    Example:
+      ctxcompact run samples/openai-long.jsonl --window 32000 -o compacted.jsonl
+      agent-log | ctxcompact run - --state s.json --model gpt-4o > context.jsonl
+    """
+    from .. import api
+
+    source = source_of(file)
+    opts = options_from(**kw)
+    out_path = Path(output) if output and output != "-" else None
+    if dry_run:
+        result = api.run(source, opts, dry_run=True, warn=echo_err)
+        if as_json:
+            click.echo(to_json(dry_run_json(result)))
+        else:
+            click.echo(render_dry_run(result))
+        return
+    result = api.run(source, opts, output=out_path or stdout(), warn=echo_err)
+    for problem in result.problems:
+        echo_err(str(problem))
+    for warning in result.warnings:
+        echo_err(f"warning: {warning}")
+    if not quiet and result.compacted:
+        echo_err(compaction_line(result))
+    if result.exit_code:
+        raise SystemExit(result.exit_code)
+
+
+@cli.command(epilog=EXIT_CODES)
+@opt(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False),
+    required=True,
+    envvar=env_name("state"),
+    help="The state file `run` wrote.",
+)
+@opt(
+    "--prompt-tokens",
+    type=click.IntRange(min=0),
+    required=True,
+    help="Prompt tokens the provider reported for the last request.",
+)
+def calibrate(state_path: str, prompt_tokens: int) -> None:
+    """Record the prompt tokens the provider reported for the last request (what an after-model hook sees),
+    so the next `run` corrects its estimate.
+
+    \b
+    Example:
+      ctxcompact calibrate --state session.jsonl.ctxstate.json --prompt-tokens 48213
+    """
+    from .. import api
+
+    state = api.calibrate(Path(state_path), prompt_tokens)
+    cal = state.calibration
+    if cal.last_estimate:
+        echo_err(
+            f"calibrated: real {prompt_tokens:,} / estimate {cal.last_estimate:,} "
+            f"→ factor {cal.factor or 0:.3f}"
+        )
+
+
+@cli.group(epilog=EXIT_CODES)
+def state() -> None:
+    """Print or clear a state file.
+
+    \b
+    Example:
+      ctxcompact state show session.jsonl.ctxstate.json
+      ctxcompact state reset session.jsonl.ctxstate.json
+    """
+
+
+@state.command("show")
+@click.argument("path", type=click.Path(dir_okay=False))
+def state_show(path: str) -> None:
+    """Print a state file as JSON.
+
+    \b
+    Example:
+      ctxcompact state show session.jsonl.ctxstate.json | jq .watermark
+    """
+    from .. import api
+
+    st = api.load_state(Path(path))
+    if st is None:
+        raise UsageError(f"no state file at {path}")
+    click.echo(to_json(st.to_json()))
+
+
+@state.command("reset")
+@click.argument("path", type=click.Path(dir_okay=False))
+def state_reset(path: str) -> None:
+    """Delete a state file (the next run starts from scratch).
+
+    \b
+    Example:
+      ctxcompact state reset session.jsonl.ctxstate.json
+    """
+    from .. import api
+
+    existed = api.reset_state(Path(path))
+    echo_err(f"{'removed' if existed else 'no state at'} {path}")
+
+
+@cli.command(epilog=EXIT_CODES)
+@opt(
+    "--only",
+    multiple=True,
+    metavar="PATTERN",
+    help="Run only scenarios whose name (or category) matches: a glob or a substring; repeatable.",
+)
+@opt("--seed", type=int, default=0, show_default=True, help="Seed of the generated content (deterministic).")
+@opt("--json", "as_json", is_flag=True, envvar=env_name("json"),
+     help="One JSON object per scenario, as an array.")
+@opt("--list", "list_only", is_flag=True, help="List the scenarios and exit.")
+@opt(
+    "--prune",
+    "compare_prune",
+    is_flag=True,
+    envvar=env_name("simulate_prune"),
+    help="Play each scenario twice, summary-only and with --prune, and compare what the summarizer did.",
+)
+def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool, compare_prune: bool) -> None:
+    """Run the multi-turn stress matrix (§11) through the real pipeline and print its table.
+
+    Each scenario plays a whole agent session: `run` before every model call and `calibrate` after it,
+    on an append-only log with a real state file, against a simulated provider that bills a chosen ratio
+    of the chars/4 heuristic. Exit 1 when any scenario overflows the window or loops (outside the documented
+    limitation: no usage reported and a ratio above the default factor), errors, or ends in an unexpected
+    exit 5.
+
+    \b
+    Example:
+      ctxcompact simulate
+      ctxcompact simulate --only '8k_*' --seed 7
+      ctxcompact simulate --json | jq '.[] | select(.overflow or .loop) | .name'
+    """
+    from ..devtools.scenarios import select
+    from ..devtools.simulate import simulate_command
+
+    if list_only:
+        for s in select(only):
+            click.echo(f"{s.category:<11} {s.name}")
+        return
+    if compare_prune:
+        import dataclasses
+
+        from ..devtools.prune import render_prune_table, simulate_with_pruning
+
+        rows = simulate_with_pruning(select(only), seed)
+        if as_json:
+            click.echo(to_json([dataclasses.asdict(r) for r in rows]))
+        else:
+            click.echo(render_prune_table(rows))
+        if any(r.failures_plain or r.failures_prune for r in rows):
+            raise SystemExit(ExitCode.INVALID_INPUT)
+        return
+    code = simulate_command(only, seed, as_json, echo=click.echo)
+    if code:
+        raise SystemExit(code)
+
+
+# --------------------------------------------------------------------------------------------------
+# rendering

@@ -1,0 +1,248 @@
+"""The command line's shared pieces: every option and its ``CTXCOMPACT_<OPTION>`` variable, the option
+groups the commands share, and turning flags into :class:`~ctxcompact.options.Options`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import UsageError
+from ..options import Options
+from ..strategies import NAMES as STRATEGY_NAMES
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_CODES = """\b
+Exit codes:
+  0  success
+  1  the input is invalid (nothing written); `estimate --check`: run would compact
+  2  usage error (bad option or argument)
+  3  the state file belongs to another transcript, or is locked or corrupt (nothing written)
+  4  the summarizer failed and --no-fallback was given (nothing written)
+  5  written, but the result still does not fit the window (a warning says why)
+"""
+
+FORMAT_NAMES = ["auto", "openai", "anthropic", "genai", "claude-code", "codex"]
+
+
+def env_name(name: str) -> str:
+    return "CTXCOMPACT_" + name.upper().replace("-", "_")
+
+
+def opt(*decls: str, **kw: Any) -> Callable[[F], F]:
+    """click.option with the CTXCOMPACT_<OPTION> variable every option has (§3)."""
+    long = next(d for d in decls if d.startswith("--"))
+    kw.setdefault("envvar", env_name(long[2:].split("/")[0]))
+    kw.setdefault("show_envvar", True)
+    return click.option(*decls, **kw)
+
+
+def input_argument(f: F) -> F:
+    return click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))(f)
+
+
+def output_option(f: F) -> F:
+    return opt(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, writable=True),
+        help="Write here instead of stdout (atomically: temp file, fsync, rename).",
+    )(f)
+
+
+def trailing_option(f: F) -> F:
+    return opt(
+        "--keep-trailing-results",
+        is_flag=True,
+        help="Do not append 'Understood.' after a trailing tool result (for a before-model hook called "
+        "right after tools ran: the model's next turn answers them).",
+    )(f)
+
+
+def format_options(f: F) -> F:
+    f = opt(
+        "--lenient", is_flag=True, help="Drop lines that fail their schema (reported) instead of failing."
+    )(f)
+    f = opt(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMAT_NAMES),
+        default="auto",
+        show_default=True,
+        envvar=env_name("format"),
+        help="Input format; auto detects it from the content.",
+    )(f)
+    return f
+
+
+def budget_options(f: F) -> F:
+    f = opt(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        envvar=env_name("config"),
+        help="Config file with extra models (default ~/.config/ctxcompact/config.json).",
+    )(f)
+    f = opt(
+        "--threshold",
+        help="Compact at N tokens, or N% of the window; 0 disables compaction (default: window − buffer).",
+    )(f)
+    f = opt("--model", help="Model name: sets the window from the known-models table and the encoding.")(f)
+    f = opt("--window", type=click.IntRange(min=1), help="Context window in tokens (default 200000).")(f)
+    return f
+
+
+def estimate_options(f: F) -> F:
+    f = opt(
+        "--real-tokens",
+        type=click.IntRange(min=0),
+        help="Prompt tokens the provider reported for the last request (calibration).",
+    )(f)
+    f = opt(
+        "--default-factor",
+        type=click.FloatRange(min=1.0, max=5.0),
+        help="Correction factor when nothing was reported (default 2.0 heuristic, see README for exact).",
+    )(f)
+    f = opt(
+        "--encoding",
+        type=click.Choice(["o200k_base", "cl100k_base"]),
+        help="tiktoken encoding (default: from --model, else o200k_base).",
+    )(f)
+    f = opt(
+        "--exact",
+        type=click.Choice(["tiktoken", "none", "anthropic", "openai"]),
+        default="tiktoken",
+        show_default=True,
+        help="Exact counter: tiktoken (offline), none (heuristic only), "
+        "anthropic (the provider's count_tokens endpoint); openai has no such endpoint and says so.",
+    )(f)
+    return f
+
+
+def strategy_options(f: F) -> F:
+    f = opt(
+        "--safety-ratio",
+        type=click.FloatRange(min=0.05, max=1.0),
+        default=0.7,
+        show_default=True,
+        help="sliding-window: also compact when the context exceeds this share of the window.",
+    )(f)
+    f = opt(
+        "--overlap",
+        type=click.IntRange(min=0),
+        default=2,
+        show_default=True,
+        help="sliding-window: invocations before the new ones that each event re-covers (ω).",
+    )(f)
+    f = opt(
+        "--invocation-threshold",
+        type=click.IntRange(min=1),
+        default=5,
+        show_default=True,
+        help="sliding-window: compact every θ new invocations.",
+    )(f)
+    f = opt(
+        "--clear-thinking",
+        is_flag=True,
+        help="mask: also clear thinking blocks older than the latest assistant turn.",
+    )(f)
+    f = opt(
+        "--min-savings",
+        type=click.IntRange(min=0),
+        help="mask: mask only when it frees at least this many tokens.",
+    )(f)
+    f = opt(
+        "--exclude-tools",
+        multiple=True,
+        metavar="NAME",
+        help="mask: never clear results of this tool (repeatable, or comma-separated).",
+    )(f)
+    f = opt(
+        "--protect-tokens",
+        type=click.IntRange(min=0),
+        help="mask: never clear the newest T tokens of tool output.",
+    )(f)
+    f = opt(
+        "--keep-results",
+        type=click.IntRange(min=0),
+        default=3,
+        show_default=True,
+        help="mask: never clear the N most recent tool results.",
+    )(f)
+    f = opt(
+        "--prune",
+        is_flag=True,
+        envvar=env_name("prune"),
+        help="threshold: mask old tool results first; summarize only if still over the threshold.",
+    )(f)
+    f = opt(
+        "--strategy",
+        type=click.Choice(list(STRATEGY_NAMES)),
+        default="threshold",
+        show_default=True,
+        help="Compaction strategy (see README: when to use which).",
+    )(f)
+    return f
+
+
+def state_options(f: F) -> F:
+    f = opt("--reset-state", is_flag=True, help="Ignore and replace a state that does not match the input.")(
+        f
+    )
+    f = opt("--no-state", is_flag=True, help="Neither read nor write a state file.")(f)
+    f = opt(
+        "--state",
+        "state_path",
+        type=click.Path(dir_okay=False),
+        envvar=env_name("state"),
+        help="State file (default <input>.ctxstate.json; required for stdin).",
+    )(f)
+    return f
+
+
+def source_of(file: str | None) -> str:
+    if file is None or file == "-":
+        if file is None and sys.stdin.isatty():
+            raise UsageError("no input: give a FILE, or pipe a transcript on stdin")
+        return "-"
+    return file
+
+
+def options_from(**kw: Any) -> Options:
+    opts = Options()
+    mapping = {"fmt": "format", "state_path": "state_path", "config_path": "config_path"}
+    for key, value in kw.items():
+        if value is None:
+            continue
+        name = mapping.get(key, key)
+        if name in ("state_path", "config_path", "todos_file"):
+            value = Path(value)
+        if name == "no_state":
+            opts.use_state = not value
+            continue
+        if name == "exclude_tools":
+            value = tuple(t.strip() for item in value for t in item.split(",") if t.strip())
+        setattr(opts, name, value)
+    return opts
+
+
+def echo_err(message: str) -> None:
+    click.echo(f"ctxcompact: {message}", err=True)
+
+
+def stdout() -> Any:
+    return sys.stdout.buffer
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def write_output(lines: Any, output: str | None) -> None:
+    """A command's output lines to ``-o PATH`` (atomically) or to stdout."""
+    from ..atomic import write_lines
+
+    write_lines(lines, Path(output) if output and output != "-" else stdout())

@@ -1,0 +1,95 @@
+"""What the commands print: the estimate table, the run's one-line summary, the dry-run report, JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:  # annotations only: rendering must not load the engine before a command runs
+    from ..engine import RunResult
+    from ..report import EstimateReport
+
+ROW = "{:<40} {:<11} {:>9} {:>12} {:>12} {:>12} {:>7} {:>7}"
+
+
+def to_json(obj: Any) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
+
+
+
+def render_estimate(r: EstimateReport) -> str:
+    d = r.to_json()
+    t = d["tokens"]
+    msgs = ", ".join(f"{k} {v}" for k, v in sorted(d["messages"].items())) or "none"
+    threshold = f"{d['threshold']:,}" if d["threshold"] else "disabled"
+    rows = [
+        ("format", d["format"]),
+        (
+            "records",
+            f"{d['records']:,}"
+            + (f" ({d['covered_by_summary']:,} covered by the summary)" if d["covered_by_summary"] else ""),
+        ),
+        ("messages", msgs),
+        ("tool calls", f"{d['tool_calls']:,}"),
+        ("characters", f"{d['chars']:,}"),
+        ("heuristic tokens", f"{t['heuristic']:,}  (ceil(chars/4))"),
+        ("exact tokens", f"{t['exact']:,}  ({t['encoding']})" if t["exact"] is not None else "not counted"),
+        ("calibrated tokens", f"{t['calibrated']:,}"),
+        ("correction", f"×{d['correction']['factor']:.3f}  from {d['correction']['source']}"),
+        ("window", f"{d['window']:,}  ({d['window_source']})"),
+        ("buffer", f"{d['buffer']:,}"),
+        ("threshold", threshold),
+        ("window used", f"{d['percent_used']:.1f} %"),
+        ("would compact", "yes" if d["would_compact"] else "no"),
+        ("after compaction", f"≈ {d['projected_tokens_after']:,} tokens" if d["would_compact"] else "-"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def compaction_line(result: RunResult) -> str:
+    """One line on stderr saying what run did: summarized, or masked."""
+    records = result.estimate.records - result.estimate.covered
+    change = f"{result.tokens_before:,} → {result.tokens_after:,} tokens"
+    s = result.summary
+    if s is None:
+        masked = result.outcome.masked if result.outcome is not None else 0
+        return f"masked {masked} tool results: {change}"
+    how = s.summarizer + (" (fallback)" if s.fallback else "")
+    return f"compacted {records} records: {change}, summary by {how}"
+
+
+def dry_run_json(result: RunResult) -> dict[str, Any]:
+    est = result.estimate.to_json()
+    return {
+        "would_compact": result.compacted,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "records_out": sum(1 for _ in result.transcript.records),
+        "repairs": [str(r) for r in result.repairs],
+        "summarizer": result.summary.summarizer if result.summary else None,
+        "tier": result.outcome.tier if result.outcome is not None else None,
+        "exit_code": int(result.exit_code),
+        "warnings": result.warnings,
+        "estimate": est,
+    }
+
+
+def render_dry_run(result: RunResult) -> str:
+    lines = [render_estimate(result.estimate), ""]
+    if result.compacted:
+        out_records = len(result.transcript.records)
+        lines.append(f"run would act: {compaction_line(result)} ({out_records} records out)")
+    else:
+        lines.append(f"run would pass the transcript through ({len(result.transcript.records)} records)")
+    for repair in result.repairs:
+        lines.append(f"repair: {repair}")
+    for warning in result.warnings:
+        lines.append(f"warning: {warning}")
+    lines.append("nothing written (--dry-run)")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+

@@ -1,0 +1,125 @@
+"""The effective context: what the agent will send now (README "What `run` does").
+
+It is built the same way for ``estimate`` and ``run``: the system records of the input, then the summary of
+the last compaction (if the state has one), then only the records newer than the watermark; then what earlier
+runs decided beyond the watermark (sliding-window events, masked results: each strategy's ``reapply``) is
+applied again; then the result is cleaned. That is what is estimated, and what a compaction summarizes.
+
+The state's covered prefix is checked against the input first (exit 3 when it changed) and not parsed again:
+its system lines are read from the byte offsets the state keeps.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .clean import Repair, clean
+from .errors import Problem, StateError, UsageError
+from .facts.text import continuation_text
+from .formats import get_format, read_transcript
+from .formats.base import Format
+from .model import Record, Role, Transcript
+from .options import Options
+from .reader import decode_line
+from .source import InputData, count_lines
+from .state import State, check_fingerprint
+
+#: re-applies what earlier runs decided beyond the watermark (``strategies.reapply_all``)
+Reapply = Callable[[list[Record], State, str], list[Record]]
+
+
+@dataclass(slots=True)
+class Context:
+    """The effective context and what was learnt building it."""
+
+    transcript: Transcript  # system records + summary + records after the watermark, cleaned
+    input_records: int  # records in the whole input
+    covered: int  # input records replaced by the state's summary (the watermark applied)
+    input_bytes: int
+    input_lines: int  # physical lines of the input (for the next run's line numbers)
+    system_spans: list[tuple[int, int]]  # (offset, length) of the input's system records
+    repairs: list[Repair] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # warnings (lenient mode)
+    dropped: int = 0
+    input_format: str = "openai"
+
+
+def summary_messages(fmt: Format, state: State) -> list[Record]:
+    """The summary (and continuation) of the last compaction as records of ``fmt``."""
+    summary = state.summary
+    if summary is None:
+        return []
+    continuation = summary.continuation or continuation_text(summary.latest_request)
+    return fmt.summary_records(summary.text, continuation)
+
+
+def build_context(inp: InputData, opts: Options, state: State | None, *, schema: bool,
+                  reapply: Reapply | None = None) -> Context:
+    """Read the input, replace what the state's summary covers, re-apply the state's layers, and clean."""
+    data = inp.data
+    covered = 0
+    prefix_bytes = 0
+    prefix_lines = 0
+    fmt_name = opts.format
+    prefix_system: list[Record] = []
+    system_spans: list[tuple[int, int]] = []
+    summary_records: list[Record] = []
+
+    if state is not None and (state.watermark > 0 or state.fingerprint.nbytes > 0):
+        # a summary's watermark, sliding-window events and masking all fingerprint the input they acted on
+        check_fingerprint(state, data)
+    if state is not None and state.watermark > 0:
+        fp = state.fingerprint
+        prefix_bytes = fp.nbytes
+        covered = state.watermark
+        prefix_lines = fp.lines if fp.lines is not None else count_lines(data, prefix_bytes)
+        if fp.format:
+            if fmt_name not in ("auto", fp.format):
+                raise UsageError(f"--format {fmt_name} does not match the state's format {fp.format}")
+            fmt_name = fp.format
+        fmt = get_format(fmt_name)
+        for offset, length in fp.system_lines:
+            prefix_system.append(_parse_system_line(fmt, data[offset : offset + length], offset,
+                                                    len(prefix_system)))
+            system_spans.append((offset, length))
+        summary_records = summary_messages(fmt, state)
+
+    stream = io.BytesIO(data)
+    stream.seek(prefix_bytes)
+    result = read_transcript(stream, fmt_name, lenient=opts.lenient, schema=schema,
+                             first_line=prefix_lines + 1, first_index=covered, base_offset=prefix_bytes)
+    new_records = result.transcript.records
+    fmt_name = result.transcript.format
+    for rec in new_records:
+        if rec.message is not None and rec.message.role is Role.SYSTEM and rec.offset >= 0 and rec.raw:
+            system_spans.append((rec.offset, len(rec.raw)))
+
+    records = prefix_system + summary_records + new_records
+    if state is not None and reapply is not None:
+        records = reapply(records, state, fmt_name)
+    transcript = Transcript(format=fmt_name, records=records, source=str(inp.path or "-"))
+    cleaned = clean(transcript, close_trailing=not opts.keep_trailing_results)
+    return Context(
+        transcript=cleaned.transcript,
+        input_records=covered + len(new_records) + result.dropped,
+        covered=covered,
+        input_bytes=len(data),
+        input_lines=count_lines(data, len(data)),
+        system_spans=system_spans,
+        repairs=list(cleaned.repairs),
+        problems=list(result.problems),
+        dropped=result.dropped,
+        input_format=fmt_name,
+    )
+
+
+def _parse_system_line(fmt: Format, raw: bytes, offset: int, index: int) -> Record:
+    try:
+        obj = decode_line(raw, 0)
+        rec: Record = fmt.parse_line(obj, index, 0, raw)
+    except Exception as exc:  # the fingerprint matched, so this means a corrupt state
+        raise StateError(f"the state's system line at byte {offset} does not parse: {exc}") from None
+    rec.offset = offset
+    return rec

@@ -1,0 +1,381 @@
+"""The composition of every part (README "What `run` does"): read → validate → apply the state → clean →
+estimate → compact if over the threshold → write the output and the state.
+
+``estimate`` and ``run`` build the same effective context (:mod:`.context`), count it (:mod:`.tokens`),
+calibrate it and take the threshold decision (:mod:`.report`); ``run`` then hands it to the chosen strategy
+(:mod:`.strategies`) and records what the strategy did in the state. This module only composes: every rule
+lives in the module it names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from .atomic import write_lines
+from .budget import Budget, make_budget
+from .clean import Repair
+from .context import Context, build_context
+from .errors import ExitCode, Problem, StateError, SummarizerError, UsageError
+from .formats import get_format, is_unchanged
+from .formats.convert import lines_in
+from .model import Origin, Record, Transcript
+from .options import Options
+from .progress import progress
+from .report import ContextStats, EstimateReport, context_stats, make_report
+from .source import InputData, Source, is_file
+from .state import (
+    InputInfo,
+    State,
+    default_state_path,
+    load_state,
+    new_state,
+    record_estimate,
+    save_state,
+    state_lock,
+)
+from .state import record_real_tokens as record_in_state
+from .strategies import Outcome, StrategyInput, Written, get_strategy, reapply_all
+from .summarizers import summarizer_for
+from .summarizers.base import SummaryResult
+from .tokens.calibration import (
+    Calibrated,
+    UsagePoint,
+    calibrate,
+    calibrate_request,
+    default_factor,
+    fit_factor,
+)
+from .tokens.counts import Counts, check_exact, count_records, encoding_name, system_tokens
+
+Warn = Callable[[str], None]
+
+
+def stderr_warn(message: str) -> None:
+    """The default place for warnings: one ``ctxcompact: …`` line on stderr."""
+    sys.stderr.write(f"ctxcompact: {message}\n")
+
+
+def resolve_state_path(source: Source, opts: Options, *, required: bool) -> Path | None:
+    """Where the state lives: --state, else beside a file input; stdin needs --state or --no-state."""
+    if not opts.use_state:
+        return None
+    if opts.state_path is not None:
+        return Path(opts.state_path)
+    if is_file(source):
+        return default_state_path(Path(source))  # type: ignore[arg-type]
+    if required:
+        raise UsageError("reading stdin: give --state PATH to keep the state, or --no-state")
+    return None
+
+
+def _budget(opts: Options) -> Budget:
+    return make_budget(opts.window, opts.model, opts.threshold, opts.config_path)
+
+
+def budget_from_transcript(budget: Budget, opts: Options, records: list[Record]) -> Budget:
+    """With no --window and no --model, a window the log itself records (Codex `token_count` carries
+    `model_context_window`) beats the built-in default."""
+    if opts.window is not None or opts.model is not None or budget.window_source != "default":
+        return budget
+    for rec in reversed(records):
+        if rec.usage is not None and rec.usage.context_window:
+            found = make_budget(rec.usage.context_window, None, opts.threshold, opts.config_path)
+            return dataclasses.replace(found, window_source=f"transcript (line {rec.line})")
+    return budget
+
+
+# --------------------------------------------------------------------------------------------------------
+# Counting and calibration
+
+
+def last_usage_point(records: list[Record]) -> UsagePoint | None:
+    """The last provider usage recorded in the input part of the context (the request saw the records
+    before it)."""
+    for i in range(len(records) - 1, -1, -1):
+        usage = records[i].usage
+        if usage is not None and records[i].origin is Origin.INPUT and usage.prompt_tokens > 0:
+            return UsagePoint(position=i, prompt_tokens=usage.prompt_tokens, line=records[i].line,
+                              source=usage.source)
+    return None
+
+
+def _default(opts: Options, counts: Counts) -> float:
+    return default_factor(exact_counted=counts.exact_counted, override=opts.default_factor)
+
+
+def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State | None) -> Calibrated:
+    """The context's tokens in the provider's space (README "Token estimation and calibration")."""
+    if opts.exact == "anthropic":
+        current = sum(counts.base)
+        real = _anthropic_count(ctx.transcript, opts)
+        return calibrate(current, real=real, last_estimate=current, default_factor=_default(opts, counts),
+                         source="anthropic count_tokens")
+    return _calibrate(counts, last_usage_point(ctx.transcript.records), opts, state)
+
+
+def _calibrate(counts: Counts, usage: UsagePoint | None, opts: Options, state: State | None) -> Calibrated:
+    return calibrate_request(
+        counts.base, usage=usage, real_tokens=opts.real_tokens,
+        stored=state.calibration if state is not None else None, estimator=counts.estimator,
+        default=_default(opts, counts),
+        default_source="default" if opts.default_factor is None else "--default-factor")
+
+
+def _anthropic_count(transcript: Transcript, opts: Options) -> int:
+    from .tokens.provider import anthropic_count_tokens_for_transcript
+
+    with progress("counting tokens with Anthropic"):
+        return anthropic_count_tokens_for_transcript(
+            transcript, model=opts.model, api_key=opts.api_key, base_url=opts.base_url, timeout=opts.timeout
+        )
+
+
+# --------------------------------------------------------------------------------------------------------
+# estimate
+
+
+def _estimate_context(ctx: Context, opts: Options, state: State | None, budget: Budget,
+                      state_path: Path | None) -> EstimateReport:
+    records = ctx.transcript.records
+    counts = count_records(records, opts)
+    stats = context_stats(records, ctx.transcript.format, ctx.input_records, ctx.covered, len(ctx.repairs))
+    return _report(stats, counts, calibrate_context(ctx, counts, opts, state), budget,
+                   system_tokens(counts.base, records), opts, state_path)
+
+
+def _report(stats: ContextStats, counts: Counts, cal: Calibrated, budget: Budget, system: int, opts: Options,
+            state_path: Path | None) -> EstimateReport:
+    return make_report(
+        stats, heuristic_total=sum(counts.heuristic),
+        exact_total=sum(counts.exact) if counts.exact is not None else None, encoding=counts.encoding,
+        calibrated=cal, budget=budget, system_tokens=system, default_factor=_default(opts, counts),
+        state_path=str(state_path) if state_path else None, strategy=opts.strategy)
+
+
+def _describe(report: EstimateReport, si: StrategyInput) -> None:
+    report.extras = get_strategy(si.opts.strategy).describe(si)
+    if report.would_compact and report.extras.get("tier") == "mask" and "tokens_after_mask" in report.extras:
+        # the mask tier is enough: that, not a summary, is what run would write
+        report.projected_tokens_after = int(report.extras["tokens_after_mask"])
+
+
+def fast_path_allowed(source: Source, opts: Options, state: State | None) -> bool:
+    """Whether ``estimate`` may take the streaming fast path, before reading anything: a file (not stdin),
+    ``--exact none`` or ``tiktoken``, a strategy whose estimate needs only counts, a format with a fast
+    reader (or auto), and no state beyond a calibration (a covered prefix, masking or events need the
+    state's layers)."""
+    from .tokens.fast import has_fast_reader
+
+    if not is_file(source) or opts.exact not in ("none", "tiktoken"):
+        return False
+    if get_strategy(opts.strategy).estimate_needs_context(opts) or not has_fast_reader(opts.format):
+        return False
+    return state is None or not (state.watermark > 0 or state.summary or state.events or state.masking)
+
+
+def _fast_estimate(source: Source, opts: Options, state: State | None, budget: Budget,
+                   state_path: Path | None) -> EstimateReport | None:
+    """The report of the streaming fast path (``tokens.fast``), or None when only the full path can be sure
+    of it: a file (not stdin), no state beyond a calibration, ``--exact none`` or ``tiktoken``, a strategy
+    whose estimate needs nothing but counts, and a transcript the fast reader accepts."""
+    from .tokens.fast import NotFast, count_file
+
+    if not fast_path_allowed(source, opts, state):
+        return None
+    encoding = encoding_name(opts) if opts.exact == "tiktoken" else None
+    try:
+        fc = count_file(source, opts.format, encoding)  # type: ignore[arg-type]
+    except NotFast:
+        return None
+    counts = Counts(list(fc.heuristic), list(fc.exact) if fc.exact is not None else None, encoding)
+    usage = (UsagePoint(position=fc.usage_at, prompt_tokens=fc.usage_prompt, line=fc.usage_line,
+                        source="usage.prompt_tokens") if fc.usage_at >= 0 else None)
+    stats = ContextStats(format=fc.format, records=fc.records, covered=0, messages=fc.messages,
+                         tool_calls=fc.tool_calls, chars=fc.chars, repairs=fc.repairs)
+    return _report(stats, counts, _calibrate(counts, usage, opts, state), budget,
+                   sum(counts.base[i] for i in fc.system), opts, state_path)
+
+
+def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
+    """Dry run on a transcript: counts, calibration, budget and the compaction decision.
+
+    Reads the state (if any) but writes nothing."""
+    opts = opts or Options()
+    check_exact(opts)
+    budget = _budget(opts)
+    state_path = resolve_state_path(source, opts, required=False)
+    state = None if (state_path is None or opts.reset_state) else load_state(state_path)
+    fast = _fast_estimate(source, opts, state, budget, state_path)
+    if fast is not None:
+        return fast
+    inp = InputData.load(source)
+    with progress("reading and counting"):  # shown only on a terminal, and only if it takes a while
+        ctx = build_context(inp, opts, state, schema=False, reapply=reapply_all)
+        budget = budget_from_transcript(budget, opts, ctx.transcript.records)
+        report = _estimate_context(ctx, opts, state, budget, state_path)
+    _describe(report, StrategyInput(ctx, opts, budget, state, report, stderr_warn))
+    return report
+
+
+# --------------------------------------------------------------------------------------------------------
+# run
+
+
+@dataclass(slots=True)
+class RunResult:
+    transcript: Transcript  # what was (or would be) written
+    output_format: str
+    compacted: bool
+    tokens_before: int
+    tokens_after: int
+    estimate: EstimateReport
+    repairs: list[Repair]
+    problems: list[Problem]
+    outcome: Outcome | None = None  # what the strategy did, when it acted
+    exit_code: ExitCode = ExitCode.OK
+    warnings: list[str] = field(default_factory=list)
+    state: State | None = None
+    state_path: Path | None = None
+
+    @property
+    def summary(self) -> SummaryResult | None:
+        """The summary the compaction made, or None."""
+        return self.outcome.summary if self.outcome is not None else None
+
+    def lines(self) -> Iterator[bytes]:
+        return lines_in(self.transcript, self.output_format)
+
+
+def output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:
+    """The format to write: ``--to``, else the input's; a format that cannot be written faithfully writes its
+    fallback (with a warning), unless the transcript passes through unchanged."""
+    target = opts.to or transcript.format
+    fmt = get_format(target)
+    if not fmt.writable and not (target == transcript.format and is_unchanged(transcript)):
+        fallback = fmt.fallback or "openai"
+        warn(f"the {target} format cannot be written faithfully; writing {fallback} instead")
+        return fallback
+    return target
+
+
+def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO | None = None,
+        dry_run: bool = False, warn: Warn = stderr_warn) -> RunResult:
+    """validate → clean → apply state → estimate → compact if over the threshold → write output and state.
+
+    ``output``: a path (written atomically), a binary stream, or None (nothing written; the caller can use
+    ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.
+    """
+    opts = opts or Options()
+    check_exact(opts)
+    get_strategy(opts.strategy)  # an unknown name is a usage error before any work
+    budget = _budget(opts)
+    state_path = resolve_state_path(source, opts, required=not dry_run)
+    inp = InputData.load(source)
+    if state_path is None or dry_run:
+        return _run_locked(inp, opts, budget, state_path, output, dry_run, warn)
+    with state_lock(state_path, timeout=opts.lock_timeout):
+        return _run_locked(inp, opts, budget, state_path, output, dry_run, warn)
+
+
+def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
+                output: Path | BinaryIO | None, dry_run: bool, warn: Warn) -> RunResult:
+    state: State | None = None
+    if state_path is not None and not opts.reset_state:
+        state = load_state(state_path)
+    if opts.summarizer != "extractive" and not dry_run:
+        try:
+            summarizer_for(opts).check()  # a missing key is a configuration error, reported before any work
+        except SummarizerError as exc:
+            raise UsageError(str(exc)) from None
+    with progress("validating, cleaning and counting"):
+        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
+        budget = budget_from_transcript(budget, opts, ctx.transcript.records)
+        report = _estimate_context(ctx, opts, state, budget, state_path)
+    si = StrategyInput(ctx, opts, budget, state, report, warn)
+    _describe(report, si)
+    result = RunResult(
+        transcript=ctx.transcript, output_format=opts.to or ctx.input_format, compacted=False,
+        tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens, estimate=report,
+        repairs=ctx.repairs, problems=ctx.problems, state=state or new_state(ctx.input_format),
+        state_path=state_path)
+    outcome = get_strategy(opts.strategy).apply(si)
+    if outcome is not None:
+        result.transcript, result.outcome, result.compacted = outcome.transcript, outcome, outcome.compacted
+    # what we write, estimated as the next request will be: the base for the next calibration
+    out_counts = count_records(result.transcript.records, opts)
+    in_base = report.exact if report.exact is not None else report.heuristic
+    if result.compacted and sum(out_counts.base) >= in_base:
+        # A compaction that does not shrink the context (a large system prompt over a short conversation)
+        # would repeat on every call: keep the context as it was and let the size check below speak.
+        warn("compaction would not make the context smaller; passing it through")
+        result.transcript, result.outcome, result.compacted = ctx.transcript, None, False
+        out_counts = count_records(result.transcript.records, opts)
+    factor = fit_factor(report.calibrated.factor, _default(opts, out_counts))
+    after = math.ceil(sum(out_counts.base) * factor) if result.compacted else report.calibrated.tokens
+    result.tokens_after = after
+    if not dry_run:
+        result.output_format = output_format(opts, result.transcript, warn)
+    _judge_fit(result, out_counts, factor, budget)
+    if dry_run:
+        return result
+    assert result.state is not None
+    _update_state(result.state, inp, ctx, result, out_counts)
+    if output is not None:
+        write_lines(result.lines(), output)
+    if state_path is not None:
+        save_state(state_path, result.state)
+    return result
+
+
+def _judge_fit(result: RunResult, out_counts: Counts, factor: float, budget: Budget) -> None:
+    """Exit 5 with a reason when the result does not fit the window; the strategy's own warnings."""
+    after = result.tokens_after
+    if after > budget.window:
+        result.exit_code = ExitCode.DOES_NOT_FIT
+        system = math.ceil(system_tokens(out_counts.base, result.transcript.records) * factor)
+        why = f"the result is {after:,} tokens and does not fit the {budget.window:,}-token window"
+        if system >= budget.window:
+            why += f": the system prompt alone is about {system:,} tokens"
+        result.warnings.append(why)
+    outcome = result.outcome
+    if outcome is not None:
+        # a strategy may know better why its result cannot fit (e.g. masking alone was not enough)
+        result.warnings.extend(outcome.warnings)
+        result.exit_code = max(result.exit_code, outcome.exit_code)
+    elif result.compacted and budget.would_compact(after):
+        result.warnings.append(
+            f"after compaction the context is still {after:,} tokens, over the threshold of "
+            f"{budget.threshold:,} (the system prompt is large for this window)")
+
+
+def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
+    if inp.path is not None:
+        state.input = InputInfo(path=str(inp.path), format=ctx.input_format)
+    if result.outcome is not None:
+        result.outcome.commit(state, Written(ctx=ctx, data=inp.data, tokens_before=result.tokens_before,
+                                             tokens_after=result.tokens_after, counts=out_counts))
+    # the estimate of what we wrote: the next `calibrate` pairs the provider's figure with it
+    record_estimate(state, sum(out_counts.base), out_counts.estimator)
+
+
+# --------------------------------------------------------------------------------------------------------
+# calibrate
+
+
+def record_real_tokens(state_path: Path, prompt_tokens: int, lock_timeout: float = 10.0) -> State:
+    """``ctxcompact calibrate``: store what the provider reported for the last request (after-model hook)."""
+    if prompt_tokens < 0:
+        raise UsageError("--prompt-tokens must be 0 or more")
+    with state_lock(state_path, timeout=lock_timeout):
+        state = load_state(state_path)
+        if state is None:
+            raise StateError(f"no state file at {state_path}: run `ctxcompact run` first")
+        record_in_state(state, prompt_tokens)
+        save_state(state_path, state)
+        return state

@@ -1,0 +1,257 @@
+"""Reading and writing whole JSONL transcripts: every line decoded, detected, parsed and checked against its
+format's JSON Schema, with line numbers; and written back byte for byte where nothing changed.
+
+``import ctxcompact.formats`` stays cheap: jsonschema is imported only when a schema check runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from ..errors import InputError, LineError, Problem, UsageError
+from ..model import Block, ImageBlock, Message, OpaqueBlock, Record, ToolResult, Transcript
+from ..reader import decode_line, iter_lines_at
+from .base import Format
+from .registry import detect, get_format
+
+#: most per-line problems kept; the rest are counted in a final note
+MAX_PROBLEMS = 1000
+
+
+@dataclass(slots=True)
+class ReadResult:
+    transcript: Transcript
+    problems: list[Problem]
+    dropped: int
+
+
+_validators: dict[str, Any] = {}
+
+
+def _schema_validator(fmt: Format) -> Any:
+    """The compiled Draft 2020-12 validator of a format's schema, built once per process."""
+    if fmt.name not in _validators:
+        from jsonschema import Draft202012Validator  # lazy: keeps `import ctxcompact.cli` light
+
+        path = Path(__file__).resolve().parent.parent / "schemas" / fmt.schema_file
+        schema = orjson.loads(path.read_bytes())
+        _validators[fmt.name] = Draft202012Validator(schema)
+    return _validators[fmt.name]
+
+
+def _json_path(parts: Any) -> str:
+    out = "$"
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def _short(value: Any) -> str:
+    text = orjson.dumps(value).decode() if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_JSON_TYPES = {"string": "a string", "object": "an object", "array": "an array", "integer": "an integer",
+               "number": "a number", "boolean": "true or false", "null": "null"}
+
+
+def _schema_message(error: Any) -> tuple[str, str]:
+    """(JSON path, readable message) for one jsonschema error."""
+    from ..reader import json_type_name
+
+    path = _json_path(error.absolute_path)
+    kind = error.validator
+    if kind == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        return path, f"missing required field {missing!r}"
+    if kind == "type":
+        want = error.validator_value
+        wants = [want] if isinstance(want, str) else list(want)
+        names = " or ".join(_JSON_TYPES.get(w, w) for w in wants)
+        return path, f"expected {names}, got {json_type_name(error.instance)} {_short(error.instance)}"
+    if kind == "enum":
+        allowed = ", ".join(str(v) for v in error.validator_value)
+        return path, f"{_short(error.instance)} is not allowed; expected one of {allowed}"
+    if kind == "const":
+        return path, f"expected {_short(error.validator_value)}, got {_short(error.instance)}"
+    if kind == "minItems":
+        return path, f"must have at least {error.validator_value} item(s)"
+    if kind == "minimum":
+        return path, f"must be at least {error.validator_value}, got {_short(error.instance)}"
+    return path, error.message
+
+
+def schema_problems(fmt: Format, obj: Any, line: int) -> list[Problem]:
+    """Every way ``obj`` breaks the format's JSON Schema, as problems (empty when it conforms)."""
+    if not fmt.schema_file:
+        return []
+    validator = _schema_validator(fmt)
+    out = []
+    for err in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+        path, msg = _schema_message(err)
+        out.append(Problem(line, path, msg))
+    return out
+
+
+def _open(source: str | Path | BinaryIO | bytes) -> tuple[BinaryIO, str, bool]:
+    """(stream, name, we opened it)."""
+    if isinstance(source, (bytes, bytearray)):
+        return io.BytesIO(bytes(source)), "-", True
+    if isinstance(source, (str, Path)):
+        if str(source) == "-":
+            return sys.stdin.buffer, "-", False
+        try:
+            return open(source, "rb"), str(source), True  # closed by the caller
+        except OSError as exc:
+            raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
+    name = getattr(source, "name", None)
+    return source, name if isinstance(name, str) else "-", False
+
+
+def _cap(problems: list[Problem], total: int) -> list[Problem]:
+    if total <= MAX_PROBLEMS:
+        return problems
+    return [*problems[:MAX_PROBLEMS],
+            Problem(0, "", f"… and {total - MAX_PROBLEMS} more problems not listed", problems[-1].severity)]
+
+
+def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
+               schema: bool = True, first_line: int = 1, first_index: int = 0,
+               base_offset: int = 0) -> tuple[Transcript, list[Problem], int]:
+    """Read every line; return (transcript of the good lines, per-line problems, number of bad lines).
+
+    Problems are capped at :data:`MAX_PROBLEMS` (plus a note); bad lines are counted in full. Raises
+    InputError only when the format cannot be detected, UsageError for an unknown format or unreadable path.
+    """
+    chosen = None if fmt == "auto" else get_format(fmt)
+    stream, name, owned = _open(source)
+    problems: list[Problem] = []
+    total_problems = 0
+    bad: set[int] = set()
+
+    def add(p: Problem) -> None:
+        nonlocal total_problems
+        total_problems += 1
+        bad.add(p.line)
+        if len(problems) < MAX_PROBLEMS:
+            problems.append(p)
+
+    decoded: list[tuple[int, bytes, Any]] = []
+    offsets: dict[int, int] = {}
+    try:
+        for lineno, offset, raw in iter_lines_at(stream, first_line):
+            offsets[lineno] = base_offset + offset
+            try:
+                decoded.append((lineno, raw, decode_line(raw, lineno)))
+            except LineError as err:
+                add(Problem(lineno, err.path, err.message))
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc}") from None
+    finally:
+        if owned:
+            stream.close()
+    if chosen is None:
+        chosen = get_format(detect([d[2] for d in decoded], [d[0] for d in decoded]))
+    records: list[Record] = []
+    for lineno, raw, obj in decoded:
+        try:
+            rec = chosen.parse_line(obj, first_index + len(records), lineno, raw)
+            rec.offset = offsets[lineno]
+        except LineError as err:
+            add(Problem(lineno, err.path, err.message))
+            continue
+        found = schema_problems(chosen, obj, lineno) if schema else []
+        for p in found:
+            add(p)
+        if not found:
+            records.append(rec)
+    records = chosen.finish(records)
+    problems.sort(key=lambda p: p.line)
+    transcript = Transcript(format=chosen.name, records=records, source=name)
+    return transcript, _cap(problems, total_problems), len(bad)
+
+
+def read_transcript(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *, lenient: bool = False,
+                    schema: bool = True, first_line: int = 1, first_index: int = 0,
+                    base_offset: int = 0) -> ReadResult:
+    """Read a JSONL transcript into the model.
+
+    ``source`` is a path (``-`` for stdin), an open binary stream, or the bytes themselves. ``fmt`` is a
+    format name or ``auto``. Empty input (or only blank lines) gives an empty transcript in ``fmt``
+    (``openai`` when auto). Strict (default): any bad line raises InputError carrying every per-line
+    problem (first :data:`MAX_PROBLEMS`, then a note). Lenient: bad lines are dropped, reported as
+    warnings and counted in ``dropped``. ``schema=True`` also checks each line against the format's
+    JSON Schema. ``first_line``, ``first_index`` and ``base_offset`` say where ``source`` starts within the
+    whole input (after a prefix the state covers), so line numbers, record indexes and offsets stay true.
+    """
+    transcript, problems, bad = read_lines(source, fmt, schema=schema, first_line=first_line,
+                                           first_index=first_index, base_offset=base_offset)
+    if not lenient:
+        if problems:
+            n = bad
+            raise InputError(f"invalid input: {n} bad line{'s' if n != 1 else ''}; first: {problems[0]}",
+                             problems)
+        return ReadResult(transcript, [], 0)
+    warnings = [dataclasses.replace(p, severity="warning") for p in problems]
+    return ReadResult(transcript, warnings, bad)
+
+
+
+def _neutral_block(b: Block) -> Block:
+    """A block without its source format's raw object (binary and opaque blocks keep it: it is their data)."""
+    if isinstance(b, (ImageBlock, OpaqueBlock)):
+        return b
+    if isinstance(b, ToolResult):
+        return dataclasses.replace(b, raw=None, content=[_neutral_block(c) for c in b.content])
+    return dataclasses.replace(b, raw=None)
+
+
+
+def is_unchanged(transcript: Transcript) -> bool:
+    """True when every record is an input line nothing changed: it can be written back as read, even in a
+    format we cannot otherwise write faithfully (a Claude Code log below the threshold passes through)."""
+    return all(rec.raw is not None and not rec.dirty for rec in transcript.records)
+
+
+def write_transcript(transcript: Transcript, fmt: str | None = None) -> Iterator[bytes]:
+    """Yield the transcript's lines (each ending in ``\\n``) in ``fmt`` (default: the transcript's format).
+
+    Same format: a record that nothing changed is written from its ``raw`` bytes, byte for byte (so the
+    output differs from the input only by dropped blank lines, CRLF turned into LF and a dropped BOM); a
+    changed or made record is written through ``Format.dump_record``.
+
+    Another format (``--to``): every message is rewritten by the target format from the model, without the
+    source format's unknown fields (they mean nothing there). A message may become several lines (an
+    Anthropic user message with three tool results becomes three OpenAI ``tool`` messages). Records that
+    carry no message (progress lines, metadata) are dropped, without error: the target format has no place
+    for them. A format that cannot be written faithfully writes its ``fallback`` format instead.
+    """
+    target = get_format(fmt or transcript.format)
+    if not target.writable and target.fallback and not (
+        target.name == transcript.format and is_unchanged(transcript)
+    ):
+        target = get_format(target.fallback)
+    same = target.name == transcript.format
+    for rec in transcript.records:
+        if same:
+            if rec.raw is not None and not rec.dirty:
+                yield rec.raw + b"\n"
+            else:
+                yield orjson.dumps(target.dump_record(rec)) + b"\n"
+            continue
+        if rec.message is None:
+            continue
+        msg = rec.message
+        neutral = Message(role=msg.role, blocks=[_neutral_block(b) for b in msg.blocks],
+                          source_role=msg.source_role, extra={}, content_was_string=msg.content_was_string)
+        dump_many = getattr(target, "dump_messages", None)
+        objs = dump_many(neutral) if dump_many is not None else [target.dump_message(neutral)]
+        for obj in objs:
+            yield orjson.dumps(obj) + b"\n"

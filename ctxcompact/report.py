@@ -1,0 +1,126 @@
+"""What ``estimate`` reports (README "`ctxcompact estimate`"): the context's shape, its tokens, the
+calibration, the budget and the decision. One builder serves the full path and the streaming fast path, so
+both give the same report for the same input.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budget import Budget
+from .facts.text import continuation_text
+from .model import Record, message_chars
+from .tokens import heuristic
+from .tokens.calibration import Calibrated
+
+#: how long a latest request the projection assumes the continuation quotes (chars)
+_PROJECTED_REQUEST_CHARS = 400
+
+
+@dataclass(slots=True)
+class ContextStats:
+    """The shape of a context: what ``estimate`` counts besides tokens."""
+
+    format: str
+    records: int  # input records (the whole input, covered prefix included)
+    covered: int  # input records replaced by the state's summary
+    messages: dict[str, int] = field(default_factory=dict)  # by role, in order of first appearance
+    tool_calls: int = 0
+    chars: int = 0
+    repairs: int = 0
+
+
+def context_stats(records: list[Record], format: str, input_records: int, covered: int,
+                  repairs: int) -> ContextStats:
+    stats = ContextStats(format=format, records=input_records, covered=covered, repairs=repairs)
+    for rec in records:
+        msg = rec.message
+        if msg is None:
+            continue
+        stats.messages[msg.role.value] = stats.messages.get(msg.role.value, 0) + 1
+        stats.tool_calls += len(msg.tool_calls())
+        stats.chars += message_chars(msg)
+    return stats
+
+
+def projected_after_compaction(system_tokens: int, default_factor: float, budget: Budget) -> int:
+    """What a summary compaction leaves: the system prompt and the continuation at the default factor (the
+    calibration is reset after a compaction) plus a summary of its full budget."""
+    cont = heuristic.text_tokens(continuation_text("x" * _PROJECTED_REQUEST_CHARS))
+    return math.ceil((system_tokens + cont) * default_factor) + budget.summary_budget
+
+
+@dataclass(slots=True)
+class EstimateReport:
+    format: str
+    records: int
+    covered: int
+    messages: dict[str, int]
+    tool_calls: int
+    chars: int
+    heuristic: int
+    exact: int | None
+    encoding: str | None
+    calibrated: Calibrated
+    budget: Budget
+    would_compact: bool
+    projected_tokens_after: int
+    repairs: int
+    state_path: str | None
+    strategy: str = "threshold"
+    extras: dict[str, Any] = field(default_factory=dict)  # the strategy's own keys (Strategy.describe)
+
+    @property
+    def percent_used(self) -> float:
+        return round(100.0 * self.calibrated.tokens / self.budget.window, 1) if self.budget.window else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "records": self.records,
+            "covered_by_summary": self.covered,
+            "messages": self.messages,
+            "tool_calls": self.tool_calls,
+            "chars": self.chars,
+            "tokens": {
+                "heuristic": self.heuristic,
+                "exact": self.exact,
+                "calibrated": self.calibrated.tokens,
+                "encoding": self.encoding,
+            },
+            "correction": {
+                "factor": round(self.calibrated.factor, 4),
+                "source": self.calibrated.source,
+                "real": self.calibrated.real,
+            },
+            "window": self.budget.window,
+            "window_source": self.budget.window_source,
+            "buffer": self.budget.buffer,
+            "threshold": self.budget.threshold,
+            "summary_budget": self.budget.summary_budget,
+            "percent_used": self.percent_used,
+            "would_compact": self.would_compact,
+            "projected_tokens_after": self.projected_tokens_after,
+            "repairs": self.repairs,
+            "state": self.state_path,
+            "strategy": self.strategy,
+            **self.extras,
+        }
+
+
+def make_report(stats: ContextStats, *, heuristic_total: int, exact_total: int | None, encoding: str | None,
+                calibrated: Calibrated, budget: Budget, system_tokens: int, default_factor: float,
+                state_path: str | None, strategy: str) -> EstimateReport:
+    """The report for a counted, calibrated context: the threshold decision and, when it would compact, the
+    projected size after a summary."""
+    would = budget.would_compact(calibrated.tokens)
+    projected = calibrated.tokens
+    if would:
+        projected = projected_after_compaction(system_tokens, default_factor, budget)
+    return EstimateReport(
+        format=stats.format, records=stats.records, covered=stats.covered, messages=stats.messages,
+        tool_calls=stats.tool_calls, chars=stats.chars, heuristic=heuristic_total, exact=exact_total,
+        encoding=encoding, calibrated=calibrated, budget=budget, would_compact=would,
+        projected_tokens_after=projected, repairs=stats.repairs, state_path=state_path, strategy=strategy)

@@ -1,0 +1,57 @@
+"""The input of a command: a path, ``-`` (stdin), bytes or a binary stream, read once into memory.
+
+Every command that reads a transcript goes through :meth:`InputData.load`, so a missing file, a folder or an
+unreadable file gives the same clear usage error everywhere.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import UsageError
+
+Source = str | Path | bytes | BinaryIO
+
+
+@dataclass(slots=True)
+class InputData:
+    """The input as bytes, read once. The state's covered prefix lets later steps skip parsing it."""
+
+    data: bytes
+    path: Path | None  # None for stdin / bytes
+
+    @classmethod
+    def load(cls, source: Source) -> InputData:
+        if isinstance(source, bytes):
+            return cls(source, None)
+        if isinstance(source, (str, Path)):
+            if str(source) == "-":
+                return cls(sys.stdin.buffer.read(), None)
+            path = Path(source)
+            try:
+                return cls(path.read_bytes(), path)
+            except FileNotFoundError:
+                raise UsageError(f"no such file: {path}") from None
+            except IsADirectoryError:
+                raise UsageError(f"{path} is a directory, not a transcript") from None
+            except PermissionError:
+                raise UsageError(f"cannot read {path}: permission denied") from None
+        return cls(source.read(), None)
+
+    @property
+    def lines(self) -> int:
+        """Physical lines of the input (a last line without a newline counts)."""
+        return count_lines(self.data, len(self.data))
+
+
+def count_lines(data: bytes, end: int) -> int:
+    """Physical lines in ``data[:end]`` (a last line without a newline counts)."""
+    return data.count(b"\n", 0, end) + (1 if end and data[end - 1 : end] != b"\n" else 0)
+
+
+def is_file(source: Source) -> bool:
+    """A path on disk (not ``-``, bytes or a stream)."""
+    return isinstance(source, (str, Path)) and str(source) != "-"

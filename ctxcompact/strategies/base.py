@@ -1,0 +1,97 @@
+"""The one interface of a compaction strategy (docs/DESIGN.md, "Adding a strategy").
+
+A strategy looks at the effective context (cleaned, with the state applied) and its estimate, and either
+does nothing (``apply`` returns None: the transcript passes through) or returns an :class:`Outcome`: the
+context to write and a ``commit`` that records in the state what it did. ``commit`` runs only when the run
+really writes (never for ``--dry-run``), inside the state lock.
+
+A strategy that leaves something in the state which later runs must apply again (sliding-window events,
+masked results) does that in ``reapply``; every strategy's ``reapply`` runs on every context, whatever
+strategy the current run uses, in the order of ``state_layer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..budget import Budget
+from ..context import Context
+from ..errors import ExitCode
+from ..model import Record, Transcript
+from ..options import Options
+from ..report import EstimateReport
+from ..state import State
+from ..summarizers.base import SummaryResult
+from ..tokens.counts import Counts
+
+Warn = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class StrategyInput:
+    ctx: Context  # the effective context and what was learnt building it
+    opts: Options
+    budget: Budget
+    state: State | None  # as loaded (read it; change it only in commit)
+    report: EstimateReport  # counts, calibration and the threshold decision
+    warn: Warn
+
+
+@dataclass(slots=True)
+class Written:
+    """What a run is about to write, for a strategy's commit to record."""
+
+    ctx: Context
+    data: bytes  # the whole input, as read (for fingerprints)
+    tokens_before: int
+    tokens_after: int
+    counts: Counts  # of the context written
+
+
+def _nothing(state: State, written: Written) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a strategy did. ``commit`` records it in the state (closing over whatever the strategy needs)."""
+
+    strategy: str
+    transcript: Transcript  # what to write
+    compacted: bool = True  # something was summarized or masked
+    commit: Callable[[State, Written], None] = _nothing
+    summary: SummaryResult | None = None  # the summary made (the last one, for several events)
+    tier: str | None = None  # "mask" or "summary" under --prune; "mask" for --strategy mask
+    masked: int = 0  # tool results masked by this run
+    tokens_after: int | None = None  # the strategy's own calibrated judgement of its result, if any
+    exit_code: ExitCode = ExitCode.OK  # DOES_NOT_FIT when the strategy knows its result cannot fit
+    warnings: list[str] = field(default_factory=list)  # reported with the run's warnings
+
+    @property
+    def warning(self) -> str | None:
+        return self.warnings[0] if self.warnings else None
+
+
+class Strategy(Protocol):
+    """A compaction strategy: one module, one registry line (``strategies/__init__.py``), its CLI options."""
+
+    #: the name ``--strategy`` takes and the state's history records
+    name: str
+    #: order in which ``reapply`` runs across strategies (lower first); 0 when it keeps nothing in the state
+    state_layer: int
+
+    def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
+        """Apply again what earlier runs of this strategy left in the state; return the records unchanged
+        (the same list) when there is nothing of it."""
+
+    def describe(self, si: StrategyInput) -> dict[str, Any]:
+        """Extra keys for ``estimate --json``: what the strategy would do now."""
+
+    def apply(self, si: StrategyInput) -> Outcome | None:
+        """Compact (or mask) the context, or None to pass it through."""
+
+    def estimate_needs_context(self, opts: Options) -> bool:
+        """Whether ``describe`` needs the whole parsed context (else ``estimate`` may take its streaming
+        fast path, which only counts)."""

@@ -1,0 +1,75 @@
+"""Counting a context record by record with the run's estimator: the chars/4 heuristic always, tiktoken when
+``--exact tiktoken`` (the default). What is counted is the one rule of :func:`ctxcompact.model.token_text`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import Record, Role
+from ..options import Options
+from . import heuristic
+
+
+@dataclass(slots=True)
+class Counts:
+    """Tokens per record (0 for records with no message)."""
+
+    heuristic: list[int]
+    exact: list[int] | None
+    encoding: str | None
+
+    @property
+    def base(self) -> list[int]:
+        """The counts the run decides with: exact when counted, else the heuristic."""
+        return self.exact if self.exact is not None else self.heuristic
+
+    @property
+    def estimator(self) -> str:
+        """What made :attr:`base`: ``tiktoken:<encoding>`` or ``heuristic`` (a measured factor holds only for
+        the estimator it was measured with)."""
+        return f"tiktoken:{self.encoding}" if self.exact is not None else "heuristic"
+
+    @property
+    def exact_counted(self) -> bool:
+        return self.exact is not None
+
+
+def encoding_name(opts: Options) -> str:
+    """The tiktoken encoding: ``--encoding``, else the one for ``--model``, else o200k_base."""
+    if opts.encoding:
+        return opts.encoding
+    from .exact import encoding_for_model
+
+    return encoding_for_model(opts.model) if opts.model else "o200k_base"
+
+
+def check_exact(opts: Options) -> None:
+    """``--exact`` names a counter we have: tiktoken, none, or a provider endpoint (Anthropic's only)."""
+    if opts.exact not in ("tiktoken", "none", "anthropic"):
+        from .provider import unsupported_provider
+
+        raise unsupported_provider(opts.exact)
+
+
+def count_records(records: list[Record], opts: Options) -> Counts:
+    """Each record's tokens with the run's estimator (exact counts in one batched call)."""
+    heur = [heuristic.message_tokens(r.message) if r.message is not None else 0 for r in records]
+    if opts.exact == "none":
+        return Counts(heur, None, None)
+    from . import exact
+
+    name = encoding_name(opts)
+    enc = exact.get_encoding(name)
+    idx = [i for i, r in enumerate(records) if r.message is not None]
+    counted = exact.count_messages([records[i].message for i in idx], enc)  # type: ignore[misc]
+    ex = [0] * len(records)
+    for i, n in zip(idx, counted, strict=True):
+        ex[i] = n
+    return Counts(heur, ex, name)
+
+
+def system_tokens(base: list[int], records: list[Record]) -> int:
+    """Tokens of the system records: they are kept verbatim, so no compaction can shrink them."""
+    pairs = zip(base, records, strict=True)
+    return sum(c for c, r in pairs if r.message is not None and r.message.role is Role.SYSTEM)
