@@ -141,8 +141,9 @@ def _own(raw: Any, kind: str) -> dict[str, Any]:
     return raw if isinstance(raw, dict) and raw.get("type") == kind else {}
 
 
-def _binary_block(block: ImageBlock) -> dict[str, Any]:
-    """An Anthropic block for a binary block, converting OpenAI content parts."""
+def binary_block(block: ImageBlock) -> dict[str, Any] | None:
+    """The Anthropic ``image``/``document`` block for a binary block (converting OpenAI ``image_url`` and
+    ``file`` parts, data URLs and http(s) URLs), or None when it has no Anthropic form."""
     raw = block.raw or {}
     kind = raw.get("type")
     if kind in ("image", "document"):
@@ -159,7 +160,15 @@ def _binary_block(block: ImageBlock) -> dict[str, Any]:
         return {"type": target, "source": {"type": "base64", "media_type": head, "data": data}}
     if isinstance(url, str) and kind == "image_url":
         return {"type": "image", "source": {"type": "url", "url": url}}
+    return None
+
+
+def _binary_block(block: ImageBlock) -> dict[str, Any]:
+    converted = binary_block(block)
+    if converted is not None:
+        return converted
     # Visible placeholder: a conversion never drops content without a trace.
+    kind = (block.raw or {}).get("type")
     what = block.media_type or "unknown type"
     return {"type": "text", "text": f"[{kind or 'binary'} content omitted: {what}]"}
 

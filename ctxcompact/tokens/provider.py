@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from ..errors import UsageError
+from ..formats.anthropic import binary_block
 from ..model import (
     Block,
     ImageBlock,
@@ -31,7 +32,6 @@ from ..model import (
 PROVIDERS_WITH_COUNT = ("anthropic",)
 
 _ID_OK = re.compile(r"[^A-Za-z0-9_-]")
-_DATA_URL = re.compile(r"^data:(?P<mt>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 
 
 class ProviderCountError(UsageError):
@@ -72,25 +72,6 @@ class _Ids:
         return self.seen.get(call_id) or _ID_OK.sub("_", call_id or "") or self._new()
 
 
-def _image(b: ImageBlock) -> dict[str, Any] | None:
-    """An image or document as an Anthropic content block, or None when it cannot be expressed."""
-    raw = b.raw or {}
-    kind = raw.get("type")
-    if kind in ("image", "document") and isinstance(raw.get("source"), dict):
-        return {k: v for k, v in raw.items() if k in ("type", "source", "title", "context", "citations")}
-    if kind == "image_url":  # OpenAI content part: {"image_url": {"url": "data:...;base64,..." | "https://..."}}
-        iu = raw.get("image_url")
-        url = iu.get("url") if isinstance(iu, dict) else iu
-        if isinstance(url, str):
-            m = _DATA_URL.match(url)
-            if m:
-                source = {"type": "base64", "media_type": m["mt"], "data": m["data"]}
-                return {"type": "image", "source": source}
-            if url.startswith(("http://", "https://")):
-                return {"type": "image", "source": {"type": "url", "url": url}}
-    return None
-
-
 def _content(blocks: list[Block], ids: _Ids, in_result: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for b in blocks:
@@ -100,7 +81,7 @@ def _content(blocks: list[Block], ids: _Ids, in_result: bool = False) -> list[di
         elif isinstance(b, ThinkingBlock):
             continue  # prior-turn thinking is not billed as input by the API; signatures would not verify
         elif isinstance(b, ImageBlock):
-            img = _image(b)
+            img = binary_block(b)
             if img is not None:
                 out.append(img)
             else:
