@@ -1,4 +1,4 @@
-"""The token budget (SPEC §6): context window, buffer, compaction threshold and summary budget.
+"""The token budget (README "Budget"): context window, buffer, compaction threshold and summary budget.
 
 - Window: ``--window N``; else looked up from ``--model NAME`` in the table of known models
   (``ctxcompact/data/models.json``) merged with the user's config file; else :data:`DEFAULT_WINDOW`

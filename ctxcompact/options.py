@@ -13,25 +13,26 @@ class Options:
     format: str = "auto"  # input format, or "auto" to detect it
     to: str | None = None  # output format (default: the input's)
     lenient: bool = False  # drop lines that fail their schema instead of failing
-    # budget (§6)
+    # budget (README "Budget")
     window: int | None = None
     model: str | None = None
     threshold: str | None = None  # "N" tokens, "80%" of the window, "0" disables compaction
     config_path: Path | None = None  # user config with extra models
-    # estimation (§5)
+    # estimation (README "Token estimation and calibration")
     exact: str = "tiktoken"  # "tiktoken", "none", or "anthropic"
     encoding: str | None = None  # tiktoken encoding; default from --model, else o200k_base
     default_factor: float | None = None  # calibration factor when nothing was reported
     real_tokens: int | None = None  # prompt tokens the provider reported for the last request
-    # state (§7)
+    # state (README "The state file")
     state_path: Path | None = None  # default: <input>.ctxstate.json
     use_state: bool = True
     reset_state: bool = False
     lock_timeout: float = 10.0
-    # cleaning (§4): a transcript never ends on a tool result ("Understood." is appended) unless this is
-    # set, for a before-model hook called right after tools ran (the model's next turn answers them)
+    # cleaning (README "`ctxcompact clean`"): a transcript never ends on a tool result ("Understood." is
+    # appended) unless this is set, for a before-model hook called right after tools ran (the model's next
+    # turn answers them)
     keep_trailing_results: bool = False
-    # compaction (§8, §10)
+    # compaction (README "`ctxcompact run`", "LLM summarizers")
     strategy: str = "threshold"
     summarizer: str = "extractive"
     summary_model: str | None = None
@@ -42,14 +43,14 @@ class Options:
     instructions: str | None = None
     no_fallback: bool = False
     todos_file: Path | None = None
-    # masking (§9a): --strategy mask, or the first tier of threshold with --prune
+    # masking (README "Strategies"): --strategy mask, or the first tier of threshold with --prune
     prune: bool = False
     keep_results: int = 3
     protect_tokens: int | None = None  # None: the strategy's documented default
     exclude_tools: tuple[str, ...] = ()
     min_savings: int | None = None  # None: the strategy's documented default
     clear_thinking: bool = False
-    # sliding window (§9)
+    # sliding window (README "Strategies")
     invocation_threshold: int = 5
     overlap: int = 2
     safety_ratio: float = 0.7

@@ -1,4 +1,4 @@
-"""A progress indicator on stderr for long work, shown only when stderr is a terminal (§3)."""
+"""A progress indicator on stderr for long work, shown only when stderr is a terminal (README "Commands")."""
 
 from __future__ import annotations
 

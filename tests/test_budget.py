@@ -1,4 +1,5 @@
-"""Budget per SPEC §6: window, buffer, threshold and summary budget; the model table and user config."""
+"""Budget per README "Budget": window, buffer, threshold and summary budget; the model table and user
+config."""
 
 from __future__ import annotations
 

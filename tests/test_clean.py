@@ -1,4 +1,5 @@
-"""Cleaning (SPEC §4): each repair in both layouts, idempotence and invariants (hypothesis), golden files."""
+"""Cleaning (README "`ctxcompact clean`"): each repair in both layouts, idempotence and invariants
+(hypothesis), golden files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Observation masking (§9a, issue 10): the pure masking rules, every format, state across runs, and the
+"""Observation masking (README "Strategies", issue 10): the pure masking rules, every format, state across
+runs, and the
 tiered decision of ``--prune``."""
 
 from __future__ import annotations

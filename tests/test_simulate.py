@@ -1,4 +1,5 @@
-"""The §11 stress matrix: every seed scenario through the real pipeline, no overflow and no loop.
+"""The README "Simulation: the stress matrix" stress matrix: every seed scenario through the real pipeline,
+no overflow and no loop.
 
 The whole matrix runs once per test session (module fixture); the other tests use small selections.
 """

@@ -1,4 +1,5 @@
-"""Sliding-window strategy (§9): ADK-style events, the context rule, pair safety, shrinking, growing runs."""
+"""Sliding-window strategy (README "Strategies"): ADK-style events, the context rule, pair safety,
+shrinking, growing runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The sidecar state (SPEC §7): round trip, schema, versions, corruption, lock, fingerprint, calibration."""
+"""The sidecar state (README "The state file"): round trip, schema, versions, corruption, lock, fingerprint,
+calibration."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def clean(
     report: bool,
     keep_trailing_results: bool,
 ) -> None:
-    """Repair a transcript (§4) and write it: missing tool results, separated or orphan results,
+    """Repair a transcript and write it: missing tool results, separated or orphan results,
     a trailing tool result, role order.
 
     \b
@@ -423,7 +423,7 @@ def state_reset(path: str) -> None:
     help="Play each scenario twice, summary-only and with --prune, and compare what the summarizer did.",
 )
 def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool, compare_prune: bool) -> None:
-    """Run the multi-turn stress matrix (§11) through the real pipeline and print its table.
+    """Run the multi-turn stress matrix through the real pipeline and print its table.
 
     Each scenario plays a whole agent session: `run` before every model call and `calibrate` after it,
     on an append-only log with a real state file, against a simulated provider that bills a chosen ratio

@@ -34,7 +34,7 @@ def env_name(name: str) -> str:
 
 
 def opt(*decls: str, **kw: Any) -> Callable[[F], F]:
-    """click.option with the CTXCOMPACT_<OPTION> variable every option has (§3)."""
+    """click.option with the CTXCOMPACT_<OPTION> variable every option has (README "Commands")."""
     long = next(d for d in decls if d.startswith("--"))
     kw.setdefault("envvar", env_name(long[2:].split("/")[0]))
     kw.setdefault("show_envvar", True)

@@ -106,7 +106,8 @@ def user_requests(records: Iterable[Record]) -> list[tuple[int, str]]:
 
 
 def latest_request(records: Sequence[Record]) -> str | None:
-    """The last message a person typed (§8), verbatim apart from injected blocks and outer whitespace."""
+    """The last message a person typed (README "`ctxcompact run`"), verbatim apart from injected blocks and
+    outer whitespace."""
     for rec in reversed(records):
         text = typed_text(rec)
         if text is not None:

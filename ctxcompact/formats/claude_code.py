@@ -2,7 +2,7 @@
 
 Sources of each rule (no official schema exists):
 - Line types, envelope fields, ``message`` shapes, split assistant messages, compaction boundaries:
-  ../shared/research/FORMATS.md §1, checked against real logs published under MIT:
+  the notes in README "Transcript formats", checked against real logs published under MIT:
   marot/spotter ``test/fixtures/transcripts/`` (CLI 2.1.38/2.1.39) and lanegrid/agtrace
   ``crates/agtrace-providers/tests/samples/claude_session.jsonl`` (CLI 2.0.28); see tests/data/claude-code.
 - Usage de-duplication by ``message.id`` + ``requestId``: every line of one streamed API response repeats
@@ -27,7 +27,7 @@ Rules:
 - Output: not writable. A log Claude Code can resume needs a fresh ``uuid``/``parentUuid`` chain through
   every written line, a ``compact_boundary`` and an ``isCompactSummary`` line bound to the session id of
   the file it is resumed from; the per-record writer cannot build a chain and the CLI's resume logic is
-  closed source, so we write ``anthropic`` instead (SPEC §2).
+  closed source, so we write ``anthropic`` instead (README "Transcript formats").
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from ..model import (
 )
 from .base import Format, Layout
 
-#: line types seen in real logs (FORMATS.md §1); others are accepted too, as message-less records.
+#: line types seen in real logs ; others are accepted too, as message-less records.
 KNOWN_TYPES = frozenset({
     "user", "assistant", "system", "summary", "progress", "file-history-snapshot", "queue-operation",
     "attachment", "custom-title", "ai-title", "agent-name", "last-prompt", "pr-link", "permission-mode",

@@ -3,7 +3,7 @@
 Sources of each rule:
 - Envelope ``{timestamp, type, payload}`` and the line types (session_meta, response_item, event_msg,
   turn_context, compacted): openai/codex ``codex-rs/protocol/src/protocol.rs`` (RolloutItem, RolloutLine,
-  CompactedItem, TurnContextItem, EventMsg) as summarised in ../shared/research/FORMATS.md §2.
+  CompactedItem, TurnContextItem, EventMsg).
 - ResponseItem payloads (message with input_text/output_text, reasoning, function_call with a JSON-string
   ``arguments`` and ``call_id``, function_call_output, custom_tool_call(_output), local_shell_call,
   web_search_call, ghost_snapshot): ``codex-rs/protocol/src/models.rs``; checked against the real log

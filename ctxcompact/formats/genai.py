@@ -3,7 +3,7 @@
 Sources of each rule:
 - Content/Part shapes (``role`` user/model, ``parts`` with text, thought, function_call{id,name,args},
   function_response{id,name,response}, inline_data, file_data, executable_code, code_execution_result):
-  google-genai ``types.Content``/``types.Part``; ../shared/research/FORMATS.md §5.
+  google-genai ``types.Content``/``types.Part``.
 - Event envelope (author, invocation_id, id, timestamp in float seconds, actions, usage_metadata), the
   camelCase aliases of the API server and the snake_case of ``model_dump()``: google/adk-python
   ``src/google/adk/events/event.py`` and ``event_actions.py`` (pydantic ``alias_generator=to_camel``,

@@ -126,7 +126,8 @@ class Summary:
 
 @dataclass(slots=True)
 class Calibration:
-    """§5 calibration. ``real`` and ``last_estimate`` always describe the same request; ``factor`` is the
+    """README "Token estimation and calibration" calibration. ``real`` and ``last_estimate`` always describe
+    the same request; ``factor`` is the
     last correction measured from such a pair (clamped to [1, 5]), kept when a new estimate is recorded."""
 
     real: int | None = None
@@ -181,7 +182,8 @@ class Compaction:
 
 @dataclass(slots=True)
 class Event:
-    """A sliding-window compaction event (§9): input records ``[start, end)`` replaced by ``summary``."""
+    """A sliding-window compaction event (README "Strategies"): input records ``[start, end)`` replaced by
+    ``summary``."""
 
     start: int
     end: int

@@ -1,4 +1,5 @@
-"""The offline, deterministic summarizer (SPEC §10): a structured summary built from the transcript itself.
+"""The offline, deterministic summarizer (README "LLM summarizers"): a structured summary built from the
+transcript itself.
 
 Sections, in order, each only when it has something to say: Earlier summary (an LLM summary carried
 forward), User goals and rules, Timeline, Files and commands, Errors, Open todos, Last assistant action,

@@ -5,7 +5,8 @@ as API messages: the summarizer then never sees a conversation it could mistake 
 pairing rules of the provider do not apply, and we control exactly what is sent (no thinking, no images).
 
 Fitting: the rendered input must fit the summarizer's own input budget (80 % of its window minus the system
-prompt and the output budget, SPEC §6). Tool results are first cut to a head + tail with a marker; when
+prompt and the output budget, README "Budget"). Tool results are first cut to a head + tail with a marker;
+when
 that is not enough the OLDEST records are dropped first (the recent past matters most for the next step),
 and only then are tool results and finally the remaining text shrunk further. :class:`PromptStats` says
 what was dropped and how many characters were cut, so the caller can report it.
@@ -96,7 +97,7 @@ them.
 INPUT_CHARS_PER_TOKEN = 3
 # Characters per token used to check the reply against its budget (the documented chars/4 heuristic).
 OUTPUT_CHARS_PER_TOKEN = 4
-# Share of the summarizer's window the whole request may use (SPEC §6).
+# Share of the summarizer's window the whole request may use (README "Budget").
 INPUT_WINDOW_SHARE = 0.8
 
 # Sizes before any fitting pressure: a tool result keeps head + tail of this many characters, a tool

@@ -102,7 +102,7 @@ class ProviderSummarizer(Summarizer):
         self.base_url = base_url
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
-        # the summarizer's own window: its input must fit 80 % of it (§6)
+        # the summarizer's own window: its input must fit 80 % of it (README "Budget")
         self.context_window = int(context_window or self.default_context_window)
         self.instructions = instructions
         self.last_stats: Any = None  # prompt.PromptStats of the last request (what was dropped and cut)

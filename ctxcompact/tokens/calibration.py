@@ -1,4 +1,5 @@
-"""Calibration: turn a local estimate into the provider's token space, never undercounting (SPEC §5).
+"""Calibration: turn a local estimate into the provider's token space, never undercounting (README "Token
+estimation and calibration").
 
 With the provider's reported prompt tokens of the last request (``real``) and our estimate of that same
 request (``last_estimate``)::
@@ -14,7 +15,8 @@ a compaction) from shrinking the estimate below what we count ourselves.
 
 Without calibration data the factor is a default that depends on the counter:
 
-- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (SPEC §5). Against what providers bill, chars/4
+- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (README "Token estimation and calibration").
+Against what providers bill, chars/4
   was observed to undercount structured content (JSON, code, tool schemas) 2-3x; the design this follows
   first used 1.5 and moved to 2.0, and its stress runs document that a real ratio above the default cannot
   be caught before the first usage figure arrives, so the default errs high.
@@ -118,7 +120,8 @@ def calibrate(
     default_factor: float,
     source: str,
 ) -> Calibrated:
-    """Calibrate ``current`` (an estimate with the same counter as ``last_estimate``) per SPEC §5.
+    """Calibrate ``current`` (an estimate with the same counter as ``last_estimate``) per README "Token
+    estimation and calibration".
 
     With ``real`` and a positive ``last_estimate``: factor = clamp(real / last_estimate, 1.0, 5.0). Otherwise
     the factor is ``default_factor``. calibrated = ceil(current × factor). ``tokens`` = max(real, calibrated)
