@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     from ctxcompact.options import Options
     from ctxcompact.reader import iter_lines_at
     from ctxcompact.source import InputData
-    from ctxcompact.strategies import StrategyInput, get_strategy
+    from ctxcompact.strategies import get_strategy
+    from ctxcompact.strategies.base import StrategyInput
     from ctxcompact.tokens import exact, fast
     from ctxcompact.tokens.counts import count_records
 

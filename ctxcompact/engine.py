@@ -32,6 +32,7 @@ from .source import InputData, Source, is_file
 from .state import (
     InputInfo,
     State,
+    add_compaction,
     default_state_path,
     load_state,
     new_state,
@@ -40,7 +41,8 @@ from .state import (
     state_lock,
 )
 from .state import record_real_tokens as record_in_state
-from .strategies import Outcome, StrategyInput, Written, get_strategy, reapply_all
+from .strategies import get_strategy, reapply_all
+from .strategies.base import Outcome, StrategyInput, Written
 from .summarizers import summarizer_for
 from .summarizers.base import SummaryResult
 from .tokens.calibration import (
@@ -357,9 +359,16 @@ def _judge_fit(result: RunResult, out_counts: Counts, factor: float, budget: Bud
 def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
     if inp.path is not None:
         state.input = InputInfo(path=str(inp.path), format=ctx.input_format)
-    if result.outcome is not None:
-        result.outcome.commit(state, Written(ctx=ctx, data=inp.data, tokens_before=result.tokens_before,
-                                             tokens_after=result.tokens_after, counts=out_counts))
+    outcome = result.outcome
+    if outcome is not None and outcome.compacted:
+        outcome.commit(state, Written(ctx=ctx, data=inp.data, tokens_before=result.tokens_before,
+                                      tokens_after=result.tokens_after, counts=out_counts))
+        add_compaction(
+            state, strategy=outcome.strategy, tokens_before=result.tokens_before,
+            tokens_after=outcome.tokens_after if outcome.tokens_after is not None else result.tokens_after,
+            records_covered=outcome.covered, watermark=state.watermark,
+            summarizer=outcome.summary.summarizer if outcome.summary is not None else None,
+            fallback=outcome.fallback, duration_s=outcome.duration_s, tier=outcome.tier)
     # the estimate of what we wrote: the next `calibrate` pairs the provider's figure with it
     record_estimate(state, sum(out_counts.base), out_counts.estimator)
 

@@ -5,18 +5,22 @@
 - ``sliding-window``: ADK-style compaction events every θ invocations or over ρ × window.
 
 Adding a strategy: a module exposing ``STRATEGY`` (an object with the :class:`.base.Strategy` interface),
-one line in ``_MODULES``, and its options (``options.Options`` fields, ``cli/options.py`` flags). Modules load
-on first use, so importing this registry is cheap.
+one line in ``_MODULES``, and its options (``options.Options`` fields, ``cli/options.py`` flags); a library
+user can also :func:`register` one at run time (docs/DESIGN.md has a worked example). Modules load on first
+use, so importing this registry is cheap (the CLI's ``--strategy`` choices come from it).
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..model import Record
-from ..state import State
-from .base import Outcome, Strategy, StrategyInput, Written
+
+if TYPE_CHECKING:  # the interface is in .base; importing it here would load the engine's layers for --help
+    from ..model import Record
+    from ..state import State
+    from .base import Strategy
 
 # name -> module (in this package); the order is the order --help lists them
 _MODULES: dict[str, str] = {
@@ -26,14 +30,30 @@ _MODULES: dict[str, str] = {
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)
 
-__all__ = ["NAMES", "Outcome", "Strategy", "StrategyInput", "Written", "get_strategy", "reapply_all"]
+_REGISTERED: dict[str, Strategy] = {}
+
+__all__ = ["NAMES", "get_strategy", "names", "reapply_all", "register"]
+
+
+def register(strategy: Strategy) -> None:
+    """Make ``strategy`` available by its name to the library (``Options(strategy=name)``)."""
+    if strategy.name in _MODULES:
+        raise ValueError(f"{strategy.name!r} is a built-in strategy")
+    _REGISTERED[strategy.name] = strategy
+
+
+def names() -> tuple[str, ...]:
+    """Every strategy name: the built-in ones, then those registered at run time."""
+    return NAMES + tuple(_REGISTERED)
 
 
 def get_strategy(name: str) -> Strategy:
     """The strategy called ``name`` (UsageError for an unknown name)."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
     module = _MODULES.get(name)
     if module is None:
-        raise UsageError(f"unknown strategy {name!r}; known: {', '.join(NAMES)}")
+        raise UsageError(f"unknown strategy {name!r}; known: {', '.join(names())}")
     strategy: Strategy = importlib.import_module(f"{__package__}.{module}").STRATEGY
     return strategy
 
@@ -41,7 +61,7 @@ def get_strategy(name: str) -> Strategy:
 def reapply_all(records: list[Record], state: State, fmt_name: str) -> list[Record]:
     """What every strategy left in the state, applied again (so a later run never re-expands what an earlier
     one reduced), whatever strategy this run uses."""
-    layered = sorted((s for s in map(get_strategy, NAMES) if s.state_layer), key=lambda s: s.state_layer)
+    layered = sorted((s for s in map(get_strategy, names()) if s.state_layer), key=lambda s: s.state_layer)
     for strategy in layered:
         records = strategy.reapply(records, state, fmt_name)
     return records

@@ -56,7 +56,8 @@ def _nothing(state: State, written: Written) -> None:
 
 @dataclass(slots=True)
 class Outcome:
-    """What a strategy did. ``commit`` records it in the state (closing over whatever the strategy needs)."""
+    """What a strategy did. ``commit`` records in the state what later runs need (closing over whatever the
+    strategy needs); the engine adds the compaction history entry from the fields here."""
 
     strategy: str
     transcript: Transcript  # what to write
@@ -65,6 +66,9 @@ class Outcome:
     summary: SummaryResult | None = None  # the summary made (the last one, for several events)
     tier: str | None = None  # "mask" or "summary" under --prune; "mask" for --strategy mask
     masked: int = 0  # tool results masked by this run
+    covered: int = 0  # what the history says it covered: input records summarized, or results masked
+    fallback: bool = False  # an LLM summarizer failed and the extractive summary stood in
+    duration_s: float = 0.0  # time spent summarizing or masking
     tokens_after: int | None = None  # the strategy's own calibrated judgement of its result, if any
     exit_code: ExitCode = ExitCode.OK  # DOES_NOT_FIT when the strategy knows its result cannot fit
     warnings: list[str] = field(default_factory=list)  # reported with the run's warnings

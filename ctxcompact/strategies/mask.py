@@ -67,7 +67,7 @@ from ..model import (
     token_text,
 )
 from ..options import Options
-from ..state import MaskedResult, Masking, State, add_compaction, make_fingerprint, utc_now
+from ..state import MaskedResult, Masking, State, make_fingerprint, utc_now
 from ..tokens import heuristic
 from ..tokens.calibration import default_factor, fit_factor
 from ..tokens.counts import count_records
@@ -330,10 +330,9 @@ def merge_masking(old: Masking | None, entries: Sequence[MaskedResult], *, input
 # The strategy
 
 
-def _commit(state: State, written: Written, *, strategy: str, results: list[MaskedResult],
-            thinking_before: int, measured: bool, factor: float, tokens_before: int, tokens_after: int,
-            duration_s: float) -> None:
-    """Merge what was masked into ``state.masking`` and add the history entry; calibration is kept."""
+def _commit(state: State, written: Written, *, results: list[MaskedResult], thinking_before: int,
+            measured: bool, factor: float) -> None:
+    """Merge what was masked into ``state.masking``; calibration is kept."""
     ctx = written.ctx
     state.masking = merge_masking(state.masking, results, input_records=ctx.input_records,
                                   thinking_before=thinking_before)
@@ -346,9 +345,6 @@ def _commit(state: State, written: Written, *, strategy: str, results: list[Mask
         # keep the provider's measured ratio for the masked request (see the module docstring)
         state.calibration.factor = round(factor, 6)
         state.calibration.estimator = written.counts.estimator
-    add_compaction(state, strategy=strategy, tokens_before=tokens_before, tokens_after=tokens_after,
-                   records_covered=len(results), watermark=state.watermark, summarizer=None, fallback=False,
-                   duration_s=duration_s, tier="mask")
 
 
 def _fit_factor(si: StrategyInput) -> float:
@@ -402,13 +398,12 @@ def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
     duration = round(time.monotonic() - started, 3)
 
     def commit(state: State, written: Written) -> None:
-        _commit(state, written, strategy=strategy, results=results, thinking_before=thinking_before,
-                measured=cal.real is not None, factor=cal.factor, tokens_before=before, tokens_after=after,
-                duration_s=duration)
+        _commit(state, written, results=results, thinking_before=thinking_before,
+                measured=cal.real is not None, factor=cal.factor)
 
     outcome = Outcome(strategy=strategy, transcript=masked, compacted=worth,
                       commit=commit if worth else _nothing, tier="mask", masked=len(results),
-                      tokens_after=after)
+                      covered=len(results), duration_s=duration, tokens_after=after)
     threshold = si.budget.threshold
     if threshold and after >= threshold:
         outcome.exit_code = ExitCode.DOES_NOT_FIT

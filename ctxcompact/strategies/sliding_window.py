@@ -43,7 +43,7 @@ from ..formats.base import new_record
 from ..model import Origin, Record, Role, ToolCall, ToolResult, Transcript
 from ..options import Options
 from ..progress import progress
-from ..state import Event, State, add_compaction, make_fingerprint, reset_calibration
+from ..state import Event, State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from ..tokens import heuristic
@@ -333,8 +333,8 @@ def _view(records: list[Record]) -> list[Record]:
 
 
 def _commit(state: State, written: Written, new_events: list[Event], end: int, end_offset: int,
-            end_length: int, summarizer: str | None, durations: list[float]) -> None:
-    """Append the new events, fingerprint the input through the last event's end, log the compaction."""
+            end_length: int) -> None:
+    """Append the new events and fingerprint the input through the last event's end."""
     state.events.extend(new_events)
     if state.watermark == 0 and end_offset >= 0:
         data = written.data
@@ -345,11 +345,6 @@ def _commit(state: State, written: Written, new_events: list[Event], end: int, e
             data, records=end, nbytes=nbytes, format=ctx.input_format,
             lines=data.count(b"\n", 0, nbytes) + (0 if nl >= 0 else 1),
             system_lines=[(o, n) for o, n in ctx.system_spans if o + n <= nbytes])
-    add_compaction(state, strategy=NAME, tokens_before=written.tokens_before,
-                   tokens_after=written.tokens_after, records_covered=sum(e.records for e in new_events),
-                   watermark=state.watermark,
-                   summarizer=summarizer, fallback=any(e.fallback for e in new_events),
-                   duration_s=sum(durations))
     # the factor measured on the large request must not scale the compacted one
     reset_calibration(state)
 
@@ -465,11 +460,11 @@ def apply(si: StrategyInput) -> Outcome | None:
     durations = [x.duration_s for x in planner.summaries]
 
     def commit(state: State, written: Written) -> None:
-        _commit(state, written, new_events, end, end_offset, end_length,
-                summary.summarizer if summary is not None else None, durations)
+        _commit(state, written, new_events, end, end_offset, end_length)
 
     return Outcome(strategy=NAME, transcript=t, compacted=bool(new_events), commit=commit, summary=summary,
-                   exit_code=code, warnings=warnings)
+                   covered=sum(e.records for e in new_events), fallback=any(e.fallback for e in new_events),
+                   duration_s=sum(durations), exit_code=code, warnings=warnings)
 
 
 def _record_at(view: list[Record], index: int) -> Record | None:

@@ -22,7 +22,7 @@ from ..formats import get_format
 from ..model import Origin, Record, Role, Transcript
 from ..options import Options
 from ..progress import progress
-from ..state import State, Summary, TokenCache, add_compaction, make_fingerprint, reset_calibration
+from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from . import mask
@@ -71,13 +71,15 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
 
     def commit(state: State, written: Written) -> None:
-        _commit(state, written, summary, latest, continuation, tier)
+        _commit(state, written, summary, latest, continuation)
 
-    return Outcome(strategy=NAME, transcript=transcript, commit=commit, summary=summary, tier=tier)
+    return Outcome(strategy=NAME, transcript=transcript, commit=commit, summary=summary, tier=tier,
+                   covered=ctx.input_records - ctx.covered, fallback=summary.fallback,
+                   duration_s=summary.duration_s)
 
 
-def _commit(state: State, written: Written, summary: SummaryResult, latest: str | None, continuation: str,
-            tier: str | None) -> None:
+def _commit(state: State, written: Written, summary: SummaryResult, latest: str | None,
+            continuation: str) -> None:
     """Move the watermark over every input record, keep the summary, reset the calibration."""
     ctx, counts = written.ctx, written.counts
     state.watermark = ctx.input_records
@@ -90,11 +92,6 @@ def _commit(state: State, written: Written, summary: SummaryResult, latest: str 
     state.masking = None  # every masked record is now inside the summary
     state.summary = Summary.from_result(summary, records_covered=ctx.input_records, latest_request=latest,
                                         continuation=continuation)
-    add_compaction(state, strategy=NAME, tokens_before=written.tokens_before,
-                   tokens_after=written.tokens_after, records_covered=ctx.input_records - ctx.covered,
-                   watermark=ctx.input_records,
-                   summarizer=summary.summarizer, fallback=summary.fallback, duration_s=summary.duration_s,
-                   tier=tier)
     # the factor measured on the large pre-compaction request must not scale the small one
     reset_calibration(state)
 
