@@ -13,10 +13,12 @@ transcript.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
+from .atomic import write_lines
 from .batch import Row, Totals, expand
 from .batch import estimate_many as _estimate_many
 from .clean import CleanResult, Repair
@@ -85,6 +87,12 @@ def expand_paths(args: Sequence[str], recursive: bool = False) -> list[str]:
     return expand(args, recursive)
 
 
+def write_output(lines: Iterable[bytes], output: str | Path | BinaryIO) -> None:
+    """Write output lines (``RunResult.lines()``, ``CleanFileResult.lines()``) to a path, atomically, or to a
+    binary stream."""
+    write_lines(lines, output)
+
+
 def calibrate(state_path: Path | str, prompt_tokens: int) -> State:
     """After-model hook: record the prompt tokens the provider reported for the request just sent."""
     return record_real_tokens(Path(state_path), prompt_tokens)
@@ -123,4 +131,5 @@ __all__ = [
     "run",
     "save_state",
     "validate",
+    "write_output",
 ]

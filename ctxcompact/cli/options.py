@@ -243,6 +243,6 @@ def stdout() -> Any:
 
 def write_output(lines: Any, output: str | None) -> None:
     """A command's output lines to ``-o PATH`` (atomically) or to stdout."""
-    from ..atomic import write_lines
+    from .. import api
 
-    write_lines(lines, Path(output) if output and output != "-" else stdout())
+    api.write_output(lines, Path(output) if output and output != "-" else stdout())

@@ -1,0 +1,138 @@
+"""The package's structure, read from its own imports (at module level and inside functions): no import
+cycle between modules (a package's __init__ and its own children aside), no use of another module's
+_private names, no runtime module importing the developer tooling, no module over 700 lines, and the CLI
+starting without the heavy layers. docs/DESIGN.md "Layers" says why."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "ctxcompact"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _owner(name: str) -> str | None:
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(name: str, path: Path) -> list[tuple[str, str | None]]:
+    """(imported module, imported name or None) for every ctxcompact import in a module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == "ctxcompact":
+                found.extend((target, alias.name) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, None) for alias in node.names if alias.name.startswith("ctxcompact"))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for name, path in MODULES.items():
+        for target, imported in _imports(name, path):
+            sub = f"{target}.{imported}" if imported else target
+            dep = sub if sub in MODULES else _owner(target)
+            if dep and dep != name:
+                graph[name].add(dep)
+    return graph
+
+
+def _family(a: str, b: str) -> bool:
+    """A package's __init__ importing its own children (or the reverse) is re-exporting, not layering."""
+    return (MODULES[a].name == "__init__.py" and b.startswith(a + ".")) or (
+        MODULES[b].name == "__init__.py" and a.startswith(b + "."))
+
+
+def test_no_import_cycles() -> None:
+    graph = {m: {d for d in deps if not _family(m, d)} for m, deps in _graph().items()}
+    cycles = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append(" -> ".join([*path[path.index(d):], d]))
+            elif d not in state:
+                visit(d, [*path, d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_no_private_names_across_modules() -> None:
+    reach_ins = []
+    for name, path in MODULES.items():
+        for target, imported in _imports(name, path):
+            if imported and imported.startswith("_") and not imported.startswith("__") \
+                    and f"{target}.{imported}" not in MODULES:
+                reach_ins.append(f"{name} imports {target}.{imported}")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = {a.asname or a.name: f"{t}.{a.name}" for t, a in
+                   ((_resolve(name, path, n), a) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    for a in n.names) if f"{t}.{a.name}" in MODULES}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and aliases[node.value.id] != name):
+                reach_ins.append(f"{name} uses {aliases[node.value.id]}.{node.attr}")
+    assert reach_ins == []
+
+
+def _resolve(name: str, path: Path, node: ast.ImportFrom) -> str:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def test_the_runtime_never_imports_the_developer_tooling() -> None:
+    graph = _graph()
+    tooling = ("ctxcompact.devtools", "ctxcompact.cli")
+    bad = [f"{m} -> {d}" for m, deps in graph.items() for d in deps
+           if d.startswith("ctxcompact.devtools") and not m.startswith(tooling)]
+    assert bad == []
+
+
+def test_no_module_over_700_lines() -> None:
+    sizes = {m: p.read_text(encoding="utf-8").count("\n") for m, p in MODULES.items()}
+    assert {m: n for m, n in sizes.items() if n > 700} == {}
+
+
+def test_the_cli_starts_without_the_heavy_layers() -> None:
+    heavy = ("ctxcompact.engine", "ctxcompact.strategies.", "ctxcompact.state", "tiktoken", "jsonschema",
+             "anthropic", "openai")
+    code = f"import sys, ctxcompact.cli; print(' '.join(m for m in sys.modules if m.startswith({heavy!r})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == []
