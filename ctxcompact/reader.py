@@ -76,6 +76,14 @@ def json_type_name(value: Any) -> str:
     return _type_name(value)
 
 
+def json_type_phrase(value: Any) -> str:
+    """The JSON type of a decoded value as a message says it: ``an array``, ``a string``, ``null``."""
+    name = _type_name(value)
+    if name == "null" or name not in ("boolean", "number", "string", "array", "object"):
+        return name
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 def _explain(raw: bytes, err: orjson.JSONDecodeError) -> str:
     """Turn orjson's terse error into a message that says what is wrong and where."""
     msg = err.msg

@@ -17,6 +17,7 @@ import orjson
 
 from ..atomic import atomic_write
 from ..errors import StateError, UsageError
+from ..reader import json_type_phrase
 from .model import (
     STATE_VERSION,
     Calibration,
@@ -83,7 +84,7 @@ def validate_state(obj: Any) -> str | None:
 
     A newer ``version`` is reported as such rather than as a schema mismatch."""
     if not isinstance(obj, dict):
-        return f"$: expected a JSON object, got {_json_type(obj)}"
+        return f"$: expected a JSON object, got {json_type_phrase(obj)}"
     version = _newer_version(obj)
     if version is not None:
         return (f"$.version: written by a newer ctxcompact (state version {version}; "
@@ -96,20 +97,6 @@ def _newer_version(obj: Any) -> int | None:
     if isinstance(version, int) and not isinstance(version, bool) and version > STATE_VERSION:
         return version
     return None
-
-
-def _json_type(obj: Any) -> str:
-    if obj is None:
-        return "null"
-    if isinstance(obj, bool):
-        return "a boolean"
-    if isinstance(obj, (int, float)):
-        return "a number"
-    if isinstance(obj, str):
-        return "a string"
-    if isinstance(obj, list):
-        return "an array"
-    return type(obj).__name__
 
 
 def parse_state(obj: Any, where: str = "the state") -> State:

@@ -85,7 +85,11 @@ def clamp_factor(real: int, estimate: int) -> float | None:
     ones."""
     if estimate <= 0:
         return None
-    return min(MAX_FACTOR, max(MIN_FACTOR, real / estimate))
+    return float(_clamped(Fraction(real, estimate)))
+
+
+def _clamped(ratio: Fraction) -> Fraction:
+    return min(max(ratio, Fraction(MIN_FACTOR)), Fraction(MAX_FACTOR))
 
 
 def default_factor_for(exact: str) -> float:
@@ -135,7 +139,7 @@ def calibrate(
     if not (default_factor > 0 and math.isfinite(default_factor)):
         raise ValueError(f"default factor must be a positive number, got {default_factor}")
     if real is not None and last_estimate is not None and last_estimate > 0:
-        factor = min(max(Fraction(real, last_estimate), Fraction(MIN_FACTOR)), Fraction(MAX_FACTOR))
+        factor = _clamped(Fraction(real, last_estimate))
     else:
         factor = _exact(default_factor)
     calibrated = math.ceil(current * factor)
