@@ -30,7 +30,8 @@ def test_timing_gap_seed_case() -> None:
     # The stale real count (140k) would stay under a 180k threshold; calibrated = 180k reaches it.
     c = calibrate(90_000, real=140_000, last_estimate=70_000, default_factor=2.0, source="state")
     assert c == Calibrated(
-        tokens=180_000, calibrated=180_000, base=90_000, factor=2.0, source="state", real=140_000
+        tokens=180_000, calibrated=180_000, base=90_000, factor=2.0, source="state", real=140_000, points=1,
+        default=2.0
     )
 
 

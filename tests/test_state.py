@@ -131,13 +131,13 @@ def test_saved_file_is_indented_and_versioned(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
     save_state(path, new_state("anthropic", "t.jsonl"))
     text = path.read_text(encoding="utf-8")
-    assert text.startswith('{\n  "version": 1,\n  "watermark": 0,')
+    assert text.startswith('{\n  "version": 2,\n  "watermark": 0,')
     assert text.endswith("}\n")
 
 
 def test_new_state_covers_nothing() -> None:
     s = new_state("codex", Path("a/b.jsonl"))
-    assert s.version == 1 and s.watermark == 0 and s.summary is None
+    assert s.version == 2 and s.watermark == 0 and s.summary is None
     assert s.fingerprint == Fingerprint(records=0, nbytes=0, sha256=EMPTY_SHA256, format="codex")
     assert hashlib.sha256(b"").hexdigest() == EMPTY_SHA256
     assert s.input == InputInfo(path=str(Path("a/b.jsonl")), format="codex")
@@ -265,10 +265,10 @@ def test_x_keys_are_allowed_and_kept(tmp_path: Path) -> None:
 
 def test_newer_version_is_refused_with_a_clear_message(tmp_path: Path) -> None:
     obj = new_state("openai").to_json()
-    obj["version"] = 2
+    obj["version"] = 3
     obj["something_new"] = {"a": 1}  # a newer file may have keys we do not know: report the version, not them
     path = _write(tmp_path / "future.json", obj)
-    newer = r"written by a newer ctxcompact \(state version 2; this one reads version 1\)"
+    newer = r"written by a newer ctxcompact \(state version 3; this one reads version 2\)"
     with pytest.raises(StateError, match=newer) as exc:
         load_state(path)
     assert str(path) in str(exc.value)

@@ -8,15 +8,20 @@ import copy
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import UsageError
 from ..summarizers.base import SummaryResult
-from ..tokens.calibration import clamp_factor
+from ..tokens.calibration import FIT_POINTS, clamp_factor, fit_affine
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+#: versions this ctxcompact reads (1: before the affine calibration; read as having no model yet)
+READABLE_VERSIONS = (1, 2)
+#: measured requests the state keeps: as many as the fit uses
+MAX_POINTS = FIT_POINTS
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _NAME = re.compile(r"[a-z][a-z0-9-]*")
 
@@ -93,6 +98,10 @@ class Summary:
     duration_s: float = 0.0
     continuation: str | None = None  # the continuation text written after it, reused verbatim later
     truncated: bool = False
+    check: dict[str, Any] | None = None  # what the check of an LLM summary found and did
+    chunks: int = 1  # requests the summary took (more than one when chunked)
+    window: int | None = None  # the LLM summarizer's window and where it came from
+    window_source: str | None = None
 
     @classmethod
     def from_result(cls, result: SummaryResult, *, records_covered: int, latest_request: str | None = None,
@@ -103,7 +112,9 @@ class Summary:
                    records_covered=records_covered, latest_request=latest_request,
                    facts=copy.deepcopy(result.facts), input_tokens=result.input_tokens,
                    output_tokens=result.output_tokens, duration_s=float(result.duration_s),
-                   continuation=continuation, truncated=result.truncated)
+                   continuation=continuation, truncated=result.truncated,
+                   check=copy.deepcopy(result.check), chunks=result.chunks, window=result.window,
+                   window_source=result.window_source)
 
     def to_json(self) -> dict[str, Any]:
         return {"text": self.text, "summarizer": self.summarizer, "model": self.model,
@@ -112,7 +123,8 @@ class Summary:
                 "created_at": self.created_at, "records_covered": self.records_covered,
                 "latest_request": self.latest_request, "facts": copy.deepcopy(self.facts),
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "duration_s": self.duration_s}
+                "duration_s": self.duration_s, "check": copy.deepcopy(self.check), "chunks": self.chunks,
+                "window": self.window, "window_source": self.window_source}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Summary:
@@ -121,30 +133,43 @@ class Summary:
                    records_covered=d["records_covered"], latest_request=d.get("latest_request"),
                    facts=copy.deepcopy(d.get("facts")), input_tokens=d.get("input_tokens"),
                    output_tokens=d.get("output_tokens"), duration_s=float(d.get("duration_s", 0.0)),
-                   continuation=d.get("continuation"), truncated=d.get("truncated", False))
+                   continuation=d.get("continuation"), truncated=d.get("truncated", False),
+                   check=copy.deepcopy(d.get("check")), chunks=int(d.get("chunks", 1)),
+                   window=d.get("window"), window_source=d.get("window_source"))
 
 
 @dataclass(slots=True)
 class Calibration:
-    """README "Token estimation and calibration" calibration. ``real`` and ``last_estimate`` always describe
-    the same request; ``factor`` is the
-    last correction measured from such a pair (clamped to [1, 5]), kept when a new estimate is recorded."""
+    """What was measured of the requests sent (README "Token estimation and calibration").
+
+    ``real`` and ``last_estimate`` describe the last request: our estimate of what we wrote and, once
+    ``ctxcompact calibrate`` reported it, what the provider billed. ``points`` are the measured requests
+    ``(visible, real)`` of this session (the latest :data:`MAX_POINTS`), ``hidden`` and ``slope`` the affine
+    model fitted to them; ``factor`` the correction the last single pair measured (clamped to [1, 5])."""
 
     real: int | None = None
     last_estimate: int | None = None
     estimator: str | None = None
     factor: float | None = None
     updated_at: str | None = None
+    hidden: int | None = None
+    slope: float | None = None
+    points: list[tuple[int, int]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"real": self.real, "last_estimate": self.last_estimate, "estimator": self.estimator,
-                "factor": self.factor, "updated_at": self.updated_at}
+                "factor": self.factor, "hidden": self.hidden, "slope": self.slope,
+                "points": [[v, r] for v, r in self.points], "updated_at": self.updated_at}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Calibration:
-        factor = d["factor"]
+        factor, slope = d["factor"], d.get("slope")
+        points = [(int(v), int(r)) for v, r in d.get("points") or []]
+        if "points" not in d and d["real"] is not None and d["last_estimate"]:
+            points = [(d["last_estimate"], d["real"])]  # a version 1 state: its one measured pair
         return cls(real=d["real"], last_estimate=d["last_estimate"], estimator=d["estimator"],
-                   factor=float(factor) if factor is not None else None, updated_at=d["updated_at"])
+                   factor=float(factor) if factor is not None else None, updated_at=d["updated_at"],
+                   hidden=d.get("hidden"), slope=float(slope) if slope is not None else None, points=points)
 
 
 @dataclass(slots=True)
@@ -365,8 +390,8 @@ def _check_count(name: str, value: Any) -> int:
 def record_real_tokens(state: State, prompt_tokens: int) -> Calibration:
     """Store the prompt tokens the provider reported for the last request (``ctxcompact calibrate``).
 
-    When the estimate of that request is known the correction factor is measured now (README
-    "Token estimation and calibration") so it survives the next :func:`record_estimate`."""
+    When the estimate of that request is known, the pair is a measured request: kept in ``points``, with the
+    factor it measures (``clamp(real / last_estimate, 1, 5)``) and the affine model refitted."""
     real = _check_count("prompt tokens", prompt_tokens)
     cal = state.calibration
     cal.real = real
@@ -374,8 +399,31 @@ def record_real_tokens(state: State, prompt_tokens: int) -> Calibration:
         factor = clamp_factor(real, cal.last_estimate)
         if factor is not None:
             cal.factor = factor
+            _add_points(cal, [(cal.last_estimate, real)])
     cal.updated_at = utc_now()
     return cal
+
+
+def remember_measured(state: State, measured: Iterable[tuple[int, int]], estimator: str) -> Calibration:
+    """Keep the requests a run measured (the transcript's usage, ``--real-tokens``) with the model fitted to
+    them, so they still count once the records that carried them are compacted away."""
+    cal = state.calibration
+    if estimator != cal.estimator:
+        cal.factor, cal.points, cal.hidden, cal.slope = None, [], None, None
+        cal.estimator = estimator
+    _add_points(cal, measured)
+    return cal
+
+
+def _add_points(cal: Calibration, measured: Iterable[tuple[int, int]]) -> None:
+    points = list(cal.points)
+    for p in measured:
+        if p not in points:
+            points.append(p)
+    cal.points = points[-MAX_POINTS:]
+    model = fit_affine(cal.points, cal.slope or cal.factor or 1.0)
+    if model is not None:
+        cal.hidden, cal.slope = model.hidden, model.slope
 
 
 def record_estimate(state: State, estimate: int, estimator: str) -> Calibration:
@@ -383,13 +431,13 @@ def record_estimate(state: State, estimate: int, estimator: str) -> Calibration:
     (``"heuristic"`` or ``"tiktoken:<encoding>"``).
 
     ``real`` is cleared: it measured the previous request, and pairing it with this new estimate would give
-    a wrong factor (too small once the transcript grew). The measured ``factor`` is kept as the best guess
-    until the provider reports again, unless the estimator changed (a factor only holds for its estimator).
-    """
+    a wrong factor (too small once the transcript grew). What was measured (factor, points, the model) is
+    kept as the best guess until the provider reports again, unless the estimator changed (a measurement
+    only holds for the estimator that made it)."""
     value = _check_count("estimate", estimate)
     cal = state.calibration
     if estimator != cal.estimator:
-        cal.factor = None
+        cal.factor, cal.points, cal.hidden, cal.slope = None, [], None, None
     cal.real = None
     cal.last_estimate = value
     cal.estimator = estimator
@@ -398,10 +446,16 @@ def record_estimate(state: State, estimate: int, estimator: str) -> Calibration:
 
 
 def reset_calibration(state: State) -> Calibration:
-    """Forget all calibration. Done after a compaction (README "Token estimation
-    and calibration"): the factor measured on the large pre-compaction
-    request must not be applied to the small compacted one, or every run would compact again."""
-    state.calibration = Calibration(updated_at=utc_now())
+    """After a compaction (README "Token estimation and calibration"): the last request's pair and factor are
+    forgotten, so a factor measured on the large pre-compaction request cannot scale the small compacted one
+    into a loop. The affine model and its points stay: the hidden part (system prompt and tools the log does
+    not hold) is in every request, before and after a compaction, and the slope is a property of the
+    tokenizer, not of the transcript's size. Without such a model nothing is kept."""
+    old = state.calibration
+    keep = old.slope is not None
+    state.calibration = Calibration(updated_at=utc_now(), estimator=old.estimator if keep else None,
+                                    hidden=old.hidden if keep else None, slope=old.slope if keep else None,
+                                    points=list(old.points) if keep else [])
     return state.calibration
 
 
@@ -429,3 +483,4 @@ def set_watermark(state: State, fingerprint: Fingerprint, summary: Summary | Non
     """
     state.watermark = fingerprint.records
     state.fingerprint = fingerprint
+    state.summary = summary

@@ -65,6 +65,10 @@ def _consistency_problem(obj: dict[str, Any]) -> str | None:
     fp = obj["fingerprint"]
     if fp["records"] < obj["watermark"]:
         return (f"$.fingerprint.records: {fp['records']} is less than the watermark {obj['watermark']}")
+    if obj["watermark"] > 0 and obj.get("summary") is None:
+        # without the summary the covered records would silently vanish from the output
+        return (f"$.summary: a watermark of {obj['watermark']} needs the summary that covers those records, "
+                "and there is none")
     if "lines" in fp and fp["lines"] < fp["records"]:
         return f"$.fingerprint.lines: {fp['lines']} lines cannot hold {fp['records']} records"
     if fp["records"] == 0 and fp["bytes"] != 0:
@@ -112,7 +116,7 @@ def parse_state(obj: Any, where: str = "the state") -> State:
                          "fix it or use --reset-state to start over")
     assert isinstance(obj, dict)  # checked by validate_state
     return State(
-        version=obj["version"],
+        version=STATE_VERSION,  # an older version is read as it maps onto this one, and saved as this one
         watermark=obj["watermark"],
         fingerprint=Fingerprint.from_json(obj["fingerprint"]),
         summary=Summary.from_json(obj["summary"]) if obj["summary"] is not None else None,

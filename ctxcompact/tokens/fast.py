@@ -63,9 +63,8 @@ class FastCounts:
     heuristic: array[int] = field(default_factory=lambda: array("q"))  # per message of the cleaned context
     exact: array[int] | None = None
     system: array[int] = field(default_factory=lambda: array("q"))  # indexes of system messages
-    usage_at: int = -1  # index (as above) of the last message with usage.prompt_tokens > 0
-    usage_line: int = 0
-    usage_prompt: int = 0
+    # (index as above, line, prompt tokens) of every message with usage.prompt_tokens > 0, in order
+    usage: list[tuple[int, int, int]] = field(default_factory=list)
     repairs: int = 0
 
 
@@ -264,7 +263,7 @@ def _merge(name: str, items: Iterable[tuple[int, FastLine, int | None]], exact: 
             pending, k = line.call_ids, 0
             out.tool_calls += len(line.call_ids)
         if line.prompt_tokens is not None and line.prompt_tokens > 0:
-            out.usage_at, out.usage_line, out.usage_prompt = len(heur), lineno, line.prompt_tokens
+            out.usage.append((len(heur), lineno, line.prompt_tokens))
         # emit(), inlined: once per line
         role = last_role = line.role
         msgs[role] = msgs.get(role, 0) + 1
