@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_writer", "write_lines"]
+__all__ = ["atomic_write", "atomic_writer", "is_special_file", "write_lines"]
 
 _BytesLike = (bytes, bytearray, memoryview)
 
@@ -43,6 +43,11 @@ def write_lines(lines: Iterable[bytes], output: str | os.PathLike[str] | BinaryI
     """Write output lines to a path (atomically) or to a binary stream (flushed at the end): the one writer of
     every command's output."""
     if isinstance(output, (str, os.PathLike)):
+        if is_special_file(Path(os.fspath(output))):
+            # a FIFO, a device, /dev/stdout: renaming a file over it would replace the node itself
+            with open(output, "wb") as f:
+                write_lines(lines, f)
+            return
         atomic_write(output, lines)
         return
     for line in lines:
@@ -83,6 +88,15 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
     _fsync_dir(directory)
+
+
+def is_special_file(path: Path) -> bool:
+    if str(path).startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # a new file
 
 
 def _resolve(path: Path) -> Path:

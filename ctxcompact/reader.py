@@ -6,6 +6,7 @@ by its longest line.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -17,6 +18,19 @@ _BOM = b"\xef\xbb\xbf"
 
 # orjson refuses documents nested deeper than this (its recursion guard); we name it in the message.
 ORJSON_MAX_DEPTH = 1024
+
+
+#: Python frames a walk over a decoded value may need: a few per level (jsonschema, repr, equality) over
+#: the deepest value the reader accepts. Python's default limit (1000) is below ORJSON_MAX_DEPTH itself.
+_DEEP_RECURSION = 8 * ORJSON_MAX_DEPTH
+
+
+def allow_deep_values() -> None:
+    """Raise Python's recursion limit so code that walks a decoded value recursively (the schema check, a
+    repr, an equality test) handles every nesting the reader accepts (README "Exit codes": up to 1024 levels
+    is valid input, deeper is a clean error)."""
+    if sys.getrecursionlimit() < _DEEP_RECURSION:
+        sys.setrecursionlimit(_DEEP_RECURSION)
 
 
 def iter_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -129,3 +143,51 @@ def decode_line(raw: bytes, line: int) -> Any:
     if not isinstance(obj, dict):
         raise LineError("$", f"expected a JSON object, got {_type_name(obj)} (each line must be one object)")
     return obj
+
+
+def encode_json(value: Any) -> bytes:
+    """``value`` as compact JSON, byte for byte what ``orjson.dumps`` writes, at any depth the reader accepts.
+
+    orjson writes at most 255 levels of nesting, while it reads 1024; a tool's arguments nested deeper than
+    255 levels are still a valid line (README "Exit codes"), so deeper values are written by a loop that
+    leaves every scalar to orjson.
+    """
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError as err:
+        if "ecursion" not in str(err):
+            raise
+    out: list[bytes] = []
+    # a stack of pending work: a value to write, or literal bytes (separators and closing brackets)
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            out.append(item.data)
+        elif isinstance(item, dict):
+            parts: list[Any] = [_Raw(b"{")]
+            for i, (k, v) in enumerate(item.items()):
+                parts.append(_Raw((b"," if i else b"") + orjson.dumps(k) + b":"))
+                parts.append(v)
+            parts.append(_Raw(b"}"))
+            stack.extend(reversed(parts))
+        elif isinstance(item, (list, tuple)):
+            parts = [_Raw(b"[")]
+            for i, v in enumerate(item):
+                if i:
+                    parts.append(_Raw(b","))
+                parts.append(v)
+            parts.append(_Raw(b"]"))
+            stack.extend(reversed(parts))
+        else:
+            out.append(orjson.dumps(item))
+    return b"".join(out)
+
+
+class _Raw:
+    """Bytes :func:`encode_json` writes as they are."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data

@@ -1,0 +1,60 @@
+"""The files one command touches must not destroy each other (README "Exit codes", "The state file").
+
+The input, the output and the state are three different files: writing the output over the input, or the
+state over either, would replace what the user asked us to read. Paths are compared after resolving links
+and, where both exist, by device and inode (``./in.jsonl``, a symlink or a hard link to the input are the
+input). No folder is created implicitly: a missing one is a usage error, before any work. A state or its
+lock that is a symbolic link is refused: the state is rewritten by renaming over it, and writing through a
+link someone else planted replaces a file the user never named.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .atomic import is_special_file
+from .errors import StateError, UsageError
+
+__all__ = ["check_paths", "check_state_path"]
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet: compare where they would be
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _folder_exists(path: Path, what: str) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"the folder of the {what} {path} does not exist; create it first "
+                         "(ctxcompact creates no folders)")
+
+
+def check_paths(*, input: Path | None, output: Path | None, state: Path | None) -> None:
+    """UsageError (exit 2) unless the input, the output and the state are three different files and the
+    folders of what is written exist."""
+    # a FIFO or device (/dev/null, /dev/stdout) is written in place (atomic.write_lines): nothing to compare
+    if output is not None and not is_special_file(output):
+        if input is not None and _same(input, output):
+            raise UsageError(f"the output {output} is the input {input}: ctxcompact never overwrites its "
+                             "input; write to another file")
+        _folder_exists(output, "output")
+    if state is not None:
+        if input is not None and _same(input, state):
+            raise UsageError(f"the state {state} is the input {input}: give --state another file")
+        if output is not None and _same(output, state):
+            raise UsageError(f"the state {state} is the output {output}: give --state another file")
+        _folder_exists(state, "state")
+
+
+def check_state_path(state: Path) -> None:
+    """StateError (exit 3) when the state or its lock is a symbolic link (see the module docstring)."""
+    for path in (state, Path(os.fspath(state) + ".lock")):
+        if path.is_symlink():
+            real = os.path.realpath(path)
+            raise StateError(f"{path} is a symbolic link (to {real}); ctxcompact does not write a state "
+                             "through a link. If that file is really the state, name it: --state "
+                             f"{os.path.realpath(state)}")
