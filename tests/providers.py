@@ -3,8 +3,10 @@
 One :class:`ProviderServer` listens on 127.0.0.1 (a free port) in a background thread and answers
 ``POST /v1/messages``, ``POST /v1/messages/count_tokens`` (Anthropic) and ``POST /v1/chat/completions``
 (OpenAI and compatible servers). Each test scripts it with a queue of :class:`Reply` objects (status, JSON or
-raw body, headers, delay) and afterwards inspects :attr:`ProviderServer.received`: every request with its
-path, headers and parsed JSON body. With an empty queue the server answers a plausible success for the path.
+raw body, headers, delay) and afterwards inspects :attr:`ProviderServer.received`: every POST request with
+its path, headers and parsed JSON body. GET routes (``/v1/models``, ``/props``) answer from
+:attr:`ProviderServer.get_routes` (404 otherwise) and are listed in :attr:`ProviderServer.gets`. With an
+empty queue the server answers a plausible success for the path.
 
 Use it as a context manager or through the ``provider_server`` fixture; either way it stops at the end,
 and a reply that is still sleeping (a slow-response test) is woken so teardown never hangs.
@@ -21,6 +23,7 @@ Body shapes follow the public API references:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -40,7 +43,8 @@ CHAT = "/v1/chat/completions"
 @dataclass
 class Reply:
     status: int = 200
-    body: Any = None  # dict/list → JSON; bytes/str → sent as is (for malformed bodies)
+    body: Any = None  # dict/list → JSON; bytes/str → sent as is (for malformed bodies); a callable is
+    # given the Received request and returns the body (a server that echoes what it was sent)
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering (timeouts)
 
@@ -168,6 +172,19 @@ def openai_error(status: int, message: str = "error", *, retry_after: str | None
                  headers, delay)
 
 
+def openai_context_error(window: int | None, requested: int = 30_000) -> Reply:
+    """A 400 for a request over the model's window: llama-cpp-python's and vLLM's wording (no number when
+    ``window`` is None, as some gateways say it)."""
+    if window:
+        message = (f"This model's maximum context length is {window} tokens. However, you requested "
+                   f"{requested} tokens ({requested - 800} in the messages, 800 in the completion). Please "
+                   "reduce the length of the messages or completion.")
+    else:
+        message = "The input is too long for the model's context window."
+    return Reply(400, {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                                 "code": "context_length_exceeded" if window else None}})
+
+
 _DEFAULTS = {
     MESSAGES: anthropic_message,
     COUNT_TOKENS: lambda: count_tokens_reply(42),
@@ -180,7 +197,9 @@ _DEFAULTS = {
 class ProviderServer:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
-        self.received: list[Received] = []
+        self.received: list[Received] = []  # POST requests
+        self.get_routes: dict[str, Reply] = {}  # GET path → its reply (/v1/models); others 404
+        self.gets: list[str] = []  # GET paths asked for
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -218,8 +237,12 @@ class ProviderServer:
                 pass
 
             def do_GET(self) -> None:
-                self._answer(Reply(404, {"error": {"message": "not found", "type": "invalid_request_error",
-                                                   "param": None, "code": None}}))
+                path = self.path.split("?", 1)[0]
+                with server._lock:
+                    server.gets.append(path)
+                    reply = server.get_routes.get(path)
+                self._answer(reply or Reply(404, {"error": {
+                    "message": "not found", "type": "invalid_request_error", "param": None, "code": None}}))
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
@@ -231,12 +254,15 @@ class ProviderServer:
                 path = self.path.split("?", 1)[0]
                 with server._lock:
                     headers = {k.lower(): v for k, v in self.headers.items()}
-                    server.received.append(Received("POST", path, headers, raw, body))
+                    request = Received("POST", path, headers, raw, body)
+                    server.received.append(request)
                     reply = server.replies.popleft() if server.replies else None
                 if reply is None:
                     make = _DEFAULTS.get(path)
                     reply = make() if make else Reply(404, {"type": "error", "error": {
                         "type": "not_found_error", "message": f"no route {path}"}})
+                if callable(reply.body):
+                    reply = dataclasses.replace(reply, body=reply.body(request))
                 if reply.delay and server._stop.wait(reply.delay):
                     return  # shutting down: drop the connection instead of answering
                 self._answer(reply)

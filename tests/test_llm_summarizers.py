@@ -193,20 +193,31 @@ def test_huge_tool_result_arrives_cut_with_marker(env: pytest.MonkeyPatch, serve
     assert len(server.received[0].raw) < 100_000  # 2 MB never went over the wire
 
 
-def test_input_cut_to_the_small_window_budget(env: pytest.MonkeyPatch, server: ProviderServer) -> None:
-    # 8k window: 80 % = 6,400 tokens, minus system prompt and the 800-token output budget
+def test_a_conversation_over_the_small_window_is_summarized_in_chunks(env: pytest.MonkeyPatch,
+                                                                       server: ProviderServer) -> None:
+    # 8k window: 80 % = 6,400 tokens, minus system prompt and the 800-token output budget; ~56k characters
+    # of conversation do not fit one request, so they go in chunks, oldest first, the summary carried
     records = [rec(i, Role.USER if i % 2 == 0 else Role.ASSISTANT, TextBlock(f"message {i} " + "y" * 900))
                for i in range(60)]
+    for n in range(1, 10):
+        server.push(anthropic_message(f"## Timeline\n- SUMMARY-{n}", input_tokens=5000, output_tokens=100))
     summarizer = anth(server, context_window=8_000)
-    summarizer.summarize(request(budget=BUDGET_8K, records=records))
-    text = user_text(server.received[0].body)
+    result = summarizer.summarize(request(budget=BUDGET_8K, records=records))
+    texts = [user_text(r.body) for r in server.received]
     limit = input_budget(8_000, BUDGET_8K)
-    assert -(-len(text) // INPUT_CHARS_PER_TOKEN) <= limit
-    assert "message 59 " in text  # the newest survives
-    assert "message 1 " not in text  # old ones were dropped first
+    assert len(texts) > 1 and result.chunks == len(texts)
+    assert all(-(-len(t) // INPUT_CHARS_PER_TOKEN) <= limit for t in texts)  # every request fits
+    sent = [i for t in texts for i in range(60)
+            if f"] user: message {i} " in t or f"] assistant: message {i} " in t]
+    assert sent == list(range(60))  # every record once, oldest first
+    assert "message 59 " in texts[-1] and "message 0 " in texts[0]
+    assert "PRIOR-FACT" in texts[0]  # the state's prior summary starts the chain
+    for k in range(1, len(texts)):  # each chunk carries the summary so far
+        assert f"<prior_summary>\n## Timeline\n- SUMMARY-{k}\n</prior_summary>" in texts[k]
+    assert result.text == f"## Timeline\n- SUMMARY-{len(texts)}"
+    assert (result.input_tokens, result.output_tokens) == (5000 * len(texts), 100 * len(texts))
     stats = summarizer.last_stats
-    assert stats is not None and stats.records_dropped > 0
-    assert stats.records_dropped + stats.records_sent == 60
+    assert stats is not None and stats.records_dropped == 0
 
 
 def test_window_too_small_for_any_input(env: pytest.MonkeyPatch, server: ProviderServer) -> None:

@@ -5,6 +5,7 @@ and no secret ever written anywhere."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -152,7 +153,7 @@ def test_missing_key_is_an_error_before_any_request(log: Path, tmp_path: Path) -
 
 def test_openai_compatible_local_server(log: Path, tmp_path: Path) -> None:
     with ProviderServer() as server:
-        server.push(openai_completion("## User goals and rules\n- local model summary\n"))
+        server.push(openai_completion("## User goals and rules\n- local model summary of handle_11\n"))
         proc = ctxcompact(
             "run",
             str(log),
@@ -172,3 +173,47 @@ def test_openai_compatible_local_server(log: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert len(sent) == 1 and sent[0].body["model"] == "llama3.1"
     assert "local model summary" in (tmp_path / "o.jsonl").read_text()
+
+
+def _echo_headers(make_body: Any) -> Any:
+    """A body that quotes every request header back inside the summary text (and the model name)."""
+
+    def body(request: Any) -> Any:
+        headers = "\n".join(f"{k}: {v}" for k, v in sorted(request.headers.items()))
+        return make_body(f"## User goals and rules\n- echo of the request about handle_11:\n{headers}\n",
+                         headers)
+
+    return body
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_summary_echoing_the_request_headers_never_writes_the_key(log: Path, tmp_path: Path,
+                                                                     provider: str) -> None:
+    """A server answering 200 with the request's headers inside the summary: the key is redacted from the
+    output, the state and everything printed (issue 19 class 7)."""
+    with ProviderServer() as server:
+        if provider == "anthropic":
+            reply = anthropic_message("x", model="claude-x")
+            reply.body = _echo_headers(lambda text, headers: {**anthropic_message(text).body,
+                                                              "model": "claude-x " + headers})
+            base_url, extra = server.url, {}
+        else:
+            reply = openai_completion("x")
+            reply.body = _echo_headers(lambda text, headers: {**openai_completion(text).body,
+                                                              "model": "gpt-x " + headers})
+            base_url, extra = server.openai_url, {"OPENAI_API_KEY": KEY}
+        server.push(reply)
+        out = tmp_path / "o.jsonl"
+        proc = ctxcompact("run", str(log), "--window", "8000", "--summarizer", provider,
+                          "--summary-model", "m", "--base-url", base_url, "--json", "-o", str(out),
+                          env=env(server, **extra))
+        assert proc.returncode == 0, proc.stderr
+        sent = server.received
+    # the key really went out in a header, and the server really echoed it into the summary
+    assert any(KEY in v for r in sent for v in r.headers.values())
+    written = out.read_text()
+    assert "echo of the request" in written and "***" in written
+    state = Path(str(log) + ".ctxstate.json").read_bytes()
+    assert b"***" in state
+    assert KEY.encode() not in everything_written(tmp_path, proc)
+    assert KEY.encode() not in state

@@ -59,6 +59,23 @@ def summarizer_for(opts: Options) -> Summarizer:
     """The summarizer the options ask for (``--summarizer`` and the provider options)."""
     if opts.summarizer == "extractive":
         return get_summarizer("extractive")
+    window, source = summary_window(opts)
     return get_summarizer(opts.summarizer, model=opts.summary_model, api_key=opts.api_key,
                           base_url=opts.base_url, timeout=opts.timeout, max_retries=opts.max_retries,
-                          instructions=opts.instructions)
+                          instructions=opts.instructions, context_window=window, window_source=source)
+
+
+def summary_window(opts: Options) -> tuple[int | None, str | None]:
+    """The summarizer's own window and where it came from: ``--summary-window``, else the models table and
+    the user config for ``--summary-model``; (None, None) when neither knows it (the summarizer then asks
+    the server, README "Local models")."""
+    if opts.summary_window:
+        return int(opts.summary_window), "--summary-window"
+    if opts.summary_model and opts.summary_model.strip():
+        from ..budget import lookup_window
+
+        try:
+            return lookup_window(opts.summary_model, opts.config_path)
+        except UsageError:
+            return None, None  # a model the table does not know: a local one, most likely
+    return None, None

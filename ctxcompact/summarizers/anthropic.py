@@ -12,14 +12,16 @@ import time
 from typing import Any
 
 from ..errors import SummarizerError, UsageError
-from .base import SummaryRequest, SummaryResult, fit_summary
-from .prompt import (
-    MIN_INPUT_BUDGET,
-    SYSTEM_PROMPT,
-    build_user_prompt,
-    input_budget,
-    )
-from .provider import ProviderSummarizer, error_reason, resolve_api_key, scrub
+from .base import SummaryResult, fit_summary
+from .prompt import SYSTEM_PROMPT
+from .provider import (
+    ContextTooLong,
+    ProviderSummarizer,
+    context_overflow,
+    error_reason,
+    resolve_api_key,
+    scrub,
+)
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
@@ -35,10 +37,11 @@ def anthropic_error_reason(err: BaseException, *, timeout: float, max_retries: i
 
 class AnthropicSummarizer(ProviderSummarizer):
     name = "anthropic"
+    key_variable = "ANTHROPIC_API_KEY"
     default_context_window = DEFAULT_CONTEXT_WINDOW
 
     def _key(self) -> str:
-        key = resolve_api_key(self._explicit_key, "ANTHROPIC_API_KEY")
+        key = resolve_api_key(self._explicit_key, self.key_variable)
         if key is None:
             raise SummarizerError("no API key: set ANTHROPIC_API_KEY or CTXCOMPACT_API_KEY")
         return key
@@ -53,43 +56,34 @@ class AnthropicSummarizer(ProviderSummarizer):
             raise UsageError("--max-retries must be 0 or more")
         self._key()
 
-    def summarize(self, request: SummaryRequest) -> SummaryResult:
-        self.check()
-        key = self._key()
-        assert self.model is not None
-        if self.instructions and not request.instructions:
-            request = _with_instructions(request, self.instructions)
-        budget = input_budget(self.context_window, request.budget_tokens)
-        if budget < MIN_INPUT_BUDGET:
-            raise SummarizerError(
-                f"anthropic: the summarizer window ({self.context_window:,} tokens) leaves no room for input "
-                f"after the {request.budget_tokens:,}-token summary budget")
-        prompt, stats = build_user_prompt(request, budget)
-        self.last_stats = stats
-
+    def _send(self, key: str, prompt: str, budget_tokens: int) -> SummaryResult:
         import anthropic
 
         started = time.monotonic()
         message: Any = None
         reason: str | None = None
+        overflow: ContextTooLong | None = None
         try:
             client = anthropic.Anthropic(
                 api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
             message = client.messages.create(
-                model=self.model,
-                max_tokens=request.budget_tokens,
+                model=self.model or "",
+                max_tokens=budget_tokens,
                 system=SYSTEM_PROMPT,
                 messages=[{"role": "user", "content": prompt}],
             )
         except Exception as err:  # any SDK or transport failure becomes a fallback reason
+            overflow = context_overflow(err)
             reason = anthropic_error_reason(err, timeout=self.timeout, max_retries=self.max_retries,
                                             base_url=self.base_url or _env_base_url())
+        if overflow is not None:
+            raise overflow
         if reason is not None:
             # raised outside the except block so the SDK error (whose text may echo the key or the
             # request) is not even attached as __context__ for a traceback printer to show
             raise SummarizerError(scrub(f"anthropic: {reason}", [key]))
         duration = time.monotonic() - started
-        return self._result(message, request.budget_tokens, duration, key)
+        return self._result(message, budget_tokens, duration, key)
 
     def _result(self, message: Any, budget_tokens: int, duration: float, key: str) -> SummaryResult:
         def fail(why: str) -> SummarizerError:
@@ -131,9 +125,3 @@ def _env_base_url() -> str | None:
     import os
 
     return os.environ.get("ANTHROPIC_BASE_URL") or None
-
-
-def _with_instructions(request: SummaryRequest, instructions: str) -> SummaryRequest:
-    import dataclasses
-
-    return dataclasses.replace(request, instructions=instructions)

@@ -38,6 +38,10 @@ class SummaryResult:
     output_tokens: int | None = None
     duration_s: float = 0.0
     truncated: bool = False  # the text came back over budget and was cut to fit
+    check: dict[str, Any] | None = None  # what the check of an LLM summary found and did (summarizers.check)
+    chunks: int = 1  # requests the summary took: more than one when the input did not fit the summarizer
+    window: int | None = None  # the LLM summarizer's own window the requests were fitted to
+    window_source: str | None = None  # where that window came from (README "Local models")
 
 
 class Summarizer(abc.ABC):
@@ -46,6 +50,11 @@ class Summarizer(abc.ABC):
     @abc.abstractmethod
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request.records``. Raise SummarizerError on failure."""
+
+    def secrets(self) -> list[str]:
+        """Strings that must never be written (API keys): redacted from every summary this summarizer
+        returns before it is stored or written. The offline summarizers have none."""
+        return []
 
     def check(self) -> None:
         """Fail before any work when this summarizer cannot possibly run (a missing key or model): a

@@ -44,6 +44,9 @@ from ..facts.todos import Todo
 from .base import Summarizer, SummaryRequest, SummaryResult, fit_summary
 
 FACTS_VERSION = 1
+#: the second line of every extractive summary (tells it apart from an LLM's text carried forward)
+EXTRACTED_NOTE = ("Extracted from the transcript by ctxcompact; rules and the latest request are quoted "
+                  "verbatim.")
 # Caps on what the facts keep, so the state stays small however long the session runs.
 MAX_GOALS = 30
 MAX_RULES = 200
@@ -129,6 +132,12 @@ class _New:
     latest: str | None
     success_keys: set[str] = field(default_factory=set)
     claimed_fixed: bool = False
+
+
+def extract_facts(request: SummaryRequest) -> dict[str, Any]:
+    """The facts of ``request``: the prior facts (from the state) merged with what its records say. The one
+    extraction behind the extractive summary and the check of an LLM summary (``summarizers.check``)."""
+    return merge_facts(normalize_facts(request.prior_facts), _extract(request))
 
 
 def _extract(request: SummaryRequest) -> _New:
@@ -252,8 +261,7 @@ class _Doc:
 
 
 def _render(doc: _Doc) -> str:
-    out = [SUMMARY_MARKER,
-           "Extracted from the transcript by ctxcompact; rules and the latest request are quoted verbatim."]
+    out = [SUMMARY_MARKER, EXTRACTED_NOTE]
 
     def section(title: str, lines: list[str]) -> None:
         if lines:
@@ -451,11 +459,14 @@ class ExtractiveSummarizer(Summarizer):
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         start = time.monotonic()
-        prior = normalize_facts(request.prior_facts)
         earlier = None
-        if request.prior_facts is None and request.prior_summary and request.prior_summary.strip():
-            earlier = _strip_marker(request.prior_summary)
-        facts = merge_facts(prior, _extract(request))
+        if request.prior_summary and request.prior_summary.strip():
+            # an LLM's summary is carried forward as text (its facts are merged too); an extractive
+            # summary is not, its facts say everything it said
+            body = _strip_marker(request.prior_summary)
+            if request.prior_facts is None or (body and not body.startswith(EXTRACTED_NOTE)):
+                earlier = body
+        facts = extract_facts(request)
         text, truncated = render_facts(facts, request.budget_tokens, earlier)
         return SummaryResult(text=text, summarizer=self.name, facts=facts, truncated=truncated,
                              duration_s=time.monotonic() - start)

@@ -20,14 +20,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import SummarizerError, UsageError
-from .base import SummaryRequest, SummaryResult, fit_summary
-from .prompt import (
-    MIN_INPUT_BUDGET,
-    SYSTEM_PROMPT,
-    build_user_prompt,
-    input_budget,
-    )
-from .provider import ProviderSummarizer, error_reason, resolve_api_key, scrub
+from .base import SummaryResult, fit_summary
+from .prompt import SYSTEM_PROMPT
+from .provider import (
+    ContextTooLong,
+    ProviderSummarizer,
+    context_overflow,
+    error_reason,
+    resolve_api_key,
+    scrub,
+)
+from .server_window import server_window
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 PLACEHOLDER_KEY = "not-needed"
@@ -72,6 +75,7 @@ def openai_error_reason(err: BaseException, *, timeout: float, max_retries: int,
 
 class OpenAISummarizer(ProviderSummarizer):
     name = "openai"
+    key_variable = "OPENAI_API_KEY"
     default_context_window = DEFAULT_CONTEXT_WINDOW
 
     @property
@@ -79,7 +83,7 @@ class OpenAISummarizer(ProviderSummarizer):
         return self.base_url or os.environ.get("OPENAI_BASE_URL") or None
 
     def _key(self) -> str:
-        key = resolve_api_key(self._explicit_key, "OPENAI_API_KEY")
+        key = resolve_api_key(self._explicit_key, self.key_variable)
         if key is not None:
             return key
         if is_local_url(self.effective_base_url):
@@ -103,33 +107,26 @@ class OpenAISummarizer(ProviderSummarizer):
         """Which request field carries the output limit (see the module notes)."""
         return "max_completion_tokens" if _is_openai_host(self.effective_base_url) else "max_tokens"
 
-    def summarize(self, request: SummaryRequest) -> SummaryResult:
-        self.check()
-        key = self._key()
-        assert self.model is not None
-        if self.instructions and not request.instructions:
-            import dataclasses
+    def discover_window(self, key: str) -> tuple[int, str] | None:
+        """Ask an OpenAI-compatible server (not api.openai.com: its windows are in the models table)."""
+        base = self.effective_base_url
+        if not base or _is_openai_host(base):
+            return None
+        return server_window(base, self.model or "", key, min(self.timeout, 10.0))
 
-            request = dataclasses.replace(request, instructions=self.instructions)
-        budget = input_budget(self.context_window, request.budget_tokens)
-        if budget < MIN_INPUT_BUDGET:
-            raise SummarizerError(
-                f"openai: the summarizer window ({self.context_window:,} tokens) leaves no room for input "
-                f"after the {request.budget_tokens:,}-token summary budget")
-        prompt, stats = build_user_prompt(request, budget)
-        self.last_stats = stats
-
+    def _send(self, key: str, prompt: str, budget_tokens: int) -> SummaryResult:
         import openai
 
-        limit: dict[str, Any] = {self.output_param: request.budget_tokens}
+        limit: dict[str, Any] = {self.output_param: budget_tokens}
         started = time.monotonic()
         completion: Any = None
         reason: str | None = None
+        overflow: ContextTooLong | None = None
         try:
             client = openai.OpenAI(
                 api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
             completion = client.chat.completions.create(
-                model=self.model,
+                model=self.model or "",
                 messages=[
                     {"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": prompt},
@@ -137,12 +134,15 @@ class OpenAISummarizer(ProviderSummarizer):
                 **limit,
             )
         except Exception as err:  # any SDK or transport failure becomes a fallback reason
+            overflow = context_overflow(err)
             reason = openai_error_reason(err, timeout=self.timeout, max_retries=self.max_retries,
                                          base_url=self.effective_base_url)
+        if overflow is not None:
+            raise overflow
         if reason is not None:  # raised outside the except block: no SDK error attached as __context__
             raise SummarizerError(scrub(f"openai: {reason}", [key]))
         duration = time.monotonic() - started
-        return self._result(completion, request.budget_tokens, duration, key)
+        return self._result(completion, budget_tokens, duration, key)
 
     def _result(self, completion: Any, budget_tokens: int, duration: float, key: str) -> SummaryResult:
         def fail(why: str) -> SummarizerError:

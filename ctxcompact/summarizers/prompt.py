@@ -14,6 +14,7 @@ what was dropped and how many characters were cut, so the caller can report it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -351,6 +352,53 @@ def build_user_prompt(request: SummaryRequest, input_budget_tokens: int) -> tupl
     stats.estimated_tokens = estimate_input_tokens(prompt)
     return prompt, stats
 
+
+
+def chunk_records(request: SummaryRequest, input_budget_tokens: int) -> list[list[Record]]:
+    """The conversation in pieces, oldest first, each fitting ``input_budget_tokens`` together with the
+    summary carried from the pieces before it (README "Local models"): one piece when it all fits. A record
+    too large for a piece on its own is a piece by itself (:func:`build_user_prompt` then shrinks it)."""
+    records = [r for r in request.records if r.message is not None]
+    budget_chars = max(0, input_budget_tokens) * INPUT_CHARS_PER_TOKEN
+    names = {c.id: c.name for r in records for c in r.message.tool_calls() if c.id}  # type: ignore[union-attr]
+    sizes = [len(_render_record(i + 1, r, TOOL_RESULT_CHARS, names).text) + 1 for i, r in enumerate(records)]
+
+    def overhead(prior: str | None) -> int:
+        empty = dataclasses.replace(request, records=[], prior_summary=prior)
+        return len(build_user_prompt(empty, input_budget_tokens)[0]) + 80  # + the omitted-entries note
+
+    if not records or overhead(request.prior_summary) + sum(sizes) <= budget_chars:
+        return [records]
+    # later pieces carry a summary of up to the output budget (the prior summary is capped to a share)
+    carried = max(len(request.prior_summary or ""), request.budget_tokens * OUTPUT_CHARS_PER_TOKEN)
+    room = budget_chars - overhead("x" * min(carried, max(200, budget_chars // 4)))
+    chunks: list[list[Record]] = [[]]
+    used = 0
+    for record, size in zip(records, sizes, strict=True):
+        if chunks[-1] and used + size > room:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(record)
+        used += size
+    return _split_until_whole(chunks, request, input_budget_tokens, "x" * carried)
+
+
+def _split_until_whole(chunks: list[list[Record]], request: SummaryRequest, input_budget_tokens: int,
+                       carried: str) -> list[list[Record]]:
+    """The sizes above are estimates; the prompt decides. A piece whose prompt would still drop a record is
+    halved until none does (a record alone is shrunk, never dropped), so no record is lost silently."""
+    out: list[list[Record]] = []
+    pending = list(reversed(chunks))
+    while pending:
+        chunk = pending.pop()
+        prior = request.prior_summary if not out else carried
+        probe = dataclasses.replace(request, records=chunk, prior_summary=prior)
+        if len(chunk) > 1 and build_user_prompt(probe, input_budget_tokens)[1].records_dropped:
+            half = len(chunk) // 2
+            pending.extend([chunk[half:], chunk[:half]])
+            continue
+        out.append(chunk)
+    return out
 
 
 # --- shared by the LLM summarizers --------------------------------------------------------------------
