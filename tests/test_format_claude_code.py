@@ -141,8 +141,9 @@ def test_model_round_trip_equals_every_real_line() -> None:
             assert FORMAT.dump_record(rec) == obj, (path, raw[:80])
 
 
-def test_not_writable_falls_back_to_anthropic() -> None:
-    assert FORMAT.writable is False and FORMAT.fallback == "anthropic"
+def test_writable_as_itself() -> None:
+    # README "Claude Code": a Claude Code log is written as a Claude Code log (issue 15)
+    assert FORMAT.writable is True and FORMAT.fallback == ""
 
 
 def test_edges_missing_parent_and_unknown_type() -> None:
@@ -172,3 +173,32 @@ def test_property_lines_survive_parse_and_dump(spec: list[tuple[str, str, bool]]
     recs = load(lines)
     assert all(r.message is not None for r in recs)  # one unbroken chain: all active
     assert [FORMAT.dump_record(r) for r in recs] == lines
+
+
+def test_usage_that_is_not_a_main_prompt_never_calibrates() -> None:
+    """Only prompts of the main conversation measure the context: not a subagent's requests, not Claude
+    Code's synthetic all-zero messages (after /exit), not the messages it kept across its own compaction."""
+    from ctxcompact.engine import usage_points
+
+    def assistant(uuid: str, parent: str, text: str, prompt: int, **kw: Any) -> dict[str, Any]:
+        a = line(uuid, parent, "assistant", [{"type": "text", "text": text}], requestId=f"req-{uuid}", **kw)
+        a["message"].update({"id": f"msg-{uuid}", "usage": {"input_tokens": prompt, "output_tokens": 3}})
+        return a
+
+    boundary = {"parentUuid": None, "logicalParentUuid": "b", "isSidechain": False, "type": "system",
+                "subtype": "compact_boundary", "uuid": "k", "sessionId": "s1", "timestamp": "t",
+                "content": "Conversation compacted",
+                "compactMetadata": {"trigger": "auto", "preTokens": 90000}}
+    recs = load([
+        line("a", None, "user", "old question"),
+        assistant("b", "a", "old answer", 90000),  # before the boundary: history only
+        boundary,
+        line("c", "k", "user", "summary of the old part", isCompactSummary=True),
+        line("d", "c", "user", "the next question"),
+        assistant("s", "d", "subagent work", 55000, isSidechain=True),
+        assistant("e", "d", "main answer", 21000),
+        line("f", "e", "user", "/exit"),
+        assistant("g", "f", "No response requested.", 0, model="<synthetic>"),
+    ])
+    points = usage_points(recs)
+    assert [(p.line, p.prompt_tokens) for p in points] == [(7, 21000)]

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from ..errors import LineError
 from ..model import (
     Block,
@@ -34,8 +32,8 @@ from ..model import (
     ToolResult,
     Usage,
 )
-from ..reader import json_type_name
-from .base import Format, Layout, link_result_names
+from ..reader import encode_json, json_type_name
+from .base import Format, Layout, block_types, link_result_names, str_field
 
 ROLES = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT}
 _KNOWN = {"role", "content"}
@@ -47,7 +45,7 @@ _OPENAI_TYPES = {"image_url", "input_audio", "file", "refusal"}
 
 
 def _compact(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    return encode_json(value).decode()
 
 
 def _want_str(obj: dict[str, Any], key: str, path: str) -> str:
@@ -182,7 +180,7 @@ class AnthropicFormat(Format):
     def sniff(self, obj: Any) -> int:
         if not isinstance(obj, dict):
             return 0
-        role = obj.get("role")
+        role = str_field(obj, "role")
         if role not in ROLES or "tool_calls" in obj or "tool_call_id" in obj or "function_call" in obj:
             return 0
         if obj.get("type") == "message" and role == "assistant":
@@ -191,7 +189,7 @@ class AnthropicFormat(Format):
         if isinstance(content, str):
             return 40  # plain text: either format could read it
         if isinstance(content, list):
-            types = {b.get("type") for b in content if isinstance(b, dict)}
+            types = block_types(content)
             if types & _OPENAI_TYPES:
                 return 0
             if types & _OWN_TYPES:
@@ -267,7 +265,9 @@ class AnthropicFormat(Format):
         if isinstance(b, ThinkingBlock):
             if b.redacted:
                 raw = _own(b.raw, "redacted_thinking")
-                return _ordered({**raw, "type": "redacted_thinking", "data": b.text}, raw)
+                # formats keep the opaque payload in text (here) or signature (Claude Code): either one
+                data = b.text or b.signature or ""
+                return _ordered({**raw, "type": "redacted_thinking", "data": data}, raw)
             if b.signature is None:
                 return None  # the API refuses thinking without its signature: not written
             raw = _own(b.raw, "thinking")

@@ -9,7 +9,7 @@ cleaning, estimation, compaction) works on the model and asks the format only th
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,12 +28,34 @@ class Layout:
     split_turns: one model turn may span several consecutive assistant lines (Claude Code writes one line
         per content block, Codex one line per response item), so parallel calls on consecutive lines are
         answered after the last of them, not each right after its own line.
+    tree: the log is a tree by parent links (Claude Code's ``parentUuid``), not a list: a result is valid
+        wherever it hangs off its call (Claude Code writes parallel results in completion order, with progress
+        and hook lines between them), so results are not moved or reordered, and a call with no result after
+        the last turn is the live call of a running session, not a missing result.
     """
 
     results_per_message: bool
     result_role: Role
     alternate: bool
     split_turns: bool = False
+    tree: bool = False
+
+
+def str_field(obj: Any, key: str) -> str | None:
+    """``obj[key]`` when ``obj`` is an object and the value a string, else None.
+
+    Detection and parsing compare such values against sets and dicts of names; an array or object there
+    (``{"role": ["user"]}``) must read as "not a name", never reach a hash lookup.
+    """
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def block_types(content: Any) -> set[str]:
+    """The string ``type`` of every object in a content array (other values are left out)."""
+    if not isinstance(content, list):
+        return set()
+    return {t for t in (str_field(b, "type") for b in content) if t is not None}
 
 
 class NotFast(Exception):
@@ -64,6 +86,8 @@ class Format(abc.ABC):
     writable: bool = True
     #: the format written instead when this one is not writable
     fallback: str = ""
+    #: said on stderr when a compaction is written in this format and part of its form is unverified
+    compaction_note: str = ""
     #: file name of the JSON Schema in ``schemas/`` that ``validate`` checks each line against
     schema_file: str = ""
     #: an optional streaming reader of one decoded line, for ``estimate``'s fast path (None: full path only)
@@ -105,6 +129,22 @@ class Format(abc.ABC):
             return [new_record(msg, Origin.SUMMARY)]
         return [new_record(self.make_message(Role.USER, summary_text), Origin.SUMMARY),
                 new_record(self.make_message(Role.USER, continuation), Origin.CONTINUATION)]
+
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
+        """What to write for a compaction whose context is ``records``: by default the context itself. A
+        format whose logs are append-only (Claude Code) writes the input's lines, then the compaction after
+        them, the way the agent records its own."""
+        return records
+
+    def link_records(self, records: list[Record]) -> list[Record]:
+        """Before writing in this format: give the records ctxcompact made (and those it moved them before) a
+        place in the format's links between lines (Claude Code's ``parentUuid`` tree). Default: nothing."""
+        return records
+
+    def link_converted(self, objs: Iterator[Any]) -> Iterator[Any]:
+        """Before writing lines converted from another format (``--to``): link them as the format wants.
+        Default: as they are."""
+        return objs
 
     def dump_record(self, record: Record) -> Any:
         """The JSON object to write for a record that changed or was made by ctxcompact."""

@@ -24,15 +24,19 @@ Rules:
   group only: that line's prefix is exactly what the request saw.
 - Injected user lines (``isMeta``, ``isCompactSummary``, command echoes and stdout, caveats, system
   reminders, "[Request interrupted by user…]") get ``meta["injected"] = True``: not a typed request.
-- Output: not writable. A log Claude Code can resume needs a fresh ``uuid``/``parentUuid`` chain through
-  every written line, a ``compact_boundary`` and an ``isCompactSummary`` line bound to the session id of
-  the file it is resumed from; the per-record writer cannot build a chain and the CLI's resume logic is
-  closed source, so we write ``anthropic`` instead (README "Transcript formats").
+- Output (README "Claude Code"): a Claude Code log. Lines nothing changed are written as read; a changed
+  line keeps its envelope (uuid, parentUuid, session fields) and only its ``message`` is rewritten (masked
+  results also shrink ``toolUseResult``); lines ctxcompact makes are inserted into the ``parentUuid`` chain
+  (:meth:`ClaudeCodeFormat.link_records`); lines converted from another format form one new linear session
+  (:meth:`ClaudeCodeFormat.link_converted`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import uuid as uuidlib
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -44,6 +48,7 @@ from ..model import (
     ImageBlock,
     Message,
     OpaqueBlock,
+    Origin,
     Record,
     Role,
     TextBlock,
@@ -52,7 +57,8 @@ from ..model import (
     ToolResult,
     Usage,
 )
-from .base import Format, Layout
+from ..reader import encode_json
+from .base import Format, Layout, new_record
 
 #: line types seen in real logs ; others are accepted too, as message-less records.
 KNOWN_TYPES = frozenset({
@@ -79,7 +85,7 @@ def is_injected_text(text: str) -> bool:
 
 
 def _json_text(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    return encode_json(value).decode()
 
 
 def parse_blocks(content: Any, path: str) -> list[Block]:
@@ -132,7 +138,7 @@ def dump_blocks(blocks: list[Block]) -> list[dict[str, Any]]:
             out.append({**raw, "type": "text", "text": b.text})
         elif isinstance(b, ThinkingBlock):
             if b.redacted:
-                out.append({**raw, "type": "redacted_thinking", "data": b.signature or ""})
+                out.append({**raw, "type": "redacted_thinking", "data": b.signature or b.text or ""})
             else:
                 d = {**raw, "type": "thinking", "thinking": b.text}
                 if b.signature is not None:
@@ -184,10 +190,12 @@ class ClaudeCodeFormat(Format):
     name = "claude-code"
     # On disk each parallel tool result is its own user line and an API response is split one block per
     # line, so a valid log needs no merging: describing it as it is keeps unchanged logs unchanged.
-    layout = Layout(results_per_message=True, result_role=Role.USER, alternate=False, split_turns=True)
-    writable = False
-    fallback = "anthropic"
+    layout = Layout(results_per_message=True, result_role=Role.USER, alternate=False, split_turns=True,
+                    tree=True)
     schema_file = "claude-code.schema.json"
+    compaction_note = ("note: the compaction is written as Claude Code 2.1.39 writes its own /compact (a "
+                       "compact_boundary line, then the summary); that Claude Code resumes from it could not "
+                       "be verified here (README \"Claude Code\")")
 
     def sniff(self, obj: Any) -> int:
         if not isinstance(obj, dict):
@@ -308,10 +316,172 @@ class ClaudeCodeFormat(Format):
         kind = "assistant" if message.role is Role.ASSISTANT else "user"
         msg = {"role": kind, "content": content, **message.extra}
         if record is not None and isinstance(record.data, dict):
-            return {**record.data, "message": msg}
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        return {"parentUuid": None, "isSidechain": False, "type": kind, "message": msg,
-                "uuid": str(uuidlib.uuid4()), "timestamp": now}
+            data = {**record.data, "message": msg}
+            if data.get("type") in ("user", "assistant"):
+                data["type"] = kind
+            if "toolUseResult" in data:
+                data["toolUseResult"] = _tool_use_result(data["toolUseResult"], message)
+            return data
+        made = {"parentUuid": None, "isSidechain": False, "type": kind, "message": msg,
+                "uuid": str(uuidlib.uuid4()), "timestamp": _now()}
+        if message.role is Role.SYSTEM:
+            # Claude Code has no system line (it sends its own system prompt): a system message converted to
+            # it is context the agent wrote, not a request, which Claude Code marks isMeta
+            made["isMeta"] = True
+        return made
+
+    def summary_records(self, summary_text: str, continuation: str) -> list[Record]:
+        """One user line, as Claude Code writes its own compact summary: its opening sentence, the summary,
+        then the continuation."""
+        text = f"{COMPACT_SUMMARY_OPENING}\n\n{summary_text}\n\n{continuation}"
+        return [new_record(self.make_message(Role.USER, text), Origin.SUMMARY,
+                           {"compact_summary": True, "injected": True})]
+
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
+        """The input's lines as read (the log stays append-only), then a ``compact_boundary`` line, then the
+        context the model now sees: summaries as ``isCompactSummary`` lines, kept messages as copies under
+        fresh uuids (their usage zeroed, as Claude Code zeroes a preserved segment's, so the old prompt sizes
+        do not trigger the next compaction). :meth:`link_records` chains them."""
+        history: list[Record] = []
+        for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
+            try:
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                data = None
+            history.append(Record(index=i, line=i + 1, raw=raw, data=data, meta={"history": True}))
+        boundary = Record(index=-1, line=0, raw=None, data=None, origin=Origin.SUMMARY, dirty=True,
+                          meta={"compact_boundary": True, "pre_tokens": pre_tokens})
+        after: list[Record] = []
+        for rec in records:
+            message = rec.message
+            if message is None:
+                continue  # progress, snapshots: already in the history
+            if rec.raw is None and rec.data is None:
+                if rec.origin is Origin.SUMMARY and message.role is Role.USER:
+                    rec = dataclasses.replace(rec, meta={**rec.meta, "compact_summary": True,
+                                                         "injected": True})
+                after.append(rec)
+                continue
+            data = dict(rec.data) if isinstance(rec.data, dict) else {}
+            for key in ("uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp"):
+                data.pop(key, None)
+            if message.extra.get("usage") is not None:
+                usage = _zeroed(message.extra["usage"])
+                message = dataclasses.replace(message, extra={**message.extra, "usage": usage})
+            after.append(dataclasses.replace(rec, raw=None, data=data, message=message, dirty=True,
+                                             meta={**rec.meta, "copy": True}))
+        return [*history, boundary, *after]
+
+    def link_records(self, records: list[Record]) -> list[Record]:
+        """Made records (no input line) are inserted into the ``parentUuid`` chain after the chained line
+        before them: a fresh uuid, that line as parent, its session fields and timestamp; the later lines that
+        hung off that line hang off the made one instead, so the chain stays one line longer, not forked."""
+        out: list[Record] = []
+        prev: dict[str, Any] | None = None  # the envelope of the last chained main-chain line written
+        moved: dict[str, str] = {}  # old parent uuid -> the made line inserted after it
+        for rec in records:
+            data = rec.data if isinstance(rec.data, dict) else None
+            if rec.raw is None and (data is None or rec.meta.get("copy")):
+                parent = prev.get("uuid") if prev else None
+                env = made_envelope(prev, parent, len(out))
+                if rec.meta.get("compact_boundary"):
+                    env = {**env, "parentUuid": None, "logicalParentUuid": parent, "type": "system",
+                           "subtype": "compact_boundary", "content": "Conversation compacted",
+                           "isMeta": False, "level": "info",
+                           "compactMetadata": {"trigger": "auto", "preTokens": rec.meta.get("pre_tokens", 0)}}
+                elif data is not None:  # a kept line copied after a boundary: its own fields, a new place
+                    env = {**data, **env, "type": data.get("type", env["type"])}
+                if rec.meta.get("compact_summary"):
+                    env.update({"isVisibleInTranscriptOnly": True, "isCompactSummary": True})
+                if parent is not None and not rec.meta.get("compact_boundary"):
+                    moved[parent] = env["uuid"]
+                rec = dataclasses.replace(rec, data=env, dirty=True)
+                data = env
+            elif data is not None and data.get("parentUuid") in moved and data.get("isSidechain") is not True:
+                data = {**data, "parentUuid": moved[data["parentUuid"]]}
+                rec = dataclasses.replace(rec, data=data, dirty=True)
+            if data is not None and isinstance(data.get("uuid"), str) and data.get("isSidechain") is not True:
+                prev = data
+            out.append(rec)
+        return out
+
+    def link_converted(self, objs: Iterator[Any]) -> Iterator[Any]:
+        """Lines converted from another format: one new session, each line the child of the one before."""
+        session = str(uuidlib.uuid4())
+        prev: dict[str, Any] | None = {"sessionId": session, "cwd": os.getcwd(), "userType": "external"}
+        for i, obj in enumerate(objs):
+            env = made_envelope(prev, prev.get("uuid") if prev else None, i, timestamp=_now())
+            obj = {**env, **{k: v for k, v in obj.items() if k not in env or k in ("type",)}}
+            obj["timestamp"] = env["timestamp"]
+            prev = obj
+            yield obj
+
+
+def _tool_use_result(value: Any, message: Message) -> Any:
+    """``toolUseResult`` (the tool's structured output, which Claude Code keeps beside the ``tool_result``
+    block for its interface) shrunk to match a result whose content was replaced (masked): every string in it
+    longer than the new content becomes the new content; the structure and the short fields stay. When many
+    short strings keep it large (search results), it becomes the new content itself, a string, as Claude Code
+    writes for a failed tool."""
+    changed = [b for b in message.blocks if isinstance(b, ToolResult) and b.raw is not None
+               and b.text() != _raw_result_text(b.raw.get("content"))]
+    if len(changed) != 1:
+        return value
+    new = changed[0].text()
+
+    def shrink(v: Any) -> Any:
+        if isinstance(v, str):
+            return new if len(v) > len(new) else v
+        if isinstance(v, list):
+            return [shrink(x) for x in v]
+        if isinstance(v, dict):
+            return {k: shrink(x) for k, x in v.items()}
+        return v
+
+    small = shrink(value)
+    return small if len(_json_text(small)) <= 4 * len(new) + 200 else new
+
+
+def _raw_result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+#: how Claude Code opens its own compact summary (CLI 2.1.39, the spotter compact excerpt)
+COMPACT_SUMMARY_OPENING = ("This session is being continued from a previous conversation that ran out of "
+                           "context. The summary below covers the earlier portion of the conversation.")
+
+
+def _zeroed(usage: Any) -> Any:
+    if not isinstance(usage, dict):
+        return usage
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return {**usage, **{k: 0 for k in keys if k in usage}}
+
+
+#: the envelope fields a made line copies from the line it follows (the session it belongs to)
+SESSION_FIELDS = ("userType", "cwd", "sessionId", "version", "gitBranch", "slug")
+
+
+def made_envelope(prev: dict[str, Any] | None, parent: str | None, salt: int,
+                  timestamp: str | None = None) -> dict[str, Any]:
+    """The envelope of a line ctxcompact makes: chained on ``parent``, in ``prev``'s session. The uuid is
+    derived from the parent and the position (the same input gives the same output, run after run)."""
+    prev = prev or {}
+    env: dict[str, Any] = {"parentUuid": parent, "isSidechain": False}
+    env.update({k: prev[k] for k in SESSION_FIELDS if k in prev})
+    env["type"] = "user"
+    seed = f"{prev.get('sessionId', '')}:{parent}:{salt}"
+    env["uuid"] = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, "ctxcompact:" + seed))
+    env["timestamp"] = timestamp or prev.get("timestamp") or _now()
+    return env
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 FORMAT = ClaudeCodeFormat()

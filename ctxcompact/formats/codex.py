@@ -28,8 +28,9 @@ Rules:
 - Usage of a token_count goes on the first model-output record of the response it reports (the record
   the request produced), so the calibration prefix is exactly the request's input.
 - ``compacted`` lines replace the history before them (Codex rebuilds history from ``replacement_history``
-  on resume): earlier records become message-less (``meta["inactive"] = "compacted"``) and the compacted
-  line carries the summary as an injected user message.
+  on resume, from ``message`` only when there is none): earlier records become message-less
+  (``meta["inactive"] = "compacted"``) and the compacted line carries the summary as an injected user
+  message.
 - Output is writable: response_item lines (plus the session_meta kept as system message) are what Codex
   replays on ``codex resume``.
 """
@@ -55,7 +56,8 @@ from ..model import (
     ToolResult,
     Usage,
 )
-from .base import Format, Layout
+from ..reader import encode_json
+from .base import Format, Layout, str_field
 
 ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted",
                            "inter_agent_communication", "world_state"})
@@ -90,7 +92,7 @@ def _content_blocks(content: Any, path: str) -> list[Block]:
         elif kind in ("input_image", "image"):
             out.append(ImageBlock(None, raw=c))
         else:
-            out.append(OpaqueBlock(str(kind), orjson.dumps(c).decode(), raw=c))
+            out.append(OpaqueBlock(str(kind), encode_json(c).decode(), raw=c))
     return out
 
 
@@ -100,7 +102,7 @@ def _output_blocks(output: Any, path: str) -> tuple[list[Block], bool]:
         ok = output.get("success")
         inner = output.get("content", "")
         if not isinstance(inner, (str, list)):
-            inner = orjson.dumps(inner).decode()
+            inner = encode_json(inner).decode()
         blocks = _content_blocks(inner, path)
         return blocks, ok is False
     if output is None:
@@ -131,7 +133,7 @@ def _item_message(p: dict[str, Any], path: str) -> Message | None:
         if not isinstance(p.get("call_id"), str) or not isinstance(p.get("name"), str):
             raise LineError(path, "custom_tool_call needs string name and call_id")
         inp = p.get("input", "")
-        text = inp if isinstance(inp, str) else orjson.dumps(inp).decode()
+        text = inp if isinstance(inp, str) else encode_json(inp).decode()
         return Message(Role.ASSISTANT, [ToolCall(p["call_id"], p["name"], text, None, raw=p)],
                        source_role="custom_tool_call", extra=extra)
     if kind == "local_shell_call":
@@ -139,7 +141,7 @@ def _item_message(p: dict[str, Any], path: str) -> Message | None:
         if not isinstance(cid, str):
             raise LineError(f"{path}.call_id", "local_shell_call needs a call_id or id")
         action = p.get("action", {})
-        return Message(Role.ASSISTANT, [ToolCall(cid, "local_shell", orjson.dumps(action).decode(), action,
+        return Message(Role.ASSISTANT, [ToolCall(cid, "local_shell", encode_json(action).decode(), action,
                                                  raw=p)], source_role="local_shell_call", extra=extra)
     if kind in ("function_call_output", "custom_tool_call_output"):
         if not isinstance(p.get("call_id"), str):
@@ -155,7 +157,7 @@ def _item_message(p: dict[str, Any], path: str) -> Message | None:
                               redacted=bool(enc) and not texts, raw=p)
         return Message(Role.ASSISTANT, [block], source_role="reasoning", extra=extra)
     if kind == "web_search_call":
-        light = orjson.dumps(p.get("action", {})).decode()
+        light = encode_json(p.get("action", {})).decode()
         return Message(Role.ASSISTANT, [OpaqueBlock("web_search_call", light, raw=p)],
                        source_role="web_search_call", extra=extra)
     return None  # ghost_snapshot, compaction (encrypted), other: never counted
@@ -186,7 +188,7 @@ class CodexFormat(Format):
     def sniff(self, obj: Any) -> int:
         if not isinstance(obj, dict):
             return 0
-        kind = obj.get("type")
+        kind = str_field(obj, "type")
         if kind in ROLLOUT_TYPES and isinstance(obj.get("payload"), dict):
             return 98
         if obj.get("record_type") == "state":
@@ -203,7 +205,7 @@ class CodexFormat(Format):
     def parse_line(self, obj: Any, index: int, line: int, raw: bytes | None) -> Record:
         if not isinstance(obj, dict):
             raise LineError("$", "a rollout line must be a JSON object")
-        kind = obj.get("type")
+        kind = str_field(obj, "type")
         meta: dict[str, Any] = {}
         if isinstance(obj.get("timestamp"), str):
             meta["timestamp"] = obj["timestamp"]
@@ -215,7 +217,7 @@ class CodexFormat(Format):
                 rec.message = _item_message(obj, "$")
             return rec
         p = obj["payload"]
-        if not isinstance(kind, str):
+        if kind is None:
             raise LineError("$.type", "missing or not a string")
         if not isinstance(p, dict):
             raise LineError("$.payload", "must be an object")
@@ -237,8 +239,11 @@ class CodexFormat(Format):
             if p.get("type") == "token_count":
                 rec.usage = _usage(p)
         elif kind == "compacted":
-            texts = [p["message"]] if isinstance(p.get("message"), str) and p["message"] else []
-            for item in p.get("replacement_history") or []:
+            # Codex rebuilds the history from replacement_history when it is there, else from message
+            replacement = p.get("replacement_history")
+            texts = [] if isinstance(replacement, list) else (
+                [p["message"]] if isinstance(p.get("message"), str) and p["message"] else [])
+            for item in replacement if isinstance(replacement, list) else []:
                 if isinstance(item, dict) and item.get("type") == "message":
                     texts.extend(b.text for b in _content_blocks(item.get("content", []), "$.payload")
                                  if isinstance(b, TextBlock))
@@ -296,6 +301,42 @@ class CodexFormat(Format):
             return payload  # legacy bare item
         stamp = data.get("timestamp") if data is not None else None
         return {"timestamp": stamp or _now(), "type": "response_item", "payload": payload}
+
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
+        """A rollout is append-only, and Codex records its own compaction as a ``compacted`` line whose
+        ``replacement_history`` becomes the whole history on resume (openai/codex
+        ``codex-rs/core/src/codex/rollout_reconstruction.rs``: ``history.replace(replacement_history)``, later
+        ``response_item`` lines recorded after it). So: the input's lines as read, then one ``compacted``
+        line (``message``: the summary text; ``replacement_history``: the context up to the last summary,
+        session_meta aside, as response items), then the kept lines after it as they were."""
+        made = [i for i, r in enumerate(records)
+                if r.raw is None and r.data is None and r.message is not None]
+        if not made:
+            return records
+        history: list[Record] = []
+        stamp: Any = None
+        for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
+            try:
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                data = None
+            if isinstance(data, dict) and isinstance(data.get("timestamp"), str):
+                stamp = data["timestamp"]
+            history.append(Record(index=i, line=i + 1, raw=raw, data=data))
+        replacement: list[Any] = []
+        for rec in records[: made[-1] + 1]:
+            msg = rec.message
+            if msg is None or msg.role is Role.SYSTEM:
+                continue
+            data = rec.data if isinstance(rec.data, dict) else None
+            payload = data.get("payload") if data is not None and not rec.dirty else None
+            replacement.append(payload if isinstance(payload, dict) else self._item(msg))
+        summary = "\n\n".join(records[i].message.text() for i in made)  # type: ignore[union-attr]
+        line = {"timestamp": stamp or _now(), "type": "compacted",
+                "payload": {"message": summary, "replacement_history": replacement}}
+        compacted = Record(index=-1, line=0, raw=None, data=line, dirty=True)
+        tail = [r for r in records[made[-1] + 1:] if r.raw is not None]
+        return [*history, compacted, *tail]
 
     def dump_messages(self, message: Message) -> list[Any]:
         """The rollout lines for a message from another format (``--to codex``): a rollout item holds one

@@ -41,6 +41,7 @@ from ..model import (
     ImageBlock,
     Message,
     OpaqueBlock,
+    Origin,
     Record,
     Role,
     TextBlock,
@@ -49,6 +50,7 @@ from ..model import (
     ToolResult,
     Usage,
 )
+from ..reader import encode_json
 from .base import Format, Layout
 
 SYNTHETIC_ID_PREFIX = "genai-call-"
@@ -70,7 +72,7 @@ def _camel(snake: str) -> str:
 
 
 def _uses_snake(obj: Any) -> bool:
-    text = orjson.dumps(obj)
+    text = encode_json(obj)
     return any(k in text for k in (b'"function_call"', b'"function_response"', b'"invocation_id"',
                                    b'"inline_data"', b'"usage_metadata"'))
 
@@ -79,7 +81,7 @@ def _parse_content(content: Any, path: str) -> Message:
     if not isinstance(content, dict):
         raise LineError(path, "must be an object")
     role = content.get("role", "user")
-    if role not in _ROLES:
+    if _role_name(role) not in _ROLES:
         raise LineError(f"{path}.role", f"must be user or model, not {role!r}")
     parts = content.get("parts", [])
     if not isinstance(parts, list):
@@ -101,13 +103,13 @@ def _parse_content(content: Any, path: str) -> Message:
             if not isinstance(fc, dict) or not isinstance(fc.get("name"), str):
                 raise LineError(f"{p}.function_call", "needs a string name")
             args = fc.get("args") or {}
-            blocks.append(ToolCall(str(fc.get("id") or ""), fc["name"], orjson.dumps(args).decode(), args,
+            blocks.append(ToolCall(str(fc.get("id") or ""), fc["name"], encode_json(args).decode(), args,
                                    raw=part))
         elif fr is not None:
             if not isinstance(fr, dict) or not isinstance(fr.get("name"), str):
                 raise LineError(f"{p}.function_response", "needs a string name")
             resp = fr.get("response", {})
-            blocks.append(ToolResult(str(fr.get("id") or ""), [TextBlock(orjson.dumps(resp).decode())],
+            blocks.append(ToolResult(str(fr.get("id") or ""), [TextBlock(encode_json(resp).decode())],
                                      name=fr["name"], raw=part))
         elif inline is not None or fdata is not None:
             media = _get(inline or fdata or {}, "mime_type")
@@ -115,10 +117,15 @@ def _parse_content(content: Any, path: str) -> Message:
         else:
             light = {k: v for k, v in part.items() if k not in ("thought_signature", "thoughtSignature")}
             kind = next(iter(light), "part")
-            blocks.append(OpaqueBlock(kind, orjson.dumps(light).decode(), raw=part))
+            blocks.append(OpaqueBlock(kind, encode_json(light).decode(), raw=part))
     extra = {k: v for k, v in content.items() if k not in ("role", "parts")}
     return Message(_ROLES[role], blocks, source_role=role, extra=extra)
 
+
+
+def _role_name(value: Any) -> str | None:
+    """A role as a name to look up (None for an array or object, which no lookup may hash)."""
+    return value if isinstance(value, str) else None
 
 class GenaiFormat(Format):
     name = "genai"
@@ -135,7 +142,8 @@ class GenaiFormat(Format):
         content = obj.get("content")
         if "author" in obj and ((isinstance(content, dict) and "parts" in content) or "actions" in obj):
             return 95
-        if isinstance(obj.get("parts"), list) and obj.get("role", "user") in _ROLES and "content" not in obj:
+        if (isinstance(obj.get("parts"), list) and _role_name(obj.get("role", "user")) in _ROLES
+                and "content" not in obj):
             return 90
         return 0
 
@@ -228,6 +236,64 @@ class GenaiFormat(Format):
                     "actions": {}, "id": str(uuidlib.uuid4()), "timestamp": meta.get("timestamp", 0.0)}
         return content
 
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
+        """ADK events stay events: the input's events as read (an ADK session is append-only), then one
+        compaction event per summary, as ADK's ``LlmEventSummarizer`` writes it: ``author`` "user", a new
+        ``invocationId``, ``actions.compaction`` with the first and last timestamps of the events the summary
+        replaces (``meta["covers"]``, the input records a sliding-window summary stands for, else those
+        between the kept records around it) and the summary as ``compactedContent`` (role "model"; a
+        continuation is a second part).
+        ADK (and this reader) hide the events inside that range. A log of bare Contents has no timestamps
+        to name a range: it is written as the context itself."""
+        history: list[Record] = []
+        for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
+            try:
+                obj = orjson.loads(raw)
+                rec = self.parse_line(obj, i, i + 1, raw)
+            except (orjson.JSONDecodeError, LineError):
+                rec = Record(index=i, line=i + 1, raw=raw, data=None)
+            history.append(rec)
+        stamps = {r.index: r.meta["timestamp"] for r in history
+                  if isinstance(r.meta.get("timestamp"), (int, float))}
+        if not stamps:
+            return records
+        snake = any(_uses_snake(r.data) for r in history
+                    if isinstance(r.data, dict) and r.meta.get("event"))
+        key = (lambda x: x) if snake else _camel
+        events: list[Record] = []
+        last = max(stamps.values())
+        kept_before = -1
+        for pos, rec in enumerate(records):
+            if rec.origin is Origin.INPUT and rec.index >= 0:
+                kept_before = rec.index
+                continue
+            if rec.origin is not Origin.SUMMARY or rec.message is None:
+                continue
+            kept_after = next((r.index for r in records[pos + 1:]
+                               if r.origin is Origin.INPUT and r.index >= 0), len(history))
+            start, end = rec.meta.get("covers", (kept_before + 1, kept_after))
+            covered = [stamps[i] for i in range(start, end) if i in stamps]
+            if not covered:
+                continue
+            blocks = list(rec.message.blocks)
+            follow = records[pos + 1] if pos + 1 < len(records) else None
+            if follow is not None and follow.origin is Origin.CONTINUATION and follow.message is not None:
+                blocks += follow.message.blocks
+            content = {"role": "model", "parts": [self._part(b, key) for b in blocks]}
+            n = len(events) + 1
+            seed = f"ctxcompact:{min(covered)}:{max(covered)}:{n}"
+            compaction = {key("start_timestamp"): min(covered), key("end_timestamp"): max(covered),
+                          key("compacted_content"): content}
+            data = {key("invocation_id"): "e-" + str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, seed)),
+                    "author": "user", "actions": {"compaction": compaction},
+                    "id": str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, seed + ":id")),
+                    "timestamp": round(last + n / 1000, 6)}
+            events.append(Record(index=-1, line=0, raw=None, data=data, origin=Origin.SUMMARY,
+                                 dirty=True, meta={"event": True}))
+        if not events:
+            return records
+        return [*history, *events]
+
     @staticmethod
     def _part(b: Block, key: Any) -> dict[str, Any]:
         raw = dict(b.raw) if b.raw else {}
@@ -253,7 +319,7 @@ class GenaiFormat(Format):
             old = raw.get("function_response") or raw.get("functionResponse") or {}
             text = b.text()
             response: Any = {"result": text}
-            if "response" in old and orjson.dumps(old["response"]).decode() == text:
+            if "response" in old and encode_json(old["response"]).decode() == text:
                 response = old["response"]  # unchanged: keep the object as it was
             resp: dict[str, Any] = {**old, "name": b.name or old.get("name", ""), "response": response}
             if b.call_id and not b.call_id.startswith(SYNTHETIC_ID_PREFIX):

@@ -17,9 +17,11 @@ import orjson
 
 from ..errors import InputError, LineError, Problem, UsageError
 from ..model import Block, ImageBlock, Message, OpaqueBlock, Record, ToolResult, Transcript
-from ..reader import decode_line, iter_lines_at
+from ..reader import allow_deep_values, decode_line, encode_json, iter_lines_at
 from .base import Format
 from .registry import detect, get_format
+
+_TOO_DEEP = "nested too deep to read (keep arrays and objects under 1024 levels)"
 
 #: most per-line problems kept; the rest are counted in a final note
 MAX_PROBLEMS = 1000
@@ -54,7 +56,7 @@ def _json_path(parts: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = orjson.dumps(value).decode() if not isinstance(value, str) else repr(value)
+    text = encode_json(value).decode() if not isinstance(value, str) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -94,7 +96,11 @@ def schema_problems(fmt: Format, obj: Any, line: int) -> list[Problem]:
         return []
     validator = _schema_validator(fmt)
     out = []
-    for err in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+    try:
+        errors = sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
+    except RecursionError:
+        return [Problem(line, "$", _TOO_DEEP)]
+    for err in errors:
         path, msg = _schema_message(err)
         out.append(Problem(line, path, msg))
     return out
@@ -131,6 +137,7 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
     InputError only when the format cannot be detected, UsageError for an unknown format or unreadable path.
     """
     chosen = None if fmt == "auto" else get_format(fmt)
+    allow_deep_values()
     stream, name, owned = _open(source)
     problems: list[Problem] = []
     total_problems = 0
@@ -166,6 +173,13 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
             rec.offset = offsets[lineno]
         except LineError as err:
             add(Problem(lineno, err.path, err.message))
+            continue
+        except RecursionError:
+            add(Problem(lineno, "$", _TOO_DEEP))
+            continue
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # a shape the parser did not foresee: still the line's fault, named with its number
+            add(Problem(lineno, "$", f"not a valid {chosen.name} line ({type(exc).__name__}: {exc})"))
             continue
         found = schema_problems(chosen, obj, lineno) if schema else []
         for p in found:
@@ -238,20 +252,23 @@ def write_transcript(transcript: Transcript, fmt: str | None = None) -> Iterator
         target.name == transcript.format and is_unchanged(transcript)
     ):
         target = get_format(target.fallback)
-    same = target.name == transcript.format
-    for rec in transcript.records:
-        if same:
+    if target.name == transcript.format:
+        for rec in target.link_records(transcript.records):
             if rec.raw is not None and not rec.dirty:
                 yield rec.raw + b"\n"
             else:
-                yield orjson.dumps(target.dump_record(rec)) + b"\n"
-            continue
+                yield encode_json(target.dump_record(rec)) + b"\n"
+        return
+    for obj in target.link_converted(_converted(transcript, target)):
+        yield encode_json(obj) + b"\n"
+
+
+def _converted(transcript: Transcript, target: Format) -> Iterator[Any]:
+    for rec in transcript.records:
         if rec.message is None:
             continue
         msg = rec.message
         neutral = Message(role=msg.role, blocks=[_neutral_block(b) for b in msg.blocks],
                           source_role=msg.source_role, extra={}, content_was_string=msg.content_was_string)
         dump_many = getattr(target, "dump_messages", None)
-        objs = dump_many(neutral) if dump_many is not None else [target.dump_message(neutral)]
-        for obj in objs:
-            yield orjson.dumps(obj) + b"\n"
+        yield from (dump_many(neutral) if dump_many is not None else [target.dump_message(neutral)])

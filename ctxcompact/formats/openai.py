@@ -41,7 +41,7 @@ from ..model import (
     Usage,
 )
 from ..reader import json_type_name
-from .base import FastLine, Format, Layout, NotFast, link_result_names
+from .base import FastLine, Format, Layout, NotFast, block_types, link_result_names
 
 ROLES = {
     "system": Role.SYSTEM,
@@ -254,6 +254,8 @@ def _openai_content(content: Any, texts: list[str] | None) -> tuple[int, int]:
             if texts is not None:
                 texts.append(text)
         elif kind in _OPENAI_BINARY:
+            if not _binary_part_valid(kind, part):
+                raise NotFast("binary part")
             fixed += IMAGE_TOKENS
         elif kind == "refusal":
             text = part.get("refusal")
@@ -267,6 +269,40 @@ def _openai_content(content: Any, texts: list[str] | None) -> tuple[int, int]:
     return chars, fixed
 
 
+def _binary_part_valid(kind: str, part: dict[str, Any]) -> bool:
+    """What the schema (``schemas/openai.schema.json``) requires of an image, audio or file part."""
+    inner = part.get(kind)
+    if type(inner) is not dict:
+        return False
+    if kind == "image_url":
+        return type(inner.get("url")) is str and type(inner.get("detail", "")) is str
+    if kind == "input_audio":
+        return type(inner.get("data")) is str and type(inner.get("format")) is str
+    return True
+
+
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _schema_fields_valid(obj: dict[str, Any]) -> bool:
+    """The schema's rules on the optional fields the fast reader does not otherwise read, so a line the full
+    path would reject (``estimate`` rejects what ``run`` rejects) never passes the fast path."""
+    if "name" in obj and type(obj["name"]) is not str:
+        return False
+    if "refusal" in obj and obj["refusal"] is not None and type(obj["refusal"]) is not str:
+        return False
+    if "tool_call_id" in obj and type(obj["tool_call_id"]) is not str:
+        return False
+    if "usage" in obj:
+        usage = obj["usage"]
+        if type(usage) is not dict:
+            return False
+        for key in _USAGE_KEYS:
+            if key in usage and not (type(usage[key]) is int and usage[key] >= 0):
+                return False
+    return True
+
+
 def fast_line(obj: Any, want_text: bool) -> FastLine:
     """One OpenAI Chat Completions line, checked as strictly as :meth:`OpenAIFormat.parse_line` checks it (any
     line it would refuse raises NotFast, so the full path reports it)."""
@@ -276,6 +312,8 @@ def fast_line(obj: Any, want_text: bool) -> FastLine:
     role = _OPENAI_ROLES.get(source_role) if type(source_role) is str else None
     if role is None or "function_call" in obj:
         raise NotFast("role")
+    if not _schema_fields_valid(obj):
+        raise NotFast("a field the schema types")
     texts: list[str] | None = [] if want_text else None
     chars, fixed = _openai_content(obj.get("content"), texts)
     call_ids: list[str] = []
@@ -344,7 +382,7 @@ class OpenAIFormat(Format):
         if isinstance(content, str):
             return 40  # plain text: either format could read it
         if isinstance(content, list):
-            types = {p.get("type") for p in content if isinstance(p, dict)}
+            types = block_types(content)
             if types & _ANTHROPIC_TYPES:
                 return 0
             if types & {"image_url", "input_audio", "file", "refusal"}:

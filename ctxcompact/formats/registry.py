@@ -57,7 +57,7 @@ def detect(objs: Sequence[Any], lines: Sequence[int] | None = None) -> str:
     total = dict.fromkeys(names, 0)
     scores: list[dict[str, int]] = []
     for i, obj in enumerate(objs):
-        row = {n: FORMATS[n].sniff(obj) for n in names}
+        row = {n: _sniff(FORMATS[n], obj) for n in names}
         scores.append(row)
         for n, s in row.items():
             if s > 0:
@@ -81,6 +81,15 @@ def detect(objs: Sequence[Any], lines: Sequence[int] | None = None) -> str:
                     "(mixed formats; name one with --format)")
             raise InputError(f"line {lines[i]}: {what}", [Problem(lines[i], "$", what)])
     return best
+
+
+def _sniff(fmt: Format, obj: Any) -> int:
+    """``fmt.sniff(obj)``; a line whose values a format cannot even compare (an array where it reads a name)
+    is not of that format. The parser then names the line and the path (README "Exit codes": 1)."""
+    try:
+        return fmt.sniff(obj)
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        return 0
 
 
 def leader(names: list[str], count: dict[str, int], total: dict[str, int], *, decided: bool) -> str | None:

@@ -1,0 +1,64 @@
+"""Codex rollouts out (issue 15 item 6; README "Transcript formats"): a compacted rollout is the input's
+lines, then a ``compacted`` line with ``replacement_history`` as Codex writes its own, then the kept lines."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ctxcompact import api
+from ctxcompact.options import Options
+from tests.helpers import jsonl
+
+
+def rollout(turns: int = 10) -> list[dict[str, Any]]:
+    def line(kind: str, payload: dict[str, Any], t: int, s: int) -> dict[str, Any]:
+        return {"timestamp": f"2026-02-11T10:{t:02d}:{s:02d}.000Z", "type": kind, "payload": payload}
+
+    out = [line("session_meta", {"id": "019c", "timestamp": "2026-02-11T10:00:00.000Z", "cwd": "/w",
+                                 "originator": "codex_cli_rs", "cli_version": "0.66.0", "instructions": None},
+                0, 0)]
+    for t in range(turns):
+        out.append(line("response_item", {"type": "message", "role": "user",
+                                          "content": [{"type": "input_text", "text": f"request {t}"}]}, t, 1))
+        out.append(line("response_item", {"type": "function_call", "name": "shell", "call_id": f"c{t}",
+                                          "arguments": orjson.dumps({"command": ["cat", f"f{t}"]}).decode()},
+                        t, 2))
+        out.append(line("response_item", {"type": "function_call_output", "call_id": f"c{t}",
+                                          "output": "z" * 3000}, t, 3))
+        out.append(line("response_item", {"type": "message", "role": "assistant",
+                                          "content": [{"type": "output_text", "text": f"done {t}"}]}, t, 4))
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["threshold", "sliding-window"])
+def test_compacted_rollout_is_appended_as_codex_records_it(strategy: str, tmp_path: Path) -> None:
+    lines = rollout()
+    data = jsonl(lines)
+    buf = io.BytesIO()
+    res = api.run(data, Options(state_path=tmp_path / "s.json", window=8000, strategy=strategy,
+                                invocation_threshold=3), output=buf, warn=lambda m: None)
+    out = buf.getvalue()
+    assert res.compacted and res.output_format == "codex"
+    assert out.startswith(data)
+    added = [orjson.loads(x) for x in out[len(data):].splitlines()]
+    compacted = added[0]
+    assert compacted["type"] == "compacted" and compacted["timestamp"] == lines[-1]["timestamp"]
+    payload = compacted["payload"]
+    assert payload["message"] and isinstance(payload["replacement_history"], list)
+    assert all(item["type"] in ("message", "function_call", "function_call_output")
+               for item in payload["replacement_history"])
+    assert all(o["type"] == "response_item" for o in added[1:])  # the kept lines, as they were
+    report = api.validate(out)
+    assert report.format == "codex" and report.ok
+    back = api.load_transcript(out)
+    active = [r for r in back.records if r.message is not None and r.message.role.value != "system"]
+    assert active[0].meta.get("compaction") and len(active) == 1 + len(added) - 1
+    # the summary is read once, from replacement_history (Codex ignores message when it is present)
+    texts = [c["text"] for item in payload["replacement_history"] if item["type"] == "message"
+             for c in item["content"]]
+    assert active[0].message is not None and active[0].message.text() == "\n\n".join(texts)
