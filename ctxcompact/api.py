@@ -25,10 +25,16 @@ from .clean import CleanResult, Repair
 from .clean import clean as _clean
 from .engine import RunResult, Warn, estimate, output_format, record_real_tokens, run, stderr_warn
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
+from .evaluate import Probe, evaluate, load_probes
+from .evaluate.html import page as eval_html
+from .evaluate.render import chart as eval_chart
+from .evaluate.render import table as eval_table
+from .evaluate.replay import replay
 from .formats import read_transcript
 from .formats.convert import lines_in
 from .model import Transcript
 from .options import Options
+from .paths import check_paths
 from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, load_state, save_state, state_lock
@@ -110,6 +116,7 @@ __all__ = [
     "ExitCode",
     "InputError",
     "Options",
+    "Probe",
     "Problem",
     "Row",
     "RunResult",
@@ -120,13 +127,20 @@ __all__ = [
     "Transcript",
     "UsageError",
     "calibrate",
+    "check_paths",
     "clean",
     "clean_file",
     "estimate",
     "estimate_many",
+    "eval_chart",
+    "eval_html",
+    "eval_table",
+    "evaluate",
     "expand_paths",
+    "load_probes",
     "load_state",
     "load_transcript",
+    "replay",
     "reset_state",
     "run",
     "save_state",

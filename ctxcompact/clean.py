@@ -30,6 +30,11 @@ Repairs, in the order they are made:
    developer messages are legal anywhere) keep their role order.
 6. ``appended_reply``: a transcript whose last message is a tool result gets an assistant ``Understood.``.
 
+Tree layouts (``layout.tree``, Claude Code): the log is a tree by ``parentUuid``, so results stay where they
+were written (steps 4 and 6 are no repairs there: order belongs to conversion, ``--to anthropic``), and the
+calls of the last turn that nothing but their own results follows are the running session's live calls,
+not missing results. Steps 1-3 still apply.
+
 Cleaning is idempotent: a cleaned transcript comes back unchanged with no repairs.
 """
 
@@ -225,7 +230,7 @@ class _Cleaner:
         if self.layout.alternate:
             out = self.fix_roles(out)
             out = self.merge_runs(out)
-        if self.close_trailing:
+        if self.close_trailing and not self.layout.tree:
             out = self.close(out)
         return CleanResult(dataclasses.replace(self.t, records=out), self.repairs)
 
@@ -320,8 +325,9 @@ class _Cleaner:
         for r in results:
             results_at.setdefault(r.pos, []).append(r)
         # position -> the blocks written there (empty: the record is dropped, its results went to their call)
+        residual = self.residual_in_place if self.layout.tree else self.residual
         self.blocks_at: dict[int, list[Block]] = {
-            p: self.residual(p, calls_at.get(p, []), results_at.get(p, []))
+            p: residual(p, calls_at.get(p, []), results_at.get(p, []))
             for p in sorted(calls_at.keys() | results_at.keys())
         }
         self.emit_after: dict[int, list[Record]] = {}
@@ -333,6 +339,9 @@ class _Cleaner:
         groups: dict[int, list[_Call]] = {}
         for c in calls:
             groups.setdefault(turn_end.get(c.pos, c.pos), []).append(c)
+        if self.layout.tree:
+            self.answer_missing(groups, msg_positions)
+            groups = {}
         for mpos, group in groups.items():
             mline = self.recs[mpos].line
             placed: list[ToolResult] = []
@@ -373,6 +382,45 @@ class _Cleaner:
                 out.append(kept)
             out.extend(self.emit_after.get(pos, ()))
         return out
+
+    def residual_in_place(self, pos: int, calls: list[_Call], results: list[_Result]) -> list[Block]:
+        """Tree layouts: the blocks of a message with its matched results left where they are (under a
+        renamed call's new id), unanswerable results as text context and renamed calls under their new ids."""
+        renamed = {c.bi: c for c in calls if c.new_id != c.block.id}
+        by_bi = {r.bi: r for r in results}
+        out: list[Block] = []
+        for bi, b in enumerate(self.msg(pos).blocks):
+            if isinstance(b, ToolCall):
+                out.append(_renamed_call(b, renamed[bi].new_id) if bi in renamed else b)
+            elif isinstance(b, ToolResult):
+                call = by_bi[bi].call
+                if call is None:
+                    why = "duplicate result" if by_bi[bi].duplicate else "no matching call"
+                    out.extend(_context_blocks(b, why))
+                else:
+                    out.append(b if call.new_id == b.call_id else _renamed_result(b, call.new_id))
+            else:
+                out.append(b)
+        return out
+
+    def answer_missing(self, groups: dict[int, list[_Call]], msg_positions: list[int]) -> None:
+        """Tree layouts: a synthetic result after the turn of each unanswered call, except the calls of the
+        last turn, which nothing but their own results follows: those are the running session's live calls."""
+        for mpos, group in groups.items():
+            start = bisect.bisect_right(msg_positions, mpos)
+            later = [self.msg(p) for p in msg_positions[start:]]
+            if all(m.is_tool_result_only for m in later):
+                continue
+            mline = self.recs[mpos].line
+            for c in group:
+                if c.result is not None:
+                    continue
+                placed = ToolResult(call_id=c.new_id, content=[TextBlock(NO_RESPONSE)], name=c.block.name,
+                                    synthetic=True)
+                self.report("missing_result", mline,
+                            f"call {c.new_id!r} ({c.block.name}) had no result; added {NO_RESPONSE!r}",
+                            c.new_id)
+                self.emit_after.setdefault(mpos, []).append(self.new_results([placed], mline))
 
     def turn_ends(self, msg_positions: list[int]) -> dict[int, int]:
         """Position of each assistant line -> position of the last line of its turn (split_turns only)."""

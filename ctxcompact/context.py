@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .clean import Repair, clean
-from .errors import Problem, StateError, UsageError
+from .errors import InputError, Problem, StateError, UsageError
 from .facts.text import continuation_text
 from .formats import get_format, read_transcript
 from .formats.base import Format
@@ -80,16 +80,33 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
                 raise UsageError(f"--format {fmt_name} does not match the state's format {fp.format}")
             fmt_name = fp.format
         fmt = get_format(fmt_name)
-        for offset, length in fp.system_lines:
-            prefix_system.append(_parse_system_line(fmt, data[offset : offset + length], offset,
-                                                    len(prefix_system)))
-            system_spans.append((offset, length))
+        try:
+            for span in fp.system_lines:
+                prefix_system.append(_parse_system_line(fmt, data, span, len(prefix_system)))
+                system_spans.append(span)
+        except StateError:
+            if opts.format == "auto" and fp.format:
+                _blame_state_format(data, prefix_bytes, fp.format)  # the clearer reason, when it is that
+            raise
         summary_records = summary_messages(fmt, state)
 
+    if 0 < prefix_bytes < len(data) and data[prefix_bytes - 1 : prefix_bytes] != b"\n":
+        # the covered prefix ended on an unterminated line and text was appended to that same line: read
+        # whole, as validate reads it, the line is two JSON values glued together
+        raise InputError(f"line {max(prefix_lines, 1)}: trailing data after the JSON value (a line was "
+                         "appended without a newline before it; one JSON value per line)",
+                         [Problem(max(prefix_lines, 1), "$", "trailing data after the JSON value "
+                                  "(appended without a newline)")])
     stream = io.BytesIO(data)
     stream.seek(prefix_bytes)
-    result = read_transcript(stream, fmt_name, lenient=opts.lenient, schema=schema,
-                             first_line=prefix_lines + 1, first_index=covered, base_offset=prefix_bytes)
+    try:
+        result = read_transcript(stream, fmt_name, lenient=opts.lenient, schema=schema,
+                                 first_line=prefix_lines + 1, first_index=covered, base_offset=prefix_bytes)
+    except InputError:
+        if state is None or not state.fingerprint.format or opts.format != "auto":
+            raise
+        _blame_state_format(data, prefix_bytes, state.fingerprint.format)
+        raise
     new_records = result.transcript.records
     fmt_name = result.transcript.format
     for rec in new_records:
@@ -115,11 +132,38 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
     )
 
 
-def _parse_system_line(fmt: Format, raw: bytes, offset: int, index: int) -> Record:
+def _blame_state_format(data: bytes, start: int, stated: str) -> None:
+    """The rest of the input did not read as the format the state names: when it reads as another one,
+    the state is what is wrong (exit 3), not the input."""
+    try:
+        rest = read_transcript(io.BytesIO(data[start:]), "auto", lenient=False, schema=False)
+        other = rest.transcript.format
+    except InputError:
+        return  # the input is broken whatever its format: the input's error stands
+    if other != stated:
+        raise StateError(f"the state was made for a {stated} transcript, but this one reads as {other}; "
+                         "use --reset-state to start over")
+
+
+def _parse_system_line(fmt: Format, data: bytes, span: tuple[int, int], index: int) -> Record:
+    """The system record at ``span`` of the verified prefix. The offsets come from the state, so they are
+    checked: a whole line, and a system message (a crafted state must not promote a user line)."""
+    offset, length = span
+    raw = data[offset : offset + length]
+    end = offset + length
+    whole_line = ((offset == 0 or data[offset - 1 : offset] == b"\n")
+                  and (raw.endswith(b"\n") or data[end : end + 1] in (b"", b"\n", b"\r")))
+    where = f"the state's system line at byte {offset}"
+    if not whole_line:
+        raise StateError(f"{where} is not a whole line of the transcript (a corrupt state); "
+                         "use --reset-state to start over")
     try:
         obj = decode_line(raw, 0)
         rec: Record = fmt.parse_line(obj, index, 0, raw)
     except Exception as exc:  # the fingerprint matched, so this means a corrupt state
-        raise StateError(f"the state's system line at byte {offset} does not parse: {exc}") from None
+        raise StateError(f"{where} does not parse: {exc}") from None
+    if rec.message is None or rec.message.role is not Role.SYSTEM:
+        raise StateError(f"{where} is not a system message (a corrupt state); "
+                         "use --reset-state to start over")
     rec.offset = offset
     return rec

@@ -10,7 +10,6 @@ lives in the module it names.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from .formats import get_format, is_unchanged
 from .formats.convert import lines_in
 from .model import Origin, Record, Transcript
 from .options import Options
+from .paths import check_paths, check_state_path
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
 from .source import InputData, Source, is_file
@@ -37,6 +37,7 @@ from .state import (
     load_state,
     new_state,
     record_estimate,
+    remember_measured,
     save_state,
     state_lock,
 )
@@ -51,7 +52,6 @@ from .tokens.calibration import (
     calibrate,
     calibrate_request,
     default_factor,
-    fit_factor,
 )
 from .tokens.counts import Counts, check_exact, count_records, encoding_name, system_tokens
 
@@ -96,15 +96,12 @@ def budget_from_transcript(budget: Budget, opts: Options, records: list[Record])
 # Counting and calibration
 
 
-def last_usage_point(records: list[Record]) -> UsagePoint | None:
-    """The last provider usage recorded in the input part of the context (the request saw the records
-    before it)."""
-    for i in range(len(records) - 1, -1, -1):
-        usage = records[i].usage
-        if usage is not None and records[i].origin is Origin.INPUT and usage.prompt_tokens > 0:
-            return UsagePoint(position=i, prompt_tokens=usage.prompt_tokens, line=records[i].line,
-                              source=usage.source)
-    return None
+def usage_points(records: list[Record]) -> list[UsagePoint]:
+    """Every provider usage recorded in the input part of the context, in order (each request saw the
+    records before it)."""
+    return [UsagePoint(position=i, prompt_tokens=r.usage.prompt_tokens, line=r.line, source=r.usage.source)
+            for i, r in enumerate(records)
+            if r.usage is not None and r.origin is Origin.INPUT and r.usage.prompt_tokens > 0]
 
 
 def _default(opts: Options, counts: Counts) -> float:
@@ -118,10 +115,10 @@ def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State 
         real = _anthropic_count(ctx.transcript, opts)
         return calibrate(current, real=real, last_estimate=current, default_factor=_default(opts, counts),
                          source="anthropic count_tokens")
-    return _calibrate(counts, last_usage_point(ctx.transcript.records), opts, state)
+    return _calibrate(counts, usage_points(ctx.transcript.records), opts, state)
 
 
-def _calibrate(counts: Counts, usage: UsagePoint | None, opts: Options, state: State | None) -> Calibrated:
+def _calibrate(counts: Counts, usage: list[UsagePoint], opts: Options, state: State | None) -> Calibrated:
     return calibrate_request(
         counts.base, usage=usage, real_tokens=opts.real_tokens,
         stored=state.calibration if state is not None else None, estimator=counts.estimator,
@@ -136,6 +133,38 @@ def _anthropic_count(transcript: Transcript, opts: Options) -> int:
         return anthropic_count_tokens_for_transcript(
             transcript, model=opts.model, api_key=opts.api_key, base_url=opts.base_url, timeout=opts.timeout
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayPoint:
+    """One request the log recorded: what ``run`` would have estimated before it was sent, and the bill."""
+
+    line: int
+    visible: int  # estimated tokens of the context the request saw
+    predicted: int  # calibrated, from the requests before it only
+    real: int  # what the provider billed
+
+    @property
+    def error(self) -> float:
+        """(predicted − real) / real: negative is an undercount."""
+        return (self.predicted - self.real) / self.real if self.real else 0.0
+
+
+def replay_calibration(source: Source, opts: Options | None = None) -> list[ReplayPoint]:
+    """Every provider usage the log records, estimated exactly as ``run`` would have estimated that request
+    from what was known before it (the earlier usage only, no state), against what the provider billed:
+    how a user checks "never undercount" on their own logs."""
+    opts = opts or Options()
+    ctx = build_context(InputData.load(source), opts, None, schema=False)
+    counts = count_records(ctx.transcript.records, opts)
+    points = usage_points(ctx.transcript.records)
+    out = []
+    for k, u in enumerate(points):
+        base = counts.base[: u.position]
+        cal = calibrate_request(base, usage=points[:k], real_tokens=None, stored=None,
+                                estimator=counts.estimator, default=_default(opts, counts), default_source="")
+        out.append(ReplayPoint(line=u.line, visible=sum(base), predicted=cal.tokens, real=u.prompt_tokens))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -156,15 +185,20 @@ def _report(stats: ContextStats, counts: Counts, cal: Calibrated, budget: Budget
     return make_report(
         stats, heuristic_total=sum(counts.heuristic),
         exact_total=sum(counts.exact) if counts.exact is not None else None, encoding=counts.encoding,
-        calibrated=cal, budget=budget, system_tokens=system, default_factor=_default(opts, counts),
+        calibrated=cal, budget=budget, system_tokens=system,
         state_path=str(state_path) if state_path else None, strategy=opts.strategy)
 
 
 def _describe(report: EstimateReport, si: StrategyInput) -> None:
-    report.extras = get_strategy(si.opts.strategy).describe(si)
-    if report.would_compact and report.extras.get("tier") == "mask" and "tokens_after_mask" in report.extras:
+    """The strategy's own keys; a strategy that decides by its own rule (masking tiers, invocations) says
+    whether ``run`` would act (``would_compact``), so ``estimate`` and ``run`` never disagree."""
+    extras = get_strategy(si.opts.strategy).describe(si)
+    if "would_compact" in extras:
+        report.would_compact = bool(extras.pop("would_compact"))
+    report.extras = extras
+    if extras.get("tier") == "mask" and "tokens_after_mask" in extras:
         # the mask tier is enough: that, not a summary, is what run would write
-        report.projected_tokens_after = int(report.extras["tokens_after_mask"])
+        report.projected_tokens_after = int(extras["tokens_after_mask"])
 
 
 def fast_path_allowed(source: Source, opts: Options, state: State | None) -> bool:
@@ -196,8 +230,8 @@ def _fast_estimate(source: Source, opts: Options, state: State | None, budget: B
     except NotFast:
         return None
     counts = Counts(list(fc.heuristic), list(fc.exact) if fc.exact is not None else None, encoding)
-    usage = (UsagePoint(position=fc.usage_at, prompt_tokens=fc.usage_prompt, line=fc.usage_line,
-                        source="usage.prompt_tokens") if fc.usage_at >= 0 else None)
+    usage = [UsagePoint(position=at, prompt_tokens=prompt, line=line, source="usage.prompt_tokens")
+             for at, line, prompt in fc.usage]
     stats = ContextStats(format=fc.format, records=fc.records, covered=0, messages=fc.messages,
                          tool_calls=fc.tool_calls, chars=fc.chars, repairs=fc.repairs)
     return _report(stats, counts, _calibrate(counts, usage, opts, state), budget,
@@ -218,7 +252,7 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
         return fast
     inp = InputData.load(source)
     with progress("reading and counting"):  # shown only on a terminal, and only if it takes a while
-        ctx = build_context(inp, opts, state, schema=False, reapply=reapply_all)
+        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         report = _estimate_context(ctx, opts, state, budget, state_path)
     _describe(report, StrategyInput(ctx, opts, budget, state, report, stderr_warn))
@@ -244,6 +278,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     state: State | None = None
     state_path: Path | None = None
+    context: Transcript | None = None  # the effective context the strategy was given (before compacting)
 
     @property
     def summary(self) -> SummaryResult | None:
@@ -278,6 +313,11 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     get_strategy(opts.strategy)  # an unknown name is a usage error before any work
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=not dry_run)
+    if not dry_run:
+        check_paths(input=Path(source) if is_file(source) else None,  # type: ignore[arg-type]
+                    output=output if isinstance(output, Path) else None, state=state_path)
+        if state_path is not None:
+            check_state_path(state_path)
     inp = InputData.load(source)
     if state_path is None or dry_run:
         return _run_locked(inp, opts, budget, state_path, output, dry_run, warn)
@@ -305,25 +345,33 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         transcript=ctx.transcript, output_format=opts.to or ctx.input_format, compacted=False,
         tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens, estimate=report,
         repairs=ctx.repairs, problems=ctx.problems, state=state or new_state(ctx.input_format),
-        state_path=state_path)
+        state_path=state_path, context=ctx.transcript)
     outcome = get_strategy(opts.strategy).apply(si)
     if outcome is not None:
         result.transcript, result.outcome, result.compacted = outcome.transcript, outcome, outcome.compacted
     # what we write, estimated as the next request will be: the base for the next calibration
     out_counts = count_records(result.transcript.records, opts)
     in_base = report.exact if report.exact is not None else report.heuristic
-    if result.compacted and sum(out_counts.base) >= in_base:
+    dropped = result.compacted and sum(out_counts.base) >= in_base
+    if dropped:
         # A compaction that does not shrink the context (a large system prompt over a short conversation)
         # would repeat on every call: keep the context as it was and let the size check below speak.
         warn("compaction would not make the context smaller; passing it through")
         result.transcript, result.outcome, result.compacted = ctx.transcript, None, False
         out_counts = count_records(result.transcript.records, opts)
-    factor = fit_factor(report.calibrated.factor, _default(opts, out_counts))
-    after = math.ceil(sum(out_counts.base) * factor) if result.compacted else report.calibrated.tokens
-    result.tokens_after = after
+        report.would_compact, report.projected_tokens_after = False, report.calibrated.tokens
+    cal = report.calibrated
+    result.tokens_after = cal.project(sum(out_counts.base)) if result.compacted else cal.tokens
     if not dry_run:
         result.output_format = output_format(opts, result.transcript, warn)
-    _judge_fit(result, out_counts, factor, budget)
+    _judge_fit(result, out_counts, budget, decided_upfront=not dropped)
+    if result.summary is not None and result.output_format == ctx.input_format:
+        # an append-only log (Claude Code) keeps its lines and records the compaction after them
+        fmt = get_format(ctx.input_format)
+        written = fmt.compaction_output(inp.data, result.transcript.records, result.tokens_before)
+        if written is not result.transcript.records and fmt.compaction_note:
+            warn(fmt.compaction_note)
+        result.transcript = dataclasses.replace(result.transcript, records=written)
     if dry_run:
         return result
     assert result.state is not None
@@ -335,16 +383,27 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     return result
 
 
-def _judge_fit(result: RunResult, out_counts: Counts, factor: float, budget: Budget) -> None:
-    """Exit 5 with a reason when the result does not fit the window; the strategy's own warnings."""
+def _judge_fit(result: RunResult, out_counts: Counts, budget: Budget, *, decided_upfront: bool) -> None:
+    """Exit 5 with a reason when the result does not fit the window; the strategy's own warnings; why a
+    context over the threshold was not compacted (report.decide)."""
     after = result.tokens_after
+    report = result.estimate
+    cal = report.calibrated
+    fixed = cal.project(system_tokens(out_counts.base, result.transcript.records))
+    left_alone = (decided_upfront and report.over_threshold and not report.would_compact
+                  and result.outcome is None)
     if after > budget.window:
         result.exit_code = ExitCode.DOES_NOT_FIT
-        system = math.ceil(system_tokens(out_counts.base, result.transcript.records) * factor)
         why = f"the result is {after:,} tokens and does not fit the {budget.window:,}-token window"
-        if system >= budget.window:
-            why += f": the system prompt alone is about {system:,} tokens"
+        if fixed >= budget.window and not left_alone:  # else the next warning says why
+            why += f": {_what_cannot_shrink(cal, fixed)}"
         result.warnings.append(why)
+    if left_alone:
+        why = ("even the smallest summary would not fit the window" if fixed > budget.window
+               else "a summary would not make the context smaller")
+        result.warnings.append(f"the context is {cal.tokens:,} tokens, over the threshold of "
+                               f"{budget.threshold:,}, and it was not compacted: {why}; "
+                               f"{_what_cannot_shrink(cal, fixed)}")
     outcome = result.outcome
     if outcome is not None:
         # a strategy may know better why its result cannot fit (e.g. masking alone was not enough)
@@ -354,6 +413,16 @@ def _judge_fit(result: RunResult, out_counts: Counts, factor: float, budget: Bud
         result.warnings.append(
             f"after compaction the context is still {after:,} tokens, over the threshold of "
             f"{budget.threshold:,} (the system prompt is large for this window)")
+
+
+def _what_cannot_shrink(cal: Calibrated, fixed: int) -> str:
+    # a few tokens of hidden part are the fit's rounding, not a prompt worth naming
+    if cal.hidden and cal.hidden * 20 >= fixed:
+        measured = f"{cal.points} request{'s' if cal.points != 1 else ''}"
+        return (f"what no compaction can shrink is about {fixed:,} tokens, {cal.hidden:,} of them the hidden "
+                f"prompt (the system prompt and tool definitions the log does not hold, measured from "
+                f"{measured})")
+    return f"the system prompt and what stays with it are about {fixed:,} tokens"
 
 
 def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
@@ -369,6 +438,8 @@ def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult,
             records_covered=outcome.covered, watermark=state.watermark,
             summarizer=outcome.summary.summarizer if outcome.summary is not None else None,
             fallback=outcome.fallback, duration_s=outcome.duration_s, tier=outcome.tier)
+    # what this run measured (the transcript's usage, --real-tokens) outlives the records that carried it
+    remember_measured(state, result.estimate.calibrated.measured, out_counts.estimator)
     # the estimate of what we wrote: the next `calibrate` pairs the provider's figure with it
     record_estimate(state, sum(out_counts.base), out_counts.estimator)
 

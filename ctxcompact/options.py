@@ -36,6 +36,7 @@ class Options:
     strategy: str = "threshold"
     summarizer: str = "extractive"
     summary_model: str | None = None
+    summary_window: int | None = None  # the summarizer's own window (None: table/config, then the server)
     base_url: str | None = None
     api_key: str | None = None  # never written anywhere; normally from the environment
     timeout: float = 60.0

@@ -5,7 +5,6 @@ both give the same report for the same input.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +16,8 @@ from .tokens.calibration import Calibrated
 
 #: how long a latest request the projection assumes the continuation quotes (chars)
 _PROJECTED_REQUEST_CHARS = 400
+#: the smallest useful summary (the marker, a heading, a line or two), in estimated tokens
+MIN_SUMMARY_TOKENS = 100
 
 
 @dataclass(slots=True)
@@ -45,11 +46,24 @@ def context_stats(records: list[Record], format: str, input_records: int, covere
     return stats
 
 
-def projected_after_compaction(system_tokens: int, default_factor: float, budget: Budget) -> int:
-    """What a summary compaction leaves: the system prompt and the continuation at the default factor (the
-    calibration is reset after a compaction) plus a summary of its full budget."""
+def projected_after_compaction(system_tokens: int, calibrated: Calibrated,
+                               summary_tokens: int) -> int:
+    """What a summary compaction leaves, in the provider's tokens: the system records, a summary of
+    ``summary_tokens`` and the continuation, with the hidden part of every request
+    (``Calibrated.project``)."""
     cont = heuristic.text_tokens(continuation_text("x" * _PROJECTED_REQUEST_CHARS))
-    return math.ceil((system_tokens + cont) * default_factor) + budget.summary_budget
+    return calibrated.project(system_tokens + summary_tokens + cont)
+
+
+def decide(tokens: int, smallest_after: int, budget: Budget) -> tuple[bool, bool]:
+    """The one compaction decision ``estimate`` reports and ``run`` follows: (over the threshold, compact).
+
+    A summary is made when the context reaches the threshold and even the smallest compaction
+    (``smallest_after``: what no summary can shrink, the hidden part and the system records, plus the
+    smallest summary) would make it smaller and fit the window. When it would not, summarizing would only
+    lose the conversation's detail: the context passes through (exit 5 when it does not fit the window)."""
+    over = budget.would_compact(tokens)
+    return over, over and smallest_after < tokens and smallest_after <= budget.window
 
 
 @dataclass(slots=True)
@@ -70,6 +84,7 @@ class EstimateReport:
     repairs: int
     state_path: str | None
     strategy: str = "threshold"
+    over_threshold: bool = False
     extras: dict[str, Any] = field(default_factory=dict)  # the strategy's own keys (Strategy.describe)
 
     @property
@@ -94,6 +109,9 @@ class EstimateReport:
                 "factor": round(self.calibrated.factor, 4),
                 "source": self.calibrated.source,
                 "real": self.calibrated.real,
+                "hidden": self.calibrated.hidden,
+                "slope": round(self.calibrated.slope, 4) if self.calibrated.slope is not None else None,
+                "points": self.calibrated.points,
             },
             "window": self.budget.window,
             "window_source": self.budget.window_source,
@@ -101,6 +119,7 @@ class EstimateReport:
             "threshold": self.budget.threshold,
             "summary_budget": self.budget.summary_budget,
             "percent_used": self.percent_used,
+            "over_threshold": self.over_threshold,
             "would_compact": self.would_compact,
             "projected_tokens_after": self.projected_tokens_after,
             "repairs": self.repairs,
@@ -111,16 +130,19 @@ class EstimateReport:
 
 
 def make_report(stats: ContextStats, *, heuristic_total: int, exact_total: int | None, encoding: str | None,
-                calibrated: Calibrated, budget: Budget, system_tokens: int, default_factor: float,
-                state_path: str | None, strategy: str) -> EstimateReport:
-    """The report for a counted, calibrated context: the threshold decision and, when it would compact, the
-    projected size after a summary."""
-    would = budget.would_compact(calibrated.tokens)
+                calibrated: Calibrated, budget: Budget, system_tokens: int, state_path: str | None,
+                strategy: str) -> EstimateReport:
+    """The report for a counted, calibrated context: the decision (:func:`decide`) and, over the threshold,
+    the projected size after a summary."""
+    smallest = projected_after_compaction(system_tokens, calibrated, MIN_SUMMARY_TOKENS)
+    over, would = decide(calibrated.tokens, smallest, budget)
     projected = calibrated.tokens
-    if would:
-        projected = projected_after_compaction(system_tokens, default_factor, budget)
+    if would:  # at most a summary of its full budget, and never more than now (run keeps the smaller)
+        full = projected_after_compaction(system_tokens, calibrated, budget.summary_budget)
+        projected = min(projected, full)
     return EstimateReport(
         format=stats.format, records=stats.records, covered=stats.covered, messages=stats.messages,
         tool_calls=stats.tool_calls, chars=stats.chars, heuristic=heuristic_total, exact=exact_total,
         encoding=encoding, calibrated=calibrated, budget=budget, would_compact=would,
-        projected_tokens_after=projected, repairs=stats.repairs, state_path=state_path, strategy=strategy)
+        projected_tokens_after=projected, repairs=stats.repairs, state_path=state_path, strategy=strategy,
+        over_threshold=over)

@@ -195,9 +195,13 @@ def test_prior_summary_text_is_carried_and_trimmed() -> None:
     assert "## Earlier summary\nThe user wants the naïve-datetime bug fixed." in res.text
     assert tokens(res.text) <= 300 and not res.truncated
     assert res.text.count(SUMMARY_MARKER) == 1
-    # with prior facts the facts carry the past; the text is not repeated
-    res = summarize([], 300, prior_summary=earlier, prior_facts={"rules": ["Always be nice."]})
+    # an extractive prior summary with its facts: the facts carry the past; the text is not repeated
+    extracted = summarize([], 300, prior_facts={"rules": ["Always be nice."]}).text
+    res = summarize([], 300, prior_summary=extracted, prior_facts={"rules": ["Always be nice."]})
     assert "Earlier summary" not in res.text and "Always be nice." in res.text
+    # an LLM's prior summary (checked, so it has facts too): its text is carried as well as its facts
+    res = summarize([], 300, prior_summary=earlier, prior_facts={"rules": ["Always be nice."]})
+    assert "## Earlier summary\nThe user wants" in res.text and "Always be nice." in res.text
 
 
 def test_rules_and_latest_request_outlive_everything_else() -> None:

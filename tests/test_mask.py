@@ -342,12 +342,19 @@ def test_clear_thinking_removes_old_blocks_keeps_the_latest_turn_signed() -> Non
 
 
 def test_clear_thinking_drops_item_lines_in_split_formats() -> None:
-    for fmt in ("codex", "claude-code"):
-        t = load(BUILDERS[fmt]([400] * 3))
-        out, _, _ = mask_transcript(t, heur(t), params(keep_results=10, clear_thinking=True))
-        assert len(thinking_of(out)) == 1, fmt
-        assert len(out.records) == len(t.records) - 2
-        assert [c.id for c in calls(out)] == [c.id for c in calls(t)]
+    t = load(BUILDERS["codex"]([400] * 3))
+    out, _, _ = mask_transcript(t, heur(t), params(keep_results=10, clear_thinking=True))
+    assert len(thinking_of(out)) == 1
+    assert len(out.records) == len(t.records) - 2
+    assert [c.id for c in calls(out)] == [c.id for c in calls(t)]
+
+
+def test_clear_thinking_leaves_claude_code_thinking_alone() -> None:
+    # each thinking line is a link of the parentUuid chain, its signature what the API returned
+    t = load(BUILDERS["claude-code"]([400] * 3))
+    out, _, _ = mask_transcript(t, heur(t), params(keep_results=10, clear_thinking=True))
+    assert len(thinking_of(out)) == len(thinking_of(t)) == 3
+    assert all(a is b for a, b in zip(out.records, t.records, strict=True))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -159,19 +159,21 @@ def test_system_prompt_larger_than_the_window_ends_in_exit_5(matrix: dict[str, s
 
 
 def test_exit_1_when_a_scenario_overflows(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Billed at 10x while the correction factor is capped at 5x: compaction fires at 6,400 estimated =
-    # 1,280 heuristic tokens = 12,800 billed, and requests between 800 and 1,280 heuristic tokens (steps of
-    # ~300) overflow. Reported usage means this is no documented limitation, so the run must fail.
+    # Billed at 10x while the correction (the slope of the affine model) is capped at 5x: the fit puts the
+    # excess into a "hidden" part, the agent is stopped with exit 5 before a request overflows (or, with
+    # the factor rule, requests overflow). Reported usage means this is no documented limitation, so the
+    # run must fail either way.
     beyond_cap = scen.Scenario("8k_BeyondTheCap", "test", scen.WINDOW_8K, 12, 10.0, True,
                               lambda _i, _rng: scen.Turn(tools=(1000,)))
     monkeypatch.setattr(scen, "SCENARIOS", (beyond_cap,))
     lines: list[str] = []
     assert sim.simulate_command(echo=lines.append) == 1
-    assert "FAIL 8k_BeyondTheCap: overflow" in lines[0]
+    assert any("FAIL 8k_BeyondTheCap:" in line for line in lines)
     result = CliRunner().invoke(cli, ["simulate", "--json"])
     assert result.exit_code == 1
     [obj] = orjson.loads(result.output)
-    assert obj["overflow"] is True and obj["limitation"] is None and obj["status"] == "FAIL"
+    assert obj["limitation"] is None and obj["status"] == "FAIL"
+    assert obj["overflow"] is True or "exit 5" in " ".join(obj["failures"])
 
 
 def test_cli_json_shape() -> None:

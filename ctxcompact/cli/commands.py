@@ -14,6 +14,7 @@ import click
 from .. import __version__
 from ..errors import ExitCode, UsageError
 from ..options import Options
+from ..strategies import NAMES as STRATEGY_CHOICES
 from .options import (
     EXIT_CODES,
     FORMAT_NAMES,
@@ -30,10 +31,11 @@ from .options import (
     state_options,
     stdout,
     strategy_options,
+    strategy_tuning_options,
     trailing_option,
     write_output,
 )
-from .render import ROW, compaction_line, dry_run_json, render_dry_run, render_estimate, to_json
+from .render import ROW, compaction_line, dry_run_json, render_dry_run, render_estimate, repairs_line, to_json
 
 
 @click.group(
@@ -109,6 +111,8 @@ def clean(
     """
     from .. import api
 
+    api.check_paths(input=Path(file) if file and file != "-" else None,
+                    output=Path(output) if output and output != "-" else None, state=None)
     result = api.clean_file(
         source_of(file),
         fmt=fmt,
@@ -252,6 +256,117 @@ def _estimate_many(
 
 
 
+@cli.command("eval", epilog=EXIT_CODES)
+@click.argument("files", nargs=-1, type=click.Path(allow_dash=True))
+@format_options
+@budget_options
+@estimate_options
+@strategy_tuning_options
+@state_options
+@opt(
+    "--strategy",
+    "strategies",
+    default="threshold",
+    show_default=True,
+    help="Strategy to measure; several, comma-separated (threshold,mask,sliding-window), side by side.",
+)
+@opt(
+    "--summarizer",
+    type=click.Choice(["extractive", "anthropic", "openai"]),
+    default="extractive",
+    show_default=True,
+    help="Who writes the summary.",
+)
+@opt("--summary-model", help="Model of the LLM summarizer.")
+@opt("--base-url", help="API base URL of the LLM summarizer.")
+@opt(
+    "--probes",
+    "probes_file",
+    type=click.Path(dir_okay=False),
+    help='JSONL of {"expect": …} or {"expect_regex": …} that must survive the compaction.',
+)
+@opt("--replay", is_flag=True, help="Replay the session turn by turn, compacting as the window forces.")
+@opt(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar=env_name("json"),
+    help="The stable JSON object (a list of them with several files or strategies).",
+)
+@opt("-r", "--recursive", is_flag=True, help="Directories: also their subdirectories.")
+@opt(
+    "--judge",
+    type=click.Choice(["anthropic", "openai"]),
+    help="Ask this provider each probe's question against the compacted context (needs --summary-model).",
+)
+@opt(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write one self-contained HTML page (tables, inline SVG chart) here.",
+)
+def eval_command(
+    files: tuple[str, ...],
+    strategies: str,
+    probes_file: str | None,
+    replay: bool,
+    as_json: bool,
+    recursive: bool,
+    html_file: str | None,
+    judge: str | None,
+    **kw: Any,
+) -> None:
+    """Measure what a compaction keeps, offline: compact in memory exactly as `run` would (writing nothing,
+    not even a state) and score the result, and a naive truncation to the same size, against the original.
+
+    \b
+    Example:
+      ctxcompact eval samples/openai-long.jsonl --window 8000
+      ctxcompact eval samples --strategy threshold,mask,sliding-window --window 8000
+      ctxcompact eval session.jsonl --replay --window 8000 --json | jq .replay.compactions
+    """
+    import dataclasses
+
+    from .. import api
+
+    opts = options_from(**kw)
+    names = [n.strip() for n in strategies.split(",") if n.strip()]
+    for name in names:
+        if name not in STRATEGY_CHOICES:
+            choices = ", ".join(STRATEGY_CHOICES)
+            raise UsageError(f"--strategy: unknown strategy {name!r} (choose from {choices})")
+    probes = api.load_probes(probes_file) if probes_file else []
+    many = len(files) > 1 or recursive or (files and files[0] != "-" and _is_many(files[0]))
+    paths = api.expand_paths(files, recursive) if many else [source_of(files[0] if files else None)]
+    if not paths:
+        raise UsageError(f"no *.jsonl files in {' '.join(files)}")
+    rows = []
+    for path in paths:
+        source: Any = path
+        if path == "-":
+            import sys
+
+            source = sys.stdin.buffer.read()
+        for name in names:
+            o = dataclasses.replace(opts, strategy=name)
+            r = api.evaluate(source, o, probes, judge=judge)
+            if path == "-":
+                r["file"] = "-"
+            if replay:
+                r["replay"] = api.replay(source, o, probes)
+            rows.append(r)
+    if html_file:
+        api.write_output([api.eval_html(rows).encode().rstrip(b"\n")], html_file)
+    if as_json:
+        click.echo(to_json(rows[0] if len(rows) == 1 else rows))
+        return
+    click.echo(api.eval_table(rows))
+    for r in rows:
+        if "replay" in r:
+            click.echo(f"\nreplay of {r['file']} ({r['strategy']}):")
+            click.echo(api.eval_chart(r["replay"]))
+
+
 @cli.command(epilog=EXIT_CODES)
 @input_argument
 @output_option
@@ -272,6 +387,12 @@ def _estimate_many(
 @opt("--summary-model", help="Model of the LLM summarizer.")
 @opt("--base-url", help="API base URL (any OpenAI-compatible server for --summarizer openai).")
 @opt(
+    "--summary-window",
+    type=click.IntRange(min=1),
+    help="Context window of the summarizer's model, in tokens (default: the models table or config for "
+    "--summary-model, else what the server reports, else 200000 / 128000).",
+)
+@opt(
     "--timeout",
     type=click.FloatRange(min=0.1),
     default=60.0,
@@ -290,7 +411,7 @@ def _estimate_many(
 )
 @opt("--dry-run", is_flag=True, help="Print what would happen; write nothing.")
 @opt("--json", "as_json", is_flag=True, envvar=env_name("json"), help="With --dry-run: a JSON report.")
-@opt("-q", "--quiet", is_flag=True, help="No summary line on stderr.")
+@opt("-q", "--quiet", is_flag=True, help="No summary or repairs line on stderr.")
 def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quiet: bool, **kw: Any) -> None:
     """Validate, clean, apply the state, estimate, and compact if over the threshold; write the transcript
     and the state.
@@ -321,6 +442,8 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
         echo_err(str(problem))
     for warning in result.warnings:
         echo_err(f"warning: {warning}")
+    if not quiet and result.repairs:
+        echo_err(repairs_line(result.repairs))
     if not quiet and result.compacted:
         echo_err(compaction_line(result))
     if result.exit_code:

@@ -124,6 +124,19 @@ def estimate_options(f: F) -> F:
 
 
 def strategy_options(f: F) -> F:
+    f = strategy_tuning_options(f)
+    f = opt(
+        "--strategy",
+        type=click.Choice(list(STRATEGY_NAMES)),
+        default="threshold",
+        show_default=True,
+        help="Compaction strategy (see README: when to use which).",
+    )(f)
+    return f
+
+
+def strategy_tuning_options(f: F) -> F:
+    """The strategies' own options, without ``--strategy`` (``eval`` takes several names)."""
     f = opt(
         "--safety-ratio",
         type=click.FloatRange(min=0.05, max=1.0),
@@ -178,13 +191,6 @@ def strategy_options(f: F) -> F:
         is_flag=True,
         envvar=env_name("prune"),
         help="threshold: mask old tool results first; summarize only if still over the threshold.",
-    )(f)
-    f = opt(
-        "--strategy",
-        type=click.Choice(list(STRATEGY_NAMES)),
-        default="threshold",
-        show_default=True,
-        help="Compaction strategy (see README: when to use which).",
     )(f)
     return f
 

@@ -9,6 +9,7 @@ import orjson
 if TYPE_CHECKING:  # annotations only: rendering must not load the engine before a command runs
     from ..engine import RunResult
     from ..report import EstimateReport
+    from ..summarizers.base import SummaryResult
 
 ROW = "{:<40} {:<11} {:>9} {:>12} {:>12} {:>12} {:>7} {:>7}"
 
@@ -36,16 +37,25 @@ def render_estimate(r: EstimateReport) -> str:
         ("heuristic tokens", f"{t['heuristic']:,}  (ceil(chars/4))"),
         ("exact tokens", f"{t['exact']:,}  ({t['encoding']})" if t["exact"] is not None else "not counted"),
         ("calibrated tokens", f"{t['calibrated']:,}"),
-        ("correction", f"×{d['correction']['factor']:.3f}  from {d['correction']['source']}"),
+        ("correction", f"{_correction(d['correction'])}  from {d['correction']['source']}"),
         ("window", f"{d['window']:,}  ({d['window_source']})"),
         ("buffer", f"{d['buffer']:,}"),
         ("threshold", threshold),
         ("window used", f"{d['percent_used']:.1f} %"),
-        ("would compact", "yes" if d["would_compact"] else "no"),
+        ("would compact", "yes" if d["would_compact"] else
+         "no (over the threshold, but a summary cannot make it smaller and fit)" if d["over_threshold"]
+         else "no"),
         ("after compaction", f"≈ {d['projected_tokens_after']:,} tokens" if d["would_compact"] else "-"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _correction(c: dict[str, Any]) -> str:
+    """``×1.250``, or with a measured hidden prompt ``16,020 hidden + ×1.000 per token``."""
+    if c.get("hidden"):
+        return f"{c['hidden']:,} hidden + ×{c['slope']:.3f} per token"
+    return f"×{c['factor']:.3f}"
 
 
 def compaction_line(result: RunResult) -> str:
@@ -57,7 +67,52 @@ def compaction_line(result: RunResult) -> str:
         masked = result.outcome.masked if result.outcome is not None else 0
         return f"masked {masked} tool results: {change}"
     how = s.summarizer + (" (fallback)" if s.fallback else "")
-    return f"compacted {records} records: {change}, summary by {how}"
+    return f"compacted {records} records: {change}, summary by {how}{summary_details(s)}"
+
+
+def summary_details(s: SummaryResult) -> str:
+    """What the check of an LLM summary did, how many requests and how long it took, and the usage."""
+    parts = []
+    if s.check is not None:
+        if s.check["verdict"] == "rejected":
+            parts.append(f"check rejected it: {s.check['reason']}")
+        else:
+            parts.append("check " + (_added(s.check["added"]) if s.check["added"] else "passed"))
+    if s.window is not None:
+        parts.append(f"{s.window:,}-token window ({s.window_source})")
+    if s.chunks > 1:
+        parts.append(f"{s.chunks} chunks")
+    if s.input_tokens is not None or s.output_tokens is not None:
+        def n(x: int | None) -> str:
+            return f"{x:,}" if x is not None else "?"
+
+        parts.append(f"{n(s.input_tokens)} tokens in, {n(s.output_tokens)} out")
+    if s.summarizer != "extractive" or s.fallback:
+        parts.append(f"{s.duration_s:.1f} s")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _added(added: dict[str, int]) -> str:
+    words = {"rules": "rule", "todos": "todo", "files": "file"}
+    out = []
+    for kind, n in added.items():
+        if kind == "latest_request":
+            out.append("pinned the latest request")
+        elif kind == "last_error":
+            out.append("pinned the last error")
+        else:
+            out.append(f"pinned {n} {words.get(kind, kind)}{'' if n == 1 else 's'}")
+    return ", ".join(out)
+
+
+def repairs_line(repairs: list[Any]) -> str:
+    """One line on stderr saying what ``run`` repaired, by kind in order of first appearance (README
+    "`ctxcompact run`": every repair is reported; `clean --report` lists each one)."""
+    by_kind: dict[str, int] = {}
+    for r in repairs:
+        by_kind[r.kind] = by_kind.get(r.kind, 0) + 1
+    kinds = ", ".join(f"{kind.replace('_', ' ')} {n}" for kind, n in by_kind.items())
+    return f"repaired {len(repairs)} thing{'s' if len(repairs) != 1 else ''} in the input: {kinds}"
 
 
 def dry_run_json(result: RunResult) -> dict[str, Any]:

@@ -23,7 +23,9 @@ Rules, where the issue left a choice:
   typed) are *removed*, not emptied: Anthropic rejects a thinking block whose signature does not match its
   text, and accepts (indeed strips itself) thinking of earlier turns being absent. A message made only of
   thinking is dropped when the format writes each item as its own line (``split_turns``: Codex reasoning
-  items, Claude Code lines) and kept whole otherwise, so alternation is never broken.
+  items) and kept whole otherwise, so alternation is never broken. Claude Code logs (``layout.tree``) keep
+  all their thinking: each thinking line is a link of the ``parentUuid`` chain, and the session Claude Code
+  resumes must carry every signature and redacted payload as the API returned them.
 - Calibration is *kept* after masking (unlike the reset after a summary). The reset exists because a
   factor measured on a large request must not scale a tiny summary into a loop; masking keeps the system
   prompt, every message and its framing, and removes only tool-output text, so the measured ratio of the
@@ -69,7 +71,6 @@ from ..model import (
 from ..options import Options
 from ..state import MaskedResult, Masking, State, make_fingerprint, utc_now
 from ..tokens import heuristic
-from ..tokens.calibration import default_factor, fit_factor
 from ..tokens.counts import count_records
 from .base import Outcome, StrategyInput, Written
 
@@ -232,8 +233,12 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
             call_id=res.call_id, tool=tool, index=rec.index, placeholder=text, chars=chars,
             original_tokens=math.ceil(share))
 
-    drop_thinking_before = _turn_start(records) if opts.clear_thinking else 0
-    split = get_format(transcript.format).layout.split_turns if opts.clear_thinking else False
+    layout = get_format(transcript.format).layout
+    # A tree layout (Claude Code) keeps its thinking: a thinking line is a link of the parentUuid chain, and
+    # a session Claude Code resumes must keep every signature and redacted payload as the API returned them.
+    clear_thinking = opts.clear_thinking and not layout.tree
+    drop_thinking_before = _turn_start(records) if clear_thinking else 0
+    split = layout.split_turns if clear_thinking else False
 
     out: list[Record] = []
     entries: list[MaskedResult] = []
@@ -347,13 +352,6 @@ def _commit(state: State, written: Written, *, results: list[MaskedResult], thin
         state.calibration.estimator = written.counts.estimator
 
 
-def _fit_factor(si: StrategyInput) -> float:
-    """The factor the engine judges a compacted result's fit with (so the mask tier's decision and the
-    engine's size check agree)."""
-    default = default_factor(exact_counted=si.report.exact is not None, override=si.opts.default_factor)
-    return fit_factor(si.report.calibrated.factor, default)
-
-
 def _counts(si: StrategyInput) -> list[int]:
     return count_records(si.ctx.transcript.records, si.opts).base
 
@@ -371,8 +369,8 @@ def _freed_exactly(si: StrategyInput, before: Transcript, base: list[int], after
 
 
 def _thinking_boundary(transcript: Transcript, params: MaskParams) -> int:
-    if not params.clear_thinking:
-        return 0
+    if not params.clear_thinking or get_format(transcript.format).layout.tree:
+        return 0  # nothing cleared, so nothing for later runs to clear again
     records = transcript.records
     start = _turn_start(records)
     return 1 + max((r.index for r in records[:start] if r.index >= 0), default=-1)
@@ -391,7 +389,7 @@ def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
     before = cal.tokens
     worth = freed > 0 and freed >= params.min_savings
     if worth:
-        after = math.ceil((sum(base) - freed) * _fit_factor(si))
+        after = si.report.calibrated.project(sum(base) - freed)
     else:
         masked, results, after = si.ctx.transcript, [], before
     thinking_before = _thinking_boundary(si.ctx.transcript, params) if worth else 0
@@ -410,11 +408,13 @@ def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
         if worth:
             n = len(results)
             what = (f"after masking {n} tool result{'s' if n != 1 else ''} the context is still "
-                    f" {after:,} tokens, over the threshold of {threshold:,}")
+                    f"{after:,} tokens, over the threshold of {threshold:,}")
         else:
             what = (f"the context is {before:,} tokens, over the threshold of {threshold:,}, and masking "
                     f"would free only {freed:,} tokens (minimum {params.min_savings:,}): nothing masked")
-        outcome.warnings.append(f"{what}; use --prune to summarize when masking is not enough")
+        if si.report.calibrated.hidden < si.budget.window:  # else no summary can help (the engine says why)
+            what += "; use --prune to summarize when masking is not enough"
+        outcome.warnings.append(what)
     return outcome
 
 
@@ -434,7 +434,7 @@ class MaskStrategy:
 
     def apply(self, si: StrategyInput) -> Outcome | None:
         """``--strategy mask``: over the threshold, mask; None below it."""
-        if not si.report.would_compact:
+        if not si.report.over_threshold:
             return None
         return try_mask(si, NAME)
 
@@ -448,18 +448,20 @@ class MaskStrategy:
         masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
         if masked is not si.ctx.transcript:
             freed = _freed_exactly(si, si.ctx.transcript, base, masked)
-        after = math.ceil((sum(base) - freed) * _fit_factor(si))
+        after = si.report.calibrated.project(sum(base) - freed)
         threshold = si.budget.threshold
         worth = freed > 0 and freed >= params.min_savings
         fits = not threshold or after < threshold
-        if not si.report.would_compact:
+        if not si.report.over_threshold:
             tier = "none"
         elif si.opts.strategy == NAME:
             tier = "mask" if worth else "none"
-        else:
-            tier = "mask" if worth and fits else "summary"
+        else:  # the --prune tiers: a summary only where a summary helps (report.decide)
+            tier = "mask" if worth and (fits or not si.report.would_compact) else (
+                "summary" if si.report.would_compact else "none")
         previous = si.state.masking.results if si.state is not None and si.state.masking else None
         return {
+            "would_compact": tier != "none",
             "maskable_tokens": freed,
             "maskable_results": len(results),
             "tokens_after_mask": after if worth else si.report.calibrated.tokens,

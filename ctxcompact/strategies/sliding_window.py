@@ -47,7 +47,6 @@ from ..state import Event, State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from ..tokens import heuristic
-from ..tokens.calibration import default_factor
 from ..tokens.counts import count_records
 from .base import Outcome, StrategyInput, Written
 
@@ -285,7 +284,9 @@ def apply_events(records: list[Record], state: State, fmt_name: str) -> list[Rec
 
 def _summary_records(fmt: Any, event: Event, _rest: list[int], dropped: list[Record]) -> list[Record]:
     text = event.summary if event.summary.startswith(SUMMARY_MARKER) else f"{SUMMARY_MARKER}\n{event.summary}"
-    meta = {META_KEY: {"start": event.start, "end": event.end, "dropped": dropped}}
+    # "covers": the input records it stands for, which a format writing events needs (ADK's time range)
+    meta = {META_KEY: {"start": event.start, "end": event.end, "dropped": dropped},
+            "covers": (event.start, event.end)}
     return [new_record(fmt.make_message(Role.USER, text), Origin.SUMMARY, meta)]
 
 
@@ -411,9 +412,9 @@ def _render(si: StrategyInput, events: list[Event]) -> Transcript:
 
 
 def _estimate(si: StrategyInput, t: Transcript) -> tuple[int, list[int]]:
-    """Tokens of a compacted context as the next run counts it (the default factor: calibration resets)."""
+    """Tokens of a compacted context as the provider will count it (``Calibrated.project``)."""
     counts = count_records(t.records, si.opts)
-    return math.ceil(sum(counts.base) * _factor(si)), counts.base
+    return si.report.calibrated.project(sum(counts.base)), counts.base
 
 
 def _state_of(si: StrategyInput) -> tuple[list[Record], list[Invocation], int, set[int]]:
@@ -492,11 +493,10 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
     # the new summary costs at most its budget; everything kept from p on costs what it costs now
     tail_cost = _tail_costs(si, t)
     fixed = sum(c for idx, c in tail_cost if idx < 0)
-    factor = _factor(si)
     chosen = candidates[-1]
     for p in candidates:
         kept = sum(c for idx, c in tail_cost if idx >= p)
-        if math.ceil((fixed + kept + si.budget.summary_budget) * factor) <= limit:
+        if si.report.calibrated.project(fixed + kept + si.budget.summary_budget) <= limit:
             chosen = p
             break
     before = [i.number for i in numbered if i.start < chosen]
@@ -525,11 +525,6 @@ def _over(limit: int, why: str) -> str:
 
 def _fits_window(si: StrategyInput, t: Transcript) -> ExitCode:
     return ExitCode.DOES_NOT_FIT if si.report.calibrated.tokens > si.budget.window else ExitCode.OK
-
-
-def _factor(si: StrategyInput) -> float:
-    """The factor the next run applies to a compacted context (its calibration is reset: the default)."""
-    return float(default_factor(exact_counted=si.opts.exact != "none", override=si.opts.default_factor))
 
 
 def _tail_costs(si: StrategyInput, t: Transcript) -> list[tuple[int, int]]:
@@ -573,7 +568,8 @@ def describe(si: StrategyInput) -> dict[str, Any]:
                    "invocations_needed": theta - len(new)}
     limit = token_limit(si.budget, si.opts.safety_ratio)
     events = si.state.events if si.state is not None else []
-    return {"sliding_window": {
+    fires = si.budget.threshold is not None and si.report.calibrated.tokens > limit
+    return {"would_compact": si.budget.threshold is not None and (bool(windows) or fires), "sliding_window": {
         "invocation_threshold": theta,
         "overlap": omega,
         "safety_ratio": si.opts.safety_ratio,
@@ -584,8 +580,7 @@ def describe(si: StrategyInput) -> dict[str, Any]:
         "covered_through": covered_end,
         "events_due": [w.to_json() for w in windows],
         "next_event": nxt,
-        "token_trigger": {"limit": limit, "tokens": si.report.calibrated.tokens,
-                          "fires": si.budget.threshold is not None and si.report.calibrated.tokens > limit},
+        "token_trigger": {"limit": limit, "tokens": si.report.calibrated.tokens, "fires": fires},
     }}
 
 

@@ -22,7 +22,7 @@ from ..formats import get_format
 from ..model import Origin, Record, Role, Transcript
 from ..options import Options
 from ..progress import progress
-from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration
+from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from . import mask
@@ -82,16 +82,15 @@ def _commit(state: State, written: Written, summary: SummaryResult, latest: str 
             continuation: str) -> None:
     """Move the watermark over every input record, keep the summary, reset the calibration."""
     ctx, counts = written.ctx, written.counts
-    state.watermark = ctx.input_records
     # what replaces the covered prefix (system + summary + continuation) costs this much
     exact = sum(counts.exact) if counts.exact is not None else None
     tokens = TokenCache(heuristic=sum(counts.heuristic), exact=exact, encoding=counts.encoding)
-    state.fingerprint = make_fingerprint(written.data, records=ctx.input_records, nbytes=ctx.input_bytes,
-                                         lines=ctx.input_lines, format=ctx.input_format,
-                                         system_lines=ctx.system_spans, tokens=tokens)
+    fingerprint = make_fingerprint(written.data, records=ctx.input_records, nbytes=ctx.input_bytes,
+                                   lines=ctx.input_lines, format=ctx.input_format,
+                                   system_lines=ctx.system_spans, tokens=tokens)
     state.masking = None  # every masked record is now inside the summary
-    state.summary = Summary.from_result(summary, records_covered=ctx.input_records, latest_request=latest,
-                                        continuation=continuation)
+    set_watermark(state, fingerprint, Summary.from_result(
+        summary, records_covered=ctx.input_records, latest_request=latest, continuation=continuation))
     # the factor measured on the large pre-compaction request must not scale the small one
     reset_calibration(state)
 
@@ -110,16 +109,19 @@ class ThresholdStrategy:
         return opts.prune
 
     def apply(self, si: StrategyInput) -> Outcome | None:
-        """Compact when the estimate reaches the threshold; otherwise pass the context through."""
-        if not si.report.would_compact:
+        """Over the threshold, summarize (when a summary makes the context smaller: report.decide); with
+        ``--prune`` mask first and summarize only if that is not enough."""
+        if not si.report.over_threshold:
             return None
         ctx = si.ctx
         if si.opts.prune:
             masked = mask.try_mask(si, NAME)
-            if masked.compacted and masked.exit_code == 0:
+            if masked.compacted and (masked.exit_code == 0 or not si.report.would_compact):
                 return masked
             if masked.compacted:
                 ctx = dataclasses.replace(si.ctx, transcript=masked.transcript)
+        if not si.report.would_compact:
+            return None
         with progress(f"summarizing with {si.opts.summarizer}"):
             tier = "summary" if si.opts.prune else None
             return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier)
