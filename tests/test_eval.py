@@ -18,6 +18,7 @@ from ctxcompact.evaluate.scores import score
 from ctxcompact.model import Role, Transcript
 
 LONG = SAMPLES / "openai-long.jsonl"
+REPO = Path(__file__).parent.parent
 RULE = "Never delete the migrations folder."
 EVAL_KEYS = {
     "format",
@@ -145,15 +146,24 @@ def test_several_strategies_and_files_give_rows_and_a_mean(tmp_path: Path) -> No
 
 
 def test_calibration_replays_the_recorded_usage() -> None:
-    r = api.evaluate(SAMPLES / "openai-session.jsonl", api.Options())
-    points = (
-        api.replay_calibration(SAMPLES / "openai-session.jsonl")
-        if hasattr(api, "replay_calibration")
-        else None
-    )
-    assert r["calibration"]["points"] >= 1
-    assert r["calibration"]["undercounts"] <= r["calibration"]["points"]
-    assert points is None or len(points) == r["calibration"]["points"]
+    """The replay matches engine.replay_calibration point for point; the first request (nothing before it
+    to learn the hidden prompt from) is reported apart and left out of the mean and the undercounts."""
+    from ctxcompact.engine import replay_calibration
+
+    log = REPO / "tests" / "data" / "claude-code" / "spotter-subagent-command.jsonl"
+    points = replay_calibration(log, api.Options())
+    cal = api.evaluate(log, api.Options())["calibration"]
+    assert cal["points"] == len(points) >= 3
+    assert cal["first"] == {"line": points[0].line, "predicted": points[0].predicted,
+                            "real": points[0].real, "error": round(points[0].error, 4)}
+    assert cal["first"]["error"] < -0.5  # the hidden prompt is unknown before the first bill
+    later = [p.error for p in points[1:]]
+    assert cal["mape"] == round(sum(map(abs, later)) / len(later), 4) < 0.05
+    assert cal["undercounts"] == sum(e < -0.05 for e in later)
+    assert cal["worst"]["error"] == round(min(later), 4)
+    one = api.evaluate(REPO / "tests" / "data" / "claude-code" / "spotter-short.jsonl", api.Options())
+    assert one["calibration"]["points"] == 1 and one["calibration"]["mape"] is None
+    assert one["calibration"]["worst"] is None
     assert api.evaluate(LONG, api.Options())["calibration"] is None  # the log records no usage
 
 

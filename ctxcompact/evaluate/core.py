@@ -74,22 +74,26 @@ def baseline_of(result: RunResult, opts: Options) -> tuple[Transcript, int]:
 
 
 def calibration_of(points: Sequence[ReplayPoint]) -> dict[str, Any] | None:
-    """How well the estimate before each recorded request matched its bill; None when the log records none."""
+    """How well the estimate before each recorded request matched its bill; None when the log records none.
+
+    The first request is reported apart (``first``): nothing before it says how large the prompt the log
+    does not hold is (README "Token estimation and calibration"), so it measures the default, not the
+    calibration. ``mape``, ``undercounts`` and ``worst`` are over the requests after it (null with one)."""
     if not points:
         return None
-    errors = [p.error for p in points]
-    worst = min(points, key=lambda p: p.error)
+    later = list(points[1:])
+    errors = [p.error for p in later]
     return {
         "points": len(points),
-        "mape": round(sum(abs(e) for e in errors) / len(errors), 4),
+        "first": _point(points[0]),
+        "mape": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None,
         "undercounts": sum(e < -UNDERCOUNT for e in errors),
-        "worst": {
-            "line": worst.line,
-            "predicted": worst.predicted,
-            "real": worst.real,
-            "error": round(worst.error, 4),
-        },
+        "worst": _point(min(later, key=lambda p: p.error)) if later else None,
     }
+
+
+def _point(p: ReplayPoint) -> dict[str, Any]:
+    return {"line": p.line, "predicted": p.predicted, "real": p.real, "error": round(p.error, 4)}
 
 
 def _ratio(before: int, after: int) -> float:

@@ -49,8 +49,17 @@ def row(r: dict[str, Any]) -> list[str]:
         _recall(r["identifiers"]),
         _recall(r["baseline"]["identifiers"]),
         "-" if not probes else _share(probes["found"], probes["total"]),
-        "-" if not cal else f"{cal['mape']:.1%} ({cal['undercounts']} under)",
+        _calibration(cal),
     ]
+
+
+def _calibration(cal: dict[str, Any] | None) -> str:
+    if not cal:
+        return "-"
+    first = f"first {cal['first']['error']:+.0%}"
+    if cal["mape"] is None:
+        return first
+    return f"{cal['mape']:.1%} ({cal['undercounts']} under; {first})"
 
 
 def _mean(values: list[float]) -> str:
