@@ -261,3 +261,26 @@ def test_judge_asks_each_question_against_the_compacted_context(
     assert len(asked) == 2
     prompt = orjson.dumps(asked[0].body).decode()
     assert "What must never be deleted?" in prompt and RULE in prompt  # the compacted context was sent
+
+
+def test_eval_takes_every_option_run_takes_that_shapes_the_result() -> None:
+    """eval compacts "exactly as run would": every run option but where and how run writes is eval's too."""
+    from ctxcompact.cli.commands import cli
+
+    def names(command: str) -> set[str]:
+        return {p.name for p in cli.commands[command].params if p.name}
+
+    writing_only = {"output", "dry_run", "as_json", "quiet", "file", "strategy"}
+    assert names("run") - writing_only <= names("eval"), names("run") - writing_only - names("eval")
+
+
+def test_eval_passes_the_summarizer_options_to_run(tmp_path: Path) -> None:
+    """--no-fallback reaches the summarizer: an LLM that cannot be reached exits 4 instead of falling back."""
+    args = ["eval", str(LONG), "--window", "8000", "--summarizer", "openai", "--summary-model", "m",
+            "--base-url", "http://127.0.0.1:9/v1", "--max-retries", "0", "--timeout", "2", "--json"]
+    env = {"OPENAI_API_KEY": "sk-test", "NO_PROXY": "127.0.0.1"}
+    fell_back = ctxcompact(*args, env=env)
+    assert fell_back.returncode == 0, fell_back.stderr
+    assert orjson.loads(fell_back.stdout)["summarizer"] == "extractive"
+    strict = ctxcompact(*args, "--no-fallback", env=env)
+    assert strict.returncode == 4, strict.stderr

@@ -32,6 +32,8 @@ from .options import (
     stdout,
     strategy_options,
     strategy_tuning_options,
+    summary_options,
+    to_option,
     trailing_option,
     write_output,
 )
@@ -270,15 +272,9 @@ def _estimate_many(
     show_default=True,
     help="Strategy to measure; several, comma-separated (threshold,mask,sliding-window), side by side.",
 )
-@opt(
-    "--summarizer",
-    type=click.Choice(["extractive", "anthropic", "openai"]),
-    default="extractive",
-    show_default=True,
-    help="Who writes the summary.",
-)
-@opt("--summary-model", help="Model of the LLM summarizer.")
-@opt("--base-url", help="API base URL of the LLM summarizer.")
+@to_option
+@trailing_option
+@summary_options
 @opt(
     "--probes",
     "probes_file",
@@ -371,44 +367,13 @@ def eval_command(
 @input_argument
 @output_option
 @format_options
-@opt("--to", type=click.Choice(FORMAT_NAMES[1:]), help="Output format (default: the input's).")
+@to_option
 @budget_options
 @estimate_options
 @state_options
 @strategy_options
 @trailing_option
-@opt(
-    "--summarizer",
-    type=click.Choice(["extractive", "anthropic", "openai"]),
-    default="extractive",
-    show_default=True,
-    help="Who writes the summary; extractive is offline and deterministic.",
-)
-@opt("--summary-model", help="Model of the LLM summarizer.")
-@opt("--base-url", help="API base URL (any OpenAI-compatible server for --summarizer openai).")
-@opt(
-    "--summary-window",
-    type=click.IntRange(min=1),
-    help="Context window of the summarizer's model, in tokens (default: the models table or config for "
-    "--summary-model, else what the server reports, else 200000 / 128000).",
-)
-@opt(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=60.0,
-    show_default=True,
-    help="Seconds before a provider call times out.",
-)
-@opt("--max-retries", type=click.IntRange(min=0), default=2, show_default=True, help="Provider retries.")
-@opt("--instructions", help="What the summary should focus on (like /compact <instructions>).")
-@opt("--no-fallback", is_flag=True, help="Exit 4 instead of falling back to extractive when the LLM fails.")
-@opt(
-    "--todos",
-    "todos_file",
-    type=click.Path(dir_okay=False, exists=True),
-    envvar=env_name("todos"),
-    help="Open todo items to carry into the summary (JSON list or Markdown checklist).",
-)
+@summary_options
 @opt("--dry-run", is_flag=True, help="Print what would happen; write nothing.")
 @opt("--json", "as_json", is_flag=True, envvar=env_name("json"), help="With --dry-run: a JSON report.")
 @opt("-q", "--quiet", is_flag=True, help="No summary or repairs line on stderr.")

@@ -195,6 +195,49 @@ def strategy_tuning_options(f: F) -> F:
     return f
 
 
+def to_option(f: F) -> F:
+    return opt("--to", type=click.Choice(FORMAT_NAMES[1:]), help="Output format (default: the input's).")(f)
+
+
+def summary_options(f: F) -> F:
+    """Who writes the summary and how (``run`` and ``eval`` take the same, so eval measures what run does)."""
+    f = opt(
+        "--todos",
+        "todos_file",
+        type=click.Path(dir_okay=False, exists=True),
+        envvar=env_name("todos"),
+        help="Open todo items to carry into the summary (JSON list or Markdown checklist).",
+    )(f)
+    f = opt("--no-fallback", is_flag=True,
+            help="Exit 4 instead of falling back to extractive when the LLM fails.")(f)
+    f = opt("--instructions", help="What the summary should focus on (like /compact <instructions>).")(f)
+    f = opt("--max-retries", type=click.IntRange(min=0), default=2, show_default=True,
+            help="Provider retries.")(f)
+    f = opt(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=60.0,
+        show_default=True,
+        help="Seconds before a provider call times out.",
+    )(f)
+    f = opt(
+        "--summary-window",
+        type=click.IntRange(min=1),
+        help="Context window of the summarizer's model, in tokens (default: the models table or config for "
+        "--summary-model, else what the server reports, else 200000 / 128000).",
+    )(f)
+    f = opt("--base-url", help="API base URL (any OpenAI-compatible server for --summarizer openai).")(f)
+    f = opt("--summary-model", help="Model of the LLM summarizer.")(f)
+    f = opt(
+        "--summarizer",
+        type=click.Choice(["extractive", "anthropic", "openai"]),
+        default="extractive",
+        show_default=True,
+        help="Who writes the summary; extractive is offline and deterministic.",
+    )(f)
+    return f
+
+
 def state_options(f: F) -> F:
     f = opt("--reset-state", is_flag=True, help="Ignore and replace a state that does not match the input.")(
         f
