@@ -10,6 +10,7 @@ lives in the module it names.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from .state import (
 from .state import record_real_tokens as record_in_state
 from .strategies import get_strategy, reapply_all
 from .strategies.base import Outcome, StrategyInput, Written
+from .strategies.mask import maskable
 from .summarizers import summarizer_for
 from .summarizers.base import SummaryResult
 from .tokens.calibration import (
@@ -193,6 +195,8 @@ def _describe(report: EstimateReport, si: StrategyInput) -> None:
     """The strategy's own keys; a strategy that decides by its own rule (masking tiers, invocations) says
     whether ``run`` would act (``would_compact``), so ``estimate`` and ``run`` never disagree."""
     extras = get_strategy(si.opts.strategy).describe(si)
+    if "maskable_tokens" not in extras:  # what --prune would free, whatever the strategy
+        extras.update(maskable(si))
     if "would_compact" in extras:
         report.would_compact = bool(extras.pop("would_compact"))
     report.extras = extras
@@ -201,18 +205,28 @@ def _describe(report: EstimateReport, si: StrategyInput) -> None:
         report.projected_tokens_after = int(extras["tokens_after_mask"])
 
 
+#: ``estimate`` streams (counts only, in bounded memory) from this file size on; below it, it parses the
+#: transcript and also reports what masking would free (``maskable_tokens``; null on the streaming path)
+STREAMING_FROM_BYTES = 8 * 1024 * 1024
+
+
 def fast_path_allowed(source: Source, opts: Options, state: State | None) -> bool:
     """Whether ``estimate`` may take the streaming fast path, before reading anything: a file (not stdin),
     ``--exact none`` or ``tiktoken``, a strategy whose estimate needs only counts, a format with a fast
-    reader (or auto), and no state beyond a calibration (a covered prefix, masking or events need the
-    state's layers)."""
+    reader (or auto), a file of at least :data:`STREAMING_FROM_BYTES`, and no state beyond a calibration (a
+    covered prefix, masking or events need the state's layers)."""
     from .tokens.fast import has_fast_reader
 
     if not is_file(source) or opts.exact not in ("none", "tiktoken"):
         return False
     if get_strategy(opts.strategy).estimate_needs_context(opts) or not has_fast_reader(opts.format):
         return False
-    return state is None or not (state.watermark > 0 or state.summary or state.events or state.masking)
+    if state is not None and (state.watermark > 0 or state.summary or state.events or state.masking):
+        return False
+    try:  # below the size, the full path costs little more and can say what masking would free
+        return os.path.getsize(source) >= STREAMING_FROM_BYTES  # type: ignore[arg-type]
+    except OSError:
+        return False  # the full path reports what is wrong with the file
 
 
 def _fast_estimate(source: Source, opts: Options, state: State | None, budget: Budget,
@@ -234,8 +248,10 @@ def _fast_estimate(source: Source, opts: Options, state: State | None, budget: B
              for at, line, prompt in fc.usage]
     stats = ContextStats(format=fc.format, records=fc.records, covered=0, messages=fc.messages,
                          tool_calls=fc.tool_calls, chars=fc.chars, repairs=fc.repairs)
-    return _report(stats, counts, _calibrate(counts, usage, opts, state), budget,
-                   sum(counts.base[i] for i in fc.system), opts, state_path)
+    report = _report(stats, counts, _calibrate(counts, usage, opts, state), budget,
+                     sum(counts.base[i] for i in fc.system), opts, state_path)
+    report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the parsed records
+    return report
 
 
 def estimate(source: Source, opts: Options | None = None) -> EstimateReport:

@@ -29,10 +29,23 @@ DATA = REPO / "tests" / "data"
 ALL_FILES = sorted(SAMPLES.glob("*.jsonl")) + sorted(DATA.glob("*/*.jsonl"))
 
 
+@pytest.fixture(autouse=True)
+def stream_every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small test files take the streaming path too, so it is compared with the full one on every shape."""
+    monkeypatch.setattr(engine, "STREAMING_FROM_BYTES", 0)
+
+
+MASKING_KEYS = ("maskable_tokens", "maskable_results")  # only the full path parses enough to say
+
+
+def comparable(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in report.items() if k not in MASKING_KEYS}
+
+
 def full_report(source: Any, opts: Options, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     with monkeypatch.context() as m:
         m.setattr(engine, "_fast_estimate", lambda *a, **k: None)
-        return engine.estimate(source, opts).to_json()
+        return comparable(engine.estimate(source, opts).to_json())
 
 
 def took_fast(path: Path, opts: Options) -> bool:
@@ -41,7 +54,7 @@ def took_fast(path: Path, opts: Options) -> bool:
 
 def both(path: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     opts = Options(use_state=False, **kw)
-    return engine.estimate(path, opts).to_json(), full_report(path, opts, monkeypatch)
+    return comparable(engine.estimate(path, opts).to_json()), full_report(path, opts, monkeypatch)
 
 
 def write(tmp_path: Path, objs: list[Any], name: str = "t.jsonl") -> Path:
@@ -63,7 +76,7 @@ def test_every_sample_and_test_file_gives_the_full_report(
         with pytest.raises(InputError):
             engine.estimate(path, opts)
         return
-    assert engine.estimate(path, opts).to_json() == expected
+    assert comparable(engine.estimate(path, opts).to_json()) == expected
 
 
 def test_the_openai_samples_take_the_fast_path() -> None:
@@ -151,7 +164,7 @@ def test_state_calibration_and_real_tokens(tmp_path: Path, monkeypatch: pytest.M
     save_state(state_path, st_obj)
     for kw in ({}, {"real_tokens": 7000}, {"default_factor": 3.0}):
         opts = Options(state_path=state_path, exact="none", **kw)
-        fast = engine.estimate(path, opts).to_json()
+        fast = comparable(engine.estimate(path, opts).to_json())
         assert fast == full_report(path, opts, monkeypatch)
     assert engine.estimate(path, Options(state_path=state_path, exact="none")).calibrated.source == "state"
 
@@ -159,6 +172,7 @@ def test_state_calibration_and_real_tokens(tmp_path: Path, monkeypatch: pytest.M
 def test_a_state_with_a_watermark_takes_the_full_path(tmp_path: Path) -> None:
     st_obj = new_state("openai")
     st_obj.watermark = 3
+    (tmp_path / "x.jsonl").write_bytes(b"")
     assert not engine.fast_path_allowed(tmp_path / "x.jsonl", Options(), st_obj)
     assert not engine.fast_path_allowed("-", Options(), None)
     assert not engine.fast_path_allowed(tmp_path / "x.jsonl", Options(strategy="mask"), None)
@@ -192,7 +206,7 @@ def test_what_the_cleaner_must_rewrite_takes_the_full_path(
         with pytest.raises(InputError):
             engine.estimate(path, opts)
         return
-    assert engine.estimate(path, opts).to_json() == expected
+    assert comparable(engine.estimate(path, opts).to_json()) == expected
 
 
 def test_bad_json_line_is_reported_by_the_full_path(tmp_path: Path) -> None:
@@ -216,7 +230,7 @@ def test_empty_one_record_blank_lines_bom_crlf(tmp_path: Path, monkeypatch: pyte
         path.write_bytes(data)
         opts = Options(use_state=False, exact="none")
         assert took_fast(path, opts), name
-        assert engine.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch), name
+        assert comparable(engine.estimate(path, opts).to_json()) == full_report(path, opts, monkeypatch), name
     assert engine.estimate(tmp_path / "empty.jsonl", Options(use_state=False, exact="none")).records == 0
 
 
@@ -248,7 +262,7 @@ def test_undecided_detection_steps_aside(tmp_path: Path, monkeypatch: pytest.Mon
     path = write(tmp_path, objs)
     opts = Options(use_state=False, exact="none")
     assert not took_fast(path, opts)
-    assert engine.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+    assert comparable(engine.estimate(path, opts).to_json()) == full_report(path, opts, monkeypatch)
     assert took_fast(path, Options(use_state=False, exact="none", format="openai"))
 
 
@@ -282,7 +296,7 @@ def test_any_transcript_gives_the_full_report(
 ) -> None:
     path = write(tmp_path, objs, "h.jsonl")
     opts = Options(use_state=False, exact=exact, window=4000, format="openai")
-    assert engine.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+    assert comparable(engine.estimate(path, opts).to_json()) == full_report(path, opts, monkeypatch)
 
 
 def test_worker_processes_count_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,7 +316,7 @@ def test_worker_processes_count_the_same(tmp_path: Path, monkeypatch: pytest.Mon
     assert [line for _, line, _ in serial.usage] == [9]
     for exact in ("tiktoken", "none"):
         opts = Options(use_state=False, exact=exact, format="openai")
-        assert engine.estimate(path, opts).to_json() == full_report(path, opts, monkeypatch)
+        assert comparable(engine.estimate(path, opts).to_json()) == full_report(path, opts, monkeypatch)
 
 
 def test_ranges_start_at_line_starts(tmp_path: Path) -> None:
@@ -313,3 +327,31 @@ def test_ranges_start_at_line_starts(tmp_path: Path) -> None:
     assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
     for (_a, b), (c, _d) in itertools.pairwise(ranges):
         assert b == c and (b == len(data) or data[b - 1 : b] == b"\n")
+
+
+@pytest.mark.parametrize("strategy", ["threshold", "sliding-window", "mask"])
+def test_estimate_says_what_masking_would_free_whatever_the_strategy(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below the streaming size every strategy's estimate reports maskable_tokens, and it is what
+    --strategy mask would free (the same figure mask's own estimate gives)."""
+    monkeypatch.setattr(engine, "STREAMING_FROM_BYTES", 1 << 40)
+    path = SAMPLES / "openai-long.jsonl"
+    opts = Options(use_state=False, window=32000, strategy=strategy)
+    got = engine.estimate(path, opts).to_json()
+    mask = engine.estimate(path, Options(use_state=False, window=32000, strategy="mask")).to_json()
+    assert got["maskable_tokens"] == mask["maskable_tokens"] > 1000
+    assert got["maskable_results"] == mask["maskable_results"] > 0
+    small = engine.estimate(SAMPLES / "openai-session.jsonl", opts).to_json()
+    assert small["maskable_tokens"] == 0 or small["maskable_tokens"] < got["maskable_tokens"]
+
+
+def test_a_streamed_estimate_says_it_did_not_compute_masking(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = SAMPLES / "openai-long.jsonl"
+    opts = Options(use_state=False, window=32000)
+    assert took_fast(path, opts)
+    streamed = engine.estimate(path, opts).to_json()
+    assert streamed["maskable_tokens"] is None and streamed["maskable_results"] is None
+    monkeypatch.setattr(engine, "STREAMING_FROM_BYTES", path.stat().st_size + 1)
+    assert not engine.fast_path_allowed(path, opts, None)
+    assert engine.estimate(path, opts).to_json()["maskable_tokens"] > 0

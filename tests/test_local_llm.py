@@ -108,9 +108,9 @@ def run(tmp_path: Path, lines: list[dict[str, object]], base: str, *extra: str) 
     env.update({"NO_PROXY": "127.0.0.1", "OPENAI_API_KEY": "", "HTTP_PROXY": "", "HTTPS_PROXY": ""})
     proc = subprocess.run(
         [sys.executable, "-m", "ctxcompact", "run", str(log), "--window", "3000", "--threshold", "100",
-         "--summarizer", "openai", "--summary-model", "smollm2", "--base-url", base, "--timeout", "300",
+         "--summarizer", "openai", "--summary-model", "smollm2", "--base-url", base, "--timeout", "900",
          "--max-retries", "0", "-o", str(tmp_path / "o.jsonl"), *extra],
-        capture_output=True, env=env, timeout=1200, check=False)
+        capture_output=True, env=env, timeout=3600, check=False)
     assert proc.returncode == 0, proc.stderr.decode()
     state = orjson.loads((tmp_path / "s.jsonl.ctxstate.json").read_bytes())
     return state["summary"], (tmp_path / "o.jsonl").read_text(), proc.stderr.decode()
@@ -159,7 +159,7 @@ def test_a_transcript_over_the_window_is_retried_and_chunked(tmp_path: Path, lla
     chars = sum(len(orjson.dumps(x)) for x in lines)
     assert chars // INPUT_CHARS_PER_TOKEN > input_budget(N_CTX, 300)  # larger than one request can take
     summary, out, line = run(tmp_path, lines, llama_server)
-    assert summary["chunks"] >= 2
+    assert summary["chunks"] >= 2, summary.get("fallback_reason")
     assert (summary["window"], summary["window_source"]) == (N_CTX, "the server's context-length error")
     assert summary["input_tokens"] + 300 * summary["chunks"] <= N_CTX * summary["chunks"]
     assert_checked_and_rules_kept(summary, out)

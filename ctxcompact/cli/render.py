@@ -47,6 +47,9 @@ def render_estimate(r: EstimateReport) -> str:
          else "no"),
         ("after compaction", f"≈ {d['projected_tokens_after']:,} tokens" if d["would_compact"] else "-"),
     ]
+    if d.get("maskable_tokens") is not None:
+        freed = f"{d['maskable_tokens']:,} tokens in {d['maskable_results']:,} tool results"
+        rows.append(("masking would free", f"{freed} (--prune, --strategy mask)"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 

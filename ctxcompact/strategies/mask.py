@@ -368,6 +368,21 @@ def _freed_exactly(si: StrategyInput, before: Transcript, base: list[int], after
     return max(0, sum(base) - total_after)
 
 
+def _maskable(si: StrategyInput, base: list[int], params: MaskParams) -> tuple[list[Any], int]:
+    """The results masking would clear now and the estimator tokens that frees."""
+    masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
+    if masked is not si.ctx.transcript:
+        freed = _freed_exactly(si, si.ctx.transcript, base, masked)
+    return results, freed
+
+
+def maskable(si: StrategyInput) -> dict[str, Any]:
+    """``maskable_tokens`` and ``maskable_results``: what ``--prune`` (or ``--strategy mask``) would free
+    now with the run's mask options, reported by ``estimate`` whatever the strategy (README "estimate")."""
+    results, freed = _maskable(si, _counts(si), mask_params(si.opts, si.budget))
+    return {"maskable_tokens": freed, "maskable_results": len(results)}
+
+
 def _thinking_boundary(transcript: Transcript, params: MaskParams) -> int:
     if not params.clear_thinking or get_format(transcript.format).layout.tree:
         return 0  # nothing cleared, so nothing for later runs to clear again
@@ -445,9 +460,7 @@ class MaskStrategy:
         parameters."""
         params = mask_params(si.opts, si.budget)
         base = _counts(si)
-        masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
-        if masked is not si.ctx.transcript:
-            freed = _freed_exactly(si, si.ctx.transcript, base, masked)
+        results, freed = _maskable(si, base, params)
         after = si.report.calibrated.project(sum(base) - freed)
         threshold = si.budget.threshold
         worth = freed > 0 and freed >= params.min_savings
