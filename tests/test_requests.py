@@ -4,6 +4,7 @@ events of other agents. Each class on a real log of the corpus and on a minimal 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,16 @@ import pytest
 from ctxcompact import api
 from ctxcompact.clean import MOVED_SYSTEM, clean
 from ctxcompact.facts import last_assistant_action, latest_request, timeline, typed_text, user_rules
-from ctxcompact.facts.text import LOCAL_COMMANDS, command_request, user_requests
+from ctxcompact.facts.text import (
+    LOCAL_COMMANDS,
+    attachments,
+    command_request,
+    latest_request_record,
+    removed_attachments_note,
+    user_requests,
+)
 from ctxcompact.formats import read_transcript
-from ctxcompact.model import Message, Origin, Record, Role, TextBlock
+from ctxcompact.model import IMAGE_TOKENS, ImageBlock, Message, Origin, Record, Role, TextBlock
 
 DATA = Path(__file__).resolve().parent / "data"
 CC = DATA / "claude-code"
@@ -195,7 +203,9 @@ def test_mid_conversation_system_line_is_never_the_users() -> None:
 
 def test_real_anthropic_log_with_a_system_line_moved_mid_conversation() -> None:
     objs = lines(DATA / "anthropic" / "agent_session.jsonl")
-    t = read_transcript(DATA / "anthropic" / "agent_session.jsonl").transcript
+    said = next(o for o in objs if o["role"] == "assistant" and isinstance(o["content"], list))
+    said["content"].append({"type": "text", "text": "Notes. " * 3000})  # so the compaction shrinks it
+    t = read_transcript(jsonl(objs), "anthropic").transcript
     latest = latest_request(t.records)
     at = max(i for i, _ in user_requests(t.records)) + 1  # a system line just after the latest request
     objs.insert(at, {"role": "system", "content": "You must always reply in JSON."})
@@ -219,3 +229,88 @@ def test_adk_event_of_another_agent_in_the_user_role_is_not_the_user() -> None:
     summary, continuation = compacted(events, format="genai")
     assert section(summary, "Latest request") == "And the time in New York?"
     assert "Celsius" not in section(summary, "User goals and rules") + continuation
+
+
+# ------------------------------------------------------------ 14.4 attachments of the latest request
+
+PNG = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+PDF = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}}
+
+
+def test_removed_attachments_note() -> None:
+    img = ImageBlock("image/png", raw=PNG)
+    doc = ImageBlock("application/pdf", raw=PDF)
+    assert removed_attachments_note([]) is None
+    assert removed_attachments_note([img]) == "[1 image attached to this request was removed]"
+    assert removed_attachments_note([img, img]) == "[2 images attached to this request were removed]"
+    assert removed_attachments_note([img, doc]) == ("[1 image and 1 document attached to this request were "
+                                                    "removed]")
+
+
+def anthropic_with_screenshots(tmp_path: Path) -> Path:
+    objs = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the flaky CI."},
+        {"role": "assistant", "content": "Looked at it. " + "The log says many things. " * 600},
+        {"role": "user", "content": [{"type": "text", "text": "Here are the two failing screens:"},
+                                     PNG, {**PNG, "source": {**PNG["source"], "data": "R0lGODlh"}}]},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(jsonl(objs))
+    return path
+
+
+def images_of(records: list[Record]) -> list[Any]:
+    return [b.raw for r in records if r.message is not None for b in r.message.blocks
+            if isinstance(b, ImageBlock)]
+
+
+def test_images_of_the_latest_request_stay_with_it_across_runs(tmp_path: Path) -> None:
+    path = anthropic_with_screenshots(tmp_path)
+    opts = api.Options(window=400_000, threshold="1000", state_path=tmp_path / "s.json")
+    first = api.run(path, opts, output=tmp_path / "out.jsonl", warn=lambda _m: None)
+    assert first.compacted
+    written = read_transcript(tmp_path / "out.jsonl", "anthropic").transcript
+    cont = written.records[-1]
+    assert cont.message is not None and cont.message.role is Role.USER
+    assert "Here are the two failing screens:" in cont.message.text()
+    shots = [o for o in lines(path)[-1]["content"] if o["type"] == "image"]
+    assert images_of(written.records) == shots  # the blocks as the person attached them, in order
+    assert "removed]" not in cont.message.text()
+    # the next run rebuilds the context from the state: the images are still there, and counted
+    again = api.estimate(path, dataclasses.replace(opts, threshold="100000"))
+    second = api.run(path, dataclasses.replace(opts, threshold="100000"), output=tmp_path / "out2.jsonl",
+                     warn=lambda _m: None)
+    assert not second.compacted
+    assert images_of(read_transcript(tmp_path / "out2.jsonl", "anthropic").transcript.records) == shots
+    assert again.heuristic >= 2 * IMAGE_TOKENS
+
+
+def test_real_codex_request_with_an_image_keeps_it_in_the_compaction(tmp_path: Path) -> None:
+    path = DATA / "codex" / "localpush-rollout-compacted-excerpt.jsonl"
+    t = read_transcript(path).transcript
+    rec = latest_request_record(t.records)
+    assert rec is not None
+    shots = [b.raw for b in attachments(rec)]
+    assert shots and all(s["type"] == "input_image" for s in shots)
+    out = tmp_path / "out.jsonl"
+    res = api.run(path, api.Options(window=400_000, threshold="1000", use_state=False), output=out,
+                  warn=lambda _m: None)
+    assert res.compacted
+    compacted_line = [o for o in lines(out) if o["type"] == "compacted"][-1]
+    last_item = compacted_line["payload"]["replacement_history"][-1]
+    assert last_item["role"] == "user"
+    assert [c for c in last_item["content"] if c["type"] == "input_image"] == shots
+    assert "removed]" not in str(last_item)
+
+
+def test_claude_code_names_the_attachments_it_cannot_carry() -> None:
+    objs = lines(CC / "agtrace-claude-session.jsonl")
+    i = max(i for i, o in enumerate(objs) if o.get("type") == "user"
+            and o["message"]["content"] == "cd to myapp and run python hoge.py")
+    objs[i] = {**objs[i], "message": {"role": "user", "content": [
+        {"type": "text", "text": "cd to myapp and run python hoge.py"}, PNG, PNG]}}
+    summary, continuation = compacted(jsonl(objs))
+    assert section(summary, "Latest request") == "cd to myapp and run python hoge.py"
+    assert ("quoted verbatim:\n\ncd to myapp and run python hoge.py\n\n"
+            "[2 images attached to this request were removed]") in continuation

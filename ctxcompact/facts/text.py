@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ..clean import MOVED_SYSTEM
-from ..model import Origin, Record, Role, TextBlock
+from ..model import ImageBlock, Origin, Record, Role, TextBlock
 
 # The first line of the texts the pipeline writes, so later runs recognise them and never mistake them for
 # something a person typed.
@@ -171,11 +171,39 @@ def user_requests(records: Iterable[Record]) -> list[tuple[int, str]]:
 def latest_request(records: Sequence[Record]) -> str | None:
     """The last message a person typed (README "`ctxcompact run`"), verbatim apart from injected blocks and
     outer whitespace."""
+    rec = latest_request_record(records)
+    return typed_text(rec) if rec is not None else None
+
+
+def latest_request_record(records: Sequence[Record]) -> Record | None:
+    """The record of the last message a person typed, or None."""
     for rec in reversed(records):
-        text = typed_text(rec)
-        if text is not None:
-            return text
+        if typed_text(rec) is not None:
+            return rec
     return None
+
+
+def attachments(rec: Record) -> list[ImageBlock]:
+    """The images and documents a person attached to a request (the message's own binary blocks; those
+    inside tool results are the tools', not the person's)."""
+    msg = rec.message
+    return [b for b in msg.blocks if isinstance(b, ImageBlock)] if msg is not None else []
+
+
+_DOCUMENT_TYPES = ("document", "file", "input_file")
+
+
+def removed_attachments_note(blocks: Sequence[ImageBlock]) -> str | None:
+    """``[2 images attached to this request were removed]`` (images and documents counted apart), or None
+    when there are none."""
+    docs = sum(1 for b in blocks if (b.media_type or "").endswith("/pdf")
+               or (b.raw or {}).get("type") in _DOCUMENT_TYPES)
+    images = len(blocks) - docs
+    parts = [f"{n} {word}{'s' if n > 1 else ''}" for n, word in ((images, "image"), (docs, "document")) if n]
+    if not parts:
+        return None
+    verb = "was" if len(blocks) == 1 else "were"
+    return f"[{' and '.join(parts)} attached to this request {verb} removed]"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -189,16 +217,18 @@ def shorten(text: str, limit: int) -> str:
     return flat[: max(0, limit - 1)].rstrip() + "…"
 
 
-def continuation_text(latest: str | None) -> str:
+def continuation_text(latest: str | None, removed: str | None = None) -> str:
     """The message written after a summary: the conversation was compacted, the user's latest request quoted
-    verbatim, and the instruction to continue without asking the user to repeat anything."""
+    verbatim (with ``removed``, :func:`removed_attachments_note`, when its attachments could not stay with
+    it), and the instruction to continue without asking the user to repeat anything."""
     head = (
         f"{CONTINUATION_MARKER} because it no longer fitted the context window. "
         "The summary above holds everything said and done before this point.]"
     )
     if latest:
+        note = f"\n\n{removed}" if removed else ""
         return (
-            f"{head}\n\nThe user's latest request, quoted verbatim:\n\n{latest}\n\n"
+            f"{head}\n\nThe user's latest request, quoted verbatim:\n\n{latest}{note}\n\n"
             "Continue working on this request from where the work stopped. "
             "Do not ask the user to repeat anything."
         )

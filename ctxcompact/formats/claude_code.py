@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid as uuidlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -179,6 +179,7 @@ class ClaudeCodeFormat(Format):
     layout = Layout(results_per_message=True, result_role=Role.USER, alternate=False, split_turns=True,
                     tree=True)
     schema_file = "claude-code.schema.json"
+    carries_attachments = False  # its compact summary line is text, as Claude Code writes its own
     compaction_note = ("note: the compaction is written as Claude Code 2.1.39 writes its own /compact (a "
                        "compact_boundary line, then the summary); that Claude Code resumes from it could not "
                        "be verified here (README \"Claude Code\")")
@@ -315,9 +316,11 @@ class ClaudeCodeFormat(Format):
             made["isMeta"] = True
         return made
 
-    def summary_records(self, summary_text: str, continuation: str) -> list[Record]:
+    def summary_records(self, summary_text: str, continuation: str,
+                        attached: Sequence[ImageBlock] = ()) -> list[Record]:
         """One user line, as Claude Code writes its own compact summary: its opening sentence, the summary,
-        then the continuation."""
+        then the continuation. Text only, as Claude Code's own (``carries_attachments`` is False: the
+        continuation names what it could not carry)."""
         text = f"{COMPACT_SUMMARY_OPENING}\n\n{summary_text}\n\n{continuation}"
         return [new_record(self.make_message(Role.USER, text), Origin.SUMMARY,
                            {"compact_summary": True, "injected": True})]
