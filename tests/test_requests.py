@@ -201,7 +201,8 @@ def test_mid_conversation_system_line_is_never_the_users() -> None:
     assert "git push" not in section(summary, "User goals and rules") and "never deploy" not in continuation
 
 
-def test_real_anthropic_log_with_a_system_line_moved_mid_conversation() -> None:
+def test_anthropic_session_fixture_with_a_system_line_moved_mid_conversation() -> None:
+    # the corpus has no public Anthropic Messages log: this is the project's own session fixture
     objs = lines(DATA / "anthropic" / "agent_session.jsonl")
     said = next(o for o in objs if o["role"] == "assistant" and isinstance(o["content"], list))
     said["content"].append({"type": "text", "text": "Notes. " * 3000})  # so the compaction shrinks it
