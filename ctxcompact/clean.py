@@ -23,10 +23,11 @@ Repairs, in the order they are made:
    text) follow in their order.
 5. For layouts that require alternation (``layout.alternate``): a system message after the leading system
    messages becomes a user message (``role_changed``: the Messages API has no system turn, and moving it to
-   the front would change what it applies to); a conversation whose first non-system message is not a user
-   message gets a user message ``(conversation continues)`` before it (``inserted_message``); consecutive
-   messages of one role are merged (``merged_messages``: blocks concatenated, the first message's fields
-   kept, tool results first in a user message). Layouts without alternation (OpenAI, where system and
+   the front would change what it applies to), each of its texts headed by :data:`MOVED_SYSTEM`; a
+   conversation whose first non-system message is not a user message gets a user message
+   ``(conversation continues)`` before it (``inserted_message``); consecutive messages of one role are
+   merged (``merged_messages``: blocks concatenated, the first message's fields kept, tool results first in
+   a user message). Layouts without alternation (OpenAI, where system and
    developer messages are legal anywhere) keep their role order.
 6. ``appended_reply``: a transcript whose last message is a tool result gets an assistant ``Understood.``.
 
@@ -62,6 +63,9 @@ from .model import (
 NO_RESPONSE = "Tool no response"
 UNDERSTOOD = "Understood."
 CONTINUES = "(conversation continues)"
+#: put before each text of a system line moved into a user turn, so neither the model nor a later summary
+#: takes it for the user's words (facts.text treats the text as injected)
+MOVED_SYSTEM = "[system message, moved into a user turn: not the user's words]"
 
 #: every kind of repair :func:`clean` reports
 REPAIR_KINDS = (
@@ -571,7 +575,9 @@ class _Cleaner:
                         self.line_of(rec),
                         "system message after the start became a user message",
                     )
-                    rec = dataclasses.replace(rec, message=_user_message(msg, list(msg.blocks)), dirty=True)
+                    marked = [dataclasses.replace(b, text=f"{MOVED_SYSTEM}\n{b.text}")
+                              if isinstance(b, TextBlock) else b for b in msg.blocks]
+                    rec = dataclasses.replace(rec, message=_user_message(msg, marked), dirty=True)
                     msg = rec.message
                     assert msg is not None
                 else:

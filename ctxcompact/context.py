@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .clean import Repair, clean
 from .errors import InputError, Problem, StateError, UsageError
-from .facts.text import continuation_text
+from .facts.text import attachments, continuation_text
 from .formats import get_format, read_transcript
 from .formats.base import Format
 from .model import Record, Role, Transcript
@@ -46,13 +46,16 @@ class Context:
     input_format: str = "openai"
 
 
-def summary_messages(fmt: Format, state: State) -> list[Record]:
-    """The summary (and continuation) of the last compaction as records of ``fmt``."""
+def summary_messages(fmt: Format, state: State, data: bytes) -> list[Record]:
+    """The summary (and continuation) of the last compaction as records of ``fmt``, the continuation followed
+    by the attachments of the latest request it quotes (read from their lines in the verified prefix)."""
     summary = state.summary
     if summary is None:
         return []
     continuation = summary.continuation or continuation_text(summary.latest_request)
-    return fmt.summary_records(summary.text, continuation)
+    attached = [b for i, span in enumerate(summary.attachment_lines)
+                for b in attachments(_parse_prefix_line(fmt, data, span, i, Role.USER, "attachment"))]
+    return fmt.summary_records(summary.text, continuation, attached)
 
 
 def build_context(inp: InputData, opts: Options, state: State | None, *, schema: bool,
@@ -82,13 +85,14 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         fmt = get_format(fmt_name)
         try:
             for span in fp.system_lines:
-                prefix_system.append(_parse_system_line(fmt, data, span, len(prefix_system)))
+                prefix_system.append(_parse_prefix_line(fmt, data, span, len(prefix_system), Role.SYSTEM,
+                                                         "system"))
                 system_spans.append(span)
         except StateError:
             if opts.format == "auto" and fp.format:
                 _blame_state_format(data, prefix_bytes, fp.format)  # the clearer reason, when it is that
             raise
-        summary_records = summary_messages(fmt, state)
+        summary_records = summary_messages(fmt, state, data)
 
     if 0 < prefix_bytes < len(data) and data[prefix_bytes - 1 : prefix_bytes] != b"\n":
         # the covered prefix ended on an unterminated line and text was appended to that same line: read
@@ -145,15 +149,17 @@ def _blame_state_format(data: bytes, start: int, stated: str) -> None:
                          "use --reset-state to start over")
 
 
-def _parse_system_line(fmt: Format, data: bytes, span: tuple[int, int], index: int) -> Record:
-    """The system record at ``span`` of the verified prefix. The offsets come from the state, so they are
-    checked: a whole line, and a system message (a crafted state must not promote a user line)."""
+def _parse_prefix_line(fmt: Format, data: bytes, span: tuple[int, int], index: int, role: Role,
+                       what: str) -> Record:
+    """The record at ``span`` of the verified prefix: a system line, or a request whose attachments a
+    continuation carries. The offsets come from the state, so they are checked: a whole line, and a message
+    of ``role`` (a crafted state must not promote a user line to the system prompt)."""
     offset, length = span
     raw = data[offset : offset + length]
     end = offset + length
     whole_line = ((offset == 0 or data[offset - 1 : offset] == b"\n")
                   and (raw.endswith(b"\n") or data[end : end + 1] in (b"", b"\n", b"\r")))
-    where = f"the state's system line at byte {offset}"
+    where = f"the state's {what} line at byte {offset}"
     if not whole_line:
         raise StateError(f"{where} is not a whole line of the transcript (a corrupt state); "
                          "use --reset-state to start over")
@@ -162,8 +168,8 @@ def _parse_system_line(fmt: Format, data: bytes, span: tuple[int, int], index: i
         rec: Record = fmt.parse_line(obj, index, 0, raw)
     except Exception as exc:  # the fingerprint matched, so this means a corrupt state
         raise StateError(f"{where} does not parse: {exc}") from None
-    if rec.message is None or rec.message.role is not Role.SYSTEM:
-        raise StateError(f"{where} is not a system message (a corrupt state); "
+    if rec.message is None or rec.message.role is not role:
+        raise StateError(f"{where} is not a {role.value} message (a corrupt state); "
                          "use --reset-state to start over")
     rec.offset = offset
     return rec

@@ -12,7 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxcompact.clean import CONTINUES, NO_RESPONSE, REPAIR_KINDS, UNDERSTOOD, CleanResult, clean
+from ctxcompact.clean import (
+    CONTINUES,
+    MOVED_SYSTEM,
+    NO_RESPONSE,
+    REPAIR_KINDS,
+    UNDERSTOOD,
+    CleanResult,
+    clean,
+)
 from ctxcompact.formats.base import Layout
 from ctxcompact.model import (
     Block,
@@ -362,8 +370,9 @@ def test_system_after_start_becomes_user_for_anthropic_only() -> None:
     t = build(msg(S, "sys"), msg(U, "q"), msg(A, "a"), msg(S, "late rule"), msg(U, "q2"))
     assert_unchanged(t, OPENAI)
     r = clean(t, ANTHROPIC)
+    # the moved text says it is a system message, so it is never taken for the user's words
     assert shape(r.transcript) == [("system", "sys"), ("user", "q"), ("assistant", "a"),
-                                   ("user", "late rule", "q2")]
+                                   ("user", f"{MOVED_SYSTEM}\nlate rule", "q2")]
     assert kinds(r) == ["role_changed", "merged_messages"]
 
 

@@ -86,3 +86,18 @@ def test_a_state_naming_another_format_blames_the_state(compacted: tuple[Path, d
     done = run_with(tmp_path, log, {**obj, "fingerprint": fp})
     assert done.returncode == 3, done.stderr
     assert "made for a codex transcript" in done.stderr
+
+
+def test_attachment_lines_must_be_user_lines_inside_the_prefix(compacted: tuple[Path, dict[str, Any]],
+                                                                tmp_path: Path) -> None:
+    """README "`ctxcompact run`": the continuation re-reads the latest request's attachments from the lines
+    the state names; a crafted span must not smuggle another line in."""
+    log, obj = compacted
+    lines = log.read_bytes().splitlines(keepends=True)
+    said = next(i for i, ln in enumerate(lines) if b'"role":"assistant"' in ln)
+    offset = sum(len(ln) for ln in lines[:said])
+    for span, why in (([offset, len(lines[said]) - 1], "is not a user message"),
+                      ([offset, obj["fingerprint"]["bytes"]], "reaches past the covered prefix")):
+        done = run_with(tmp_path, log, {**obj, "summary": {**obj["summary"], "attachment_lines": [span]}})
+        assert done.returncode == 3, done.stderr
+        assert why in done.stderr

@@ -9,6 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxcompact.facts.text import typed_text
 from ctxcompact.formats import detect, read_transcript
 from ctxcompact.formats.claude_code import FORMAT
 from ctxcompact.model import Record, Role
@@ -45,7 +46,13 @@ def test_spotter_short_counts_usage_and_interruption() -> None:
     assert sum(len(r.message.tool_results()) for r in msgs if r.message) == 2
     # One API response over 5 lines: usage once, = 3 input + 13835 cache creation + 11515 cache read.
     assert [(r.line, r.usage.prompt_tokens) for r in t.records if r.usage] == [(5, 3 + 13835 + 11515)]
-    assert [r.line for r in t.records if r.meta.get("injected")] == [13]  # "[Request interrupted…]"
+    assert untyped(t) == [13]  # "[Request interrupted…]"
+
+
+def untyped(t: Any) -> list[int]:
+    """Lines of user messages (not tool results) that hold nothing a person typed as a request."""
+    return [r.line for r in t.message_records() if r.role is Role.USER and not r.message.is_tool_result_only
+            and typed_text(r) is None]
 
 
 def test_parallel_results_hanging_off_each_tool_use_line_stay_active() -> None:
@@ -62,7 +69,7 @@ def test_agtrace_log_split_messages_and_injected_lines() -> None:
     assert usage_lines == [3, 7, 11, 15, 18, 21]  # the first line of each message.id group
     ids = [r.meta.get("message_id") for r in t.records if r.line in (3, 4, 5)]
     assert len(set(ids)) == 1
-    assert [r.line for r in t.records if r.meta.get("injected")] == [24, 25, 26]  # caveat, /exit, stdout
+    assert untyped(t) == [24, 25, 26]  # caveat, /exit, stdout
     assert sum(1 for r in t.records if r.message is None) == 4  # the file-history-snapshot lines
 
 
@@ -75,7 +82,7 @@ def test_compaction_boundary_hides_everything_before_it() -> None:
     assert all(r.message is None for r in t.records if r.line < 12)
     summary = next(r for r in t.records if r.line == 13)
     assert summary.message is not None and summary.meta["compact_summary"] and summary.meta["injected"]
-    assert [r.line for r in t.records if r.meta.get("injected")] == [13, 14, 15, 16]
+    assert untyped(t) == [13, 14, 15, 16]  # the compact summary, caveat, /compact, its stdout
     assert next(r for r in t.records if r.line == 22).message.text() == "continue implementation"
 
 
@@ -128,7 +135,7 @@ def test_sample_parallel_calls_thinking_usage() -> None:
     last_typed = [
         r
         for r in t.message_records()
-        if r.role is Role.USER and not r.meta.get("injected") and not r.message.is_tool_result_only
+        if r.role is Role.USER and typed_text(r) is not None
     ]  # type: ignore[union-attr]
     assert last_typed[-1].message.text() == "Also add a regression test for a 100% coupon."  # type: ignore
 

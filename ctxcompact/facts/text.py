@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from ..model import Origin, Record, Role, TextBlock
+from ..clean import MOVED_SYSTEM
+from ..model import ImageBlock, Origin, Record, Role, TextBlock
 
 # The first line of the texts the pipeline writes, so later runs recognise them and never mistake them for
 # something a person typed.
@@ -21,6 +22,7 @@ _INJECTED_PREFIXES: tuple[str, ...] = (
     "# AGENTS.md instructions for",
     SUMMARY_MARKER,
     CONTINUATION_MARKER,
+    MOVED_SYSTEM,  # a system line the cleaner moved into a user turn
     "[tool result for call ",  # clean.py keeps a result without a call as text context like this
 )
 _INJECTED_TAGS: tuple[str, ...] = (
@@ -45,6 +47,43 @@ _TAG_ALT = "|".join(re.escape(t) for t in _INJECTED_TAGS)
 _INJECTED_SPAN = re.compile(rf"<({_TAG_ALT})(?:\s[^>]*)?>.*?(?:</\1\s*>|\Z)", re.S)
 
 
+# Slash commands (README "What a summary holds"). Claude Code writes a command a person typed as
+# ``<command-name>/name</command-name>`` with ``<command-args>…</command-args>`` (and, for a custom command, a
+# machine-made ``isMeta`` line with the command file's expansion). These built-in commands run locally and
+# start no model turn, so they are no request; every other command (custom ones, plugins', and the built-ins
+# that prompt the model such as /init, /review, /security-review) is a request, quoted as typed.
+LOCAL_COMMANDS = frozenset({
+    "add-dir", "agents", "bashes", "bug", "clear", "compact", "config", "context", "cost", "doctor", "exit",
+    "export", "feedback", "files", "help", "hooks", "ide", "install-github-app", "login", "logout", "mcp",
+    "memory", "migrate-installer", "model", "output-style", "permissions", "plugin", "privacy-settings",
+    "quit", "release-notes", "reset", "resume", "rewind", "sandbox", "stats", "status", "statusline",
+    "tasks", "terminal-setup", "theme", "todos", "upgrade", "usage", "vim",
+})
+
+
+def _element(text: str, tag: str) -> str | None:
+    """The inside of the first ``<tag>…</tag>`` of ``text`` (plain search: linear), or None."""
+    start = text.find(f"<{tag}>")
+    if start < 0:
+        return None
+    start += len(tag) + 2
+    end = text.find(f"</{tag}>", start)
+    return text[start:end] if end >= 0 else None
+
+
+def command_request(text: str) -> str | None:
+    """The request a slash-command echo stands for: ``"/name args"`` for a command that starts a model turn,
+    "" for a local built-in (:data:`LOCAL_COMMANDS`), None when ``text`` holds no command."""
+    name = _element(text, "command-name")
+    if name is None or not name.strip():
+        return None
+    name = name.strip()
+    if name.lstrip("/").lower() in LOCAL_COMMANDS:
+        return ""
+    args = (_element(text, "command-args") or "").strip()
+    return f"{name} {args}" if args else name
+
+
 # Injected text and the latest request
 
 
@@ -62,22 +101,46 @@ def strip_injected(text: str) -> str:
     return rest
 
 
+def person_text(text: str) -> str:
+    """What a person typed in one text: a slash command that is a request as ``"/name args"``
+    (:func:`command_request`), then the text with its injected parts removed (:func:`strip_injected`); ""
+    when nothing in it was typed as a request."""
+    rest = strip_injected(text)
+    command = command_request(text) if "<command-name>" in text else None
+    if command:
+        return f"{command}\n\n{rest}" if rest else command
+    return rest
+
+
 def is_injected_text(text: str) -> bool:
-    """True when a person did not type this text: interruption markers, slash-command echoes, local command
-    output, system reminders, environment blocks, hook output, and summaries/continuations of compaction
-    (ours and Claude Code's). Blank text counts as injected (there is nothing typed in it)."""
-    return not strip_injected(text)
+    """True when a person did not type this text as a request: interruption markers, the echoes of local
+    commands (/exit, /model…: :data:`LOCAL_COMMANDS`) and their output, system reminders, environment
+    blocks, hook output, and summaries/continuations of compaction (ours and Claude Code's). Blank text
+    counts as injected (there is nothing typed in it). A custom slash command is typed: it is a request."""
+    return not person_text(text)
 
 
 def _is_meta_record(rec: Record) -> bool:
     # Formats flag lines a person did not type (Codex environment blocks, ADK compaction events, …).
     if rec.meta.get("injected"):
         return True
+    # An ADK event in the user role written by another agent (``author`` names the agent): not a person.
+    author = rec.meta.get("author")
+    if rec.meta.get("event") and isinstance(author, str) and author != "user":
+        return True
     data = rec.data
     if not isinstance(data, dict):
         return False
     # Claude Code marks its own compaction summary and other machine-made user lines.
     return bool(data.get("isCompactSummary") or data.get("isMeta") or data.get("isVisibleInTranscriptOnly"))
+
+
+def is_machine_reply(rec: Record) -> bool:
+    """An assistant record no model wrote: Claude Code's ``"model": "<synthetic>"`` messages ("No response
+    requested." after a local command, API error notices). Not an action of the assistant."""
+    data = rec.data
+    inner = data.get("message") if isinstance(data, dict) else None
+    return isinstance(inner, dict) and inner.get("model") == "<synthetic>"
 
 
 def typed_text(rec: Record) -> str | None:
@@ -89,7 +152,7 @@ def typed_text(rec: Record) -> str | None:
     parts: list[str] = []
     for b in msg.blocks:
         if isinstance(b, TextBlock):
-            real = strip_injected(b.text)
+            real = person_text(b.text)
             if real:
                 parts.append(real)
     return "\n\n".join(parts) if parts else None
@@ -108,11 +171,39 @@ def user_requests(records: Iterable[Record]) -> list[tuple[int, str]]:
 def latest_request(records: Sequence[Record]) -> str | None:
     """The last message a person typed (README "`ctxcompact run`"), verbatim apart from injected blocks and
     outer whitespace."""
+    rec = latest_request_record(records)
+    return typed_text(rec) if rec is not None else None
+
+
+def latest_request_record(records: Sequence[Record]) -> Record | None:
+    """The record of the last message a person typed, or None."""
     for rec in reversed(records):
-        text = typed_text(rec)
-        if text is not None:
-            return text
+        if typed_text(rec) is not None:
+            return rec
     return None
+
+
+def attachments(rec: Record) -> list[ImageBlock]:
+    """The images and documents a person attached to a request (the message's own binary blocks; those
+    inside tool results are the tools', not the person's)."""
+    msg = rec.message
+    return [b for b in msg.blocks if isinstance(b, ImageBlock)] if msg is not None else []
+
+
+_DOCUMENT_TYPES = ("document", "file", "input_file")
+
+
+def removed_attachments_note(blocks: Sequence[ImageBlock]) -> str | None:
+    """``[2 images attached to this request were removed]`` (images and documents counted apart), or None
+    when there are none."""
+    docs = sum(1 for b in blocks if (b.media_type or "").endswith("/pdf")
+               or (b.raw or {}).get("type") in _DOCUMENT_TYPES)
+    images = len(blocks) - docs
+    parts = [f"{n} {word}{'s' if n > 1 else ''}" for n, word in ((images, "image"), (docs, "document")) if n]
+    if not parts:
+        return None
+    verb = "was" if len(blocks) == 1 else "were"
+    return f"[{' and '.join(parts)} attached to this request {verb} removed]"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -126,16 +217,18 @@ def shorten(text: str, limit: int) -> str:
     return flat[: max(0, limit - 1)].rstrip() + "…"
 
 
-def continuation_text(latest: str | None) -> str:
+def continuation_text(latest: str | None, removed: str | None = None) -> str:
     """The message written after a summary: the conversation was compacted, the user's latest request quoted
-    verbatim, and the instruction to continue without asking the user to repeat anything."""
+    verbatim (with ``removed``, :func:`removed_attachments_note`, when its attachments could not stay with
+    it), and the instruction to continue without asking the user to repeat anything."""
     head = (
         f"{CONTINUATION_MARKER} because it no longer fitted the context window. "
         "The summary above holds everything said and done before this point.]"
     )
     if latest:
+        note = f"\n\n{removed}" if removed else ""
         return (
-            f"{head}\n\nThe user's latest request, quoted verbatim:\n\n{latest}\n\n"
+            f"{head}\n\nThe user's latest request, quoted verbatim:\n\n{latest}{note}\n\n"
             "Continue working on this request from where the work stopped. "
             "Do not ask the user to repeat anything."
         )

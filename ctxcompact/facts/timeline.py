@@ -9,7 +9,7 @@ from ..model import Origin, Record, Role, ToolCall
 from .calls import call_index, command_of, decode_args, is_content_tool, is_shell_call
 from .files import paths_of_call
 from .outcomes import FailureCheck, error_line, result_is_error
-from .text import shorten, typed_text
+from .text import is_machine_reply, shorten, typed_text
 from .todos import is_open, todo_list_from_call
 
 
@@ -48,12 +48,14 @@ class LastAction:
 
 
 def last_assistant_action(records: Sequence[Record], text_limit: int = 500) -> LastAction | None:
-    """The last thing the assistant said and the last tool calls it made (from input records)."""
+    """The last thing the assistant said and the last tool calls it made (from input records; a reply no
+    model wrote, such as Claude Code's "No response requested.", is not an action)."""
     text: str | None = None
     calls: list[str] | None = None
     for rec in reversed(records):
         msg = rec.message
-        if msg is None or msg.role is not Role.ASSISTANT or rec.origin is not Origin.INPUT:
+        if msg is None or msg.role is not Role.ASSISTANT or rec.origin is not Origin.INPUT \
+                or is_machine_reply(rec):
             continue
         if text is None and msg.text().strip():
             text = shorten(msg.text(), text_limit)
@@ -81,7 +83,7 @@ def timeline(records: Sequence[Record], entry_limit: int = 160,
             typed = typed_text(rec)
             if typed:
                 out.append(shorten("User: " + typed, entry_limit))
-        elif msg.role is Role.ASSISTANT:
+        elif msg.role is Role.ASSISTANT and not is_machine_reply(rec):
             said = msg.text().strip()
             if said:
                 out.append(shorten("Assistant: " + said, entry_limit))

@@ -9,11 +9,11 @@ cleaning, estimation, compaction) works on the model and asks the format only th
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..model import Message, Origin, Record, Role, TextBlock
+from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +90,9 @@ class Format(abc.ABC):
     compaction_note: str = ""
     #: file name of the JSON Schema in ``schemas/`` that ``validate`` checks each line against
     schema_file: str = ""
+    #: the continuation can carry the images and documents attached to the latest request
+    #: (README "`ctxcompact run`"); a format that cannot names them in its text instead
+    carries_attachments: bool = True
     #: an optional streaming reader of one decoded line, for ``estimate``'s fast path (None: full path only)
     fast_line: FastLineReader | None = None
 
@@ -117,18 +120,23 @@ class Format(abc.ABC):
         """A plain text message of this format (summary, continuation, synthetic replies)."""
         return Message(role=role, blocks=[TextBlock(text)], source_role=role.value, content_was_string=True)
 
-    def summary_records(self, summary_text: str, continuation: str) -> list[Record]:
-        """The records that stand for a compacted conversation: the summary, then the continuation.
+    def summary_records(self, summary_text: str, continuation: str,
+                        attached: Sequence[ImageBlock] = ()) -> list[Record]:
+        """The records that stand for a compacted conversation: the summary, then the continuation, followed
+        by ``attached``, the images and documents of the latest request it quotes.
 
         Formats that require alternation get one user message holding both texts: the API merges consecutive
         user messages anyway, and a single message keeps strict user/assistant alternation valid on its own.
         """
         if self.layout.alternate:
-            msg = Message(role=Role.USER, blocks=[TextBlock(summary_text), TextBlock(continuation)],
-                          source_role="user")
-            return [new_record(msg, Origin.SUMMARY)]
+            blocks: list[Block] = [TextBlock(summary_text), TextBlock(continuation), *attached]
+            return [new_record(Message(role=Role.USER, blocks=blocks, source_role="user"), Origin.SUMMARY)]
+        cont = self.make_message(Role.USER, continuation)
+        if attached:
+            cont.blocks.extend(attached)
+            cont.content_was_string = False
         return [new_record(self.make_message(Role.USER, summary_text), Origin.SUMMARY),
-                new_record(self.make_message(Role.USER, continuation), Origin.CONTINUATION)]
+                new_record(cont, Origin.CONTINUATION)]
 
     def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
         """What to write for a compaction whose context is ``records``: by default the context itself. A

@@ -102,10 +102,14 @@ class Summary:
     chunks: int = 1  # requests the summary took (more than one when chunked)
     window: int | None = None  # the LLM summarizer's window and where it came from
     window_source: str | None = None
+    #: (offset, length) of the input lines whose images and documents the continuation carries (the latest
+    #: request's), re-read from the verified prefix by later runs instead of copying the payloads here
+    attachment_lines: list[tuple[int, int]] = field(default_factory=list)
 
     @classmethod
     def from_result(cls, result: SummaryResult, *, records_covered: int, latest_request: str | None = None,
-                    continuation: str | None = None) -> Summary:
+                    continuation: str | None = None,
+                    attachment_lines: list[tuple[int, int]] | None = None) -> Summary:
         """The state's record of a summarizer's result covering the first ``records_covered`` records."""
         return cls(text=result.text, summarizer=result.summarizer, model=result.model,
                    fallback=result.fallback, fallback_reason=result.fallback_reason,
@@ -114,9 +118,15 @@ class Summary:
                    output_tokens=result.output_tokens, duration_s=float(result.duration_s),
                    continuation=continuation, truncated=result.truncated,
                    check=copy.deepcopy(result.check), chunks=result.chunks, window=result.window,
-                   window_source=result.window_source)
+                   window_source=result.window_source, attachment_lines=list(attachment_lines or []))
 
     def to_json(self) -> dict[str, Any]:
+        out = self._to_json()
+        if self.attachment_lines:  # only when there are any: a state without attachments stays as it was
+            out["attachment_lines"] = [[off, n] for off, n in self.attachment_lines]
+        return out
+
+    def _to_json(self) -> dict[str, Any]:
         return {"text": self.text, "summarizer": self.summarizer, "model": self.model,
                 "fallback": self.fallback, "fallback_reason": self.fallback_reason,
                 "continuation": self.continuation, "truncated": self.truncated,
@@ -135,7 +145,8 @@ class Summary:
                    output_tokens=d.get("output_tokens"), duration_s=float(d.get("duration_s", 0.0)),
                    continuation=d.get("continuation"), truncated=d.get("truncated", False),
                    check=copy.deepcopy(d.get("check")), chunks=int(d.get("chunks", 1)),
-                   window=d.get("window"), window_source=d.get("window_source"))
+                   window=d.get("window"), window_source=d.get("window_source"),
+                   attachment_lines=[(int(off), int(n)) for off, n in d.get("attachment_lines", [])])
 
 
 @dataclass(slots=True)

@@ -77,6 +77,11 @@ def _consistency_problem(obj: dict[str, Any]) -> str | None:
         if off + n > fp["bytes"]:
             return (f"$.fingerprint.system_lines[{i}]: [{off}, {n}] reaches past the covered prefix "
                     f"of {fp['bytes']} bytes")
+    summary = obj.get("summary")
+    for i, (off, n) in enumerate(summary.get("attachment_lines", []) if isinstance(summary, dict) else []):
+        if off + n > fp["bytes"]:
+            return (f"$.summary.attachment_lines[{i}]: [{off}, {n}] reaches past the covered prefix "
+                    f"of {fp['bytes']} bytes")
     for i, ev in enumerate(obj["events"]):
         if ev["end"] < ev["start"]:
             return f"$.events[{i}]: end {ev['end']} is before start {ev['start']}"

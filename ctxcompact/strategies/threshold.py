@@ -16,10 +16,16 @@ from typing import Any
 
 from ..budget import Budget
 from ..context import Context
-from ..facts.text import continuation_text, latest_request
+from ..facts.text import (
+    attachments,
+    continuation_text,
+    latest_request,
+    latest_request_record,
+    removed_attachments_note,
+)
 from ..facts.todos import load_todos_file, open_todos
 from ..formats import get_format
-from ..model import Origin, Record, Role, Transcript
+from ..model import ImageBlock, Origin, Record, Role, Transcript
 from ..options import Options
 from ..progress import progress
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
@@ -54,6 +60,8 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     system, body = split_context(ctx.transcript.records)
     prior = state.summary if state is not None else None
     latest = latest_request(body) or (prior.latest_request if prior is not None else None)
+    fmt = get_format(ctx.transcript.format)
+    attached, spans = _attached(ctx.transcript.records, body, prior)
     todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
     request = SummaryRequest(
         records=body,
@@ -65,21 +73,39 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         instructions=opts.instructions,
     )
     summary = summarize(request, opts, warn)
-    continuation = continuation_text(latest)
-    fmt = get_format(ctx.transcript.format)
-    out = [*system, *fmt.summary_records(summary.text, continuation)]
+    if not fmt.carries_attachments:  # named instead, never dropped without a word
+        continuation = continuation_text(latest, removed_attachments_note(attached))
+        attached, spans = [], []
+    else:
+        continuation = continuation_text(latest)
+    out = [*system, *fmt.summary_records(summary.text, continuation, attached)]
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
 
     def commit(state: State, written: Written) -> None:
-        _commit(state, written, summary, latest, continuation)
+        _commit(state, written, summary, latest, continuation, spans)
 
     return Outcome(strategy=NAME, transcript=transcript, commit=commit, summary=summary, tier=tier,
                    covered=ctx.input_records - ctx.covered, fallback=summary.fallback,
                    duration_s=summary.duration_s)
 
 
+def _attached(records: list[Record], body: list[Record],
+              prior: Summary | None) -> tuple[list[ImageBlock], list[tuple[int, int]]]:
+    """The images and documents attached to the latest request (README "`ctxcompact run`"), and the input
+    lines they are read from: the latest request's own record, or, when the person typed nothing since the
+    last compaction, what the earlier continuation carried."""
+    rec = latest_request_record(body)
+    if rec is not None:
+        found = attachments(rec)
+        span = [(rec.offset, len(rec.raw))] if found and rec.offset >= 0 and rec.raw else []
+        return found, span
+    carried = [b for r in records if r.origin in (Origin.SUMMARY, Origin.CONTINUATION)
+               for b in attachments(r)]
+    return carried, list(prior.attachment_lines) if prior is not None and carried else []
+
+
 def _commit(state: State, written: Written, summary: SummaryResult, latest: str | None,
-            continuation: str) -> None:
+            continuation: str, spans: list[tuple[int, int]]) -> None:
     """Move the watermark over every input record, keep the summary, reset the calibration."""
     ctx, counts = written.ctx, written.counts
     # what replaces the covered prefix (system + summary + continuation) costs this much
@@ -90,7 +116,8 @@ def _commit(state: State, written: Written, summary: SummaryResult, latest: str 
                                    system_lines=ctx.system_spans, tokens=tokens)
     state.masking = None  # every masked record is now inside the summary
     set_watermark(state, fingerprint, Summary.from_result(
-        summary, records_covered=ctx.input_records, latest_request=latest, continuation=continuation))
+        summary, records_covered=ctx.input_records, latest_request=latest, continuation=continuation,
+        attachment_lines=spans))
     # the factor measured on the large pre-compaction request must not scale the small one
     reset_calibration(state)
 
