@@ -91,7 +91,14 @@ class ToolCall:
 
 @dataclass(slots=True)
 class ToolResult:
-    """The answer to a :class:`ToolCall` with the same ``call_id``."""
+    """The answer to a :class:`ToolCall` with the same ``call_id``.
+
+    ``is_error`` is the format's own error flag, written back as read (Anthropic and Claude Code
+    ``is_error``). ``succeeded`` is the outcome the log records in a structured field, whatever the format:
+    True when it says the tool succeeded (exit code 0, ``is_error`` false, ``status: success``), False when
+    it says it failed (a non-zero exit code, ``is_error``, an ``error`` field), None when it records none;
+    each format reader fills it, and only then do the words of the output decide (README "Errors, files and subagents in the summary").
+    """
 
     call_id: str
     content: list[Block]
@@ -99,6 +106,7 @@ class ToolResult:
     name: str | None = None  # the tool's name where the format records it (Gemini), else filled in by linking
     synthetic: bool = False
     raw: dict[str, Any] | None = None
+    succeeded: bool | None = None
 
     def text(self) -> str:
         return blocks_text(self.content)

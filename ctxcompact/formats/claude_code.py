@@ -118,7 +118,10 @@ def parse_blocks(content: Any, path: str) -> list[Block]:
                 raise LineError(f"{p}.tool_use_id", "must be a string")
             inner = b.get("content", "")
             nested = parse_blocks(inner if inner is not None else "", f"{p}.content")
-            blocks.append(ToolResult(b["tool_use_id"], nested, is_error=bool(b.get("is_error")), raw=b))
+            # Claude Code marks every failed tool (a non-zero exit, a refused permission, a validation error)
+            # is_error: true, and writes the flag or nothing otherwise, so the flag is the outcome
+            failed = bool(b.get("is_error"))
+            blocks.append(ToolResult(b["tool_use_id"], nested, is_error=failed, raw=b, succeeded=not failed))
         elif kind in ("image", "document"):
             src = b.get("source")
             media = src.get("media_type") if isinstance(src, dict) else None

@@ -35,6 +35,7 @@ from ..facts import (
     last_assistant_action,
     latest_todo_list,
     resolution_evidence,
+    resolves,
     shorten,
     timeline,
     user_requests,
@@ -210,7 +211,7 @@ def merge_facts(prior: dict[str, Any], new: _New) -> dict[str, Any]:
     old_errors = []
     for e in prior["errors"]:
         e = dict(e)
-        if not e["resolved"] and (e["key"] in new.success_keys or new.claimed_fixed):
+        if not e["resolved"] and (resolves(new.success_keys, e["key"], e["tool"]) or new.claimed_fixed):
             e["resolved"] = True
         old_errors.append(e)
     errors = _dedupe_last([*old_errors, *new.errors], lambda e: (e["key"], e["text"]))
