@@ -97,7 +97,8 @@ class ToolResult:
     ``is_error``). ``succeeded`` is the outcome the log records in a structured field, whatever the format:
     True when it says the tool succeeded (exit code 0, ``is_error`` false, ``status: success``), False when
     it says it failed (a non-zero exit code, ``is_error``, an ``error`` field), None when it records none;
-    each format reader fills it, and only then do the words of the output decide (README "Errors, files and subagents in the summary").
+    each format reader fills it, and only then do the words of the output decide (README "Errors, files and
+    subagents in the summary").
     """
 
     call_id: str
