@@ -165,6 +165,15 @@ class Usage:
     source: str = ""  # e.g. "usage.prompt_tokens", "message.usage"
 
 
+# Record.meta keys of a subagent's work (a Claude Code sidechain or agent_progress line): a line the model of
+# the main conversation never sees (the record has no message), but what the summary says the subagent did
+# (facts.subagents). SUBAGENT_MESSAGE: the line as a Message; SUBAGENT_RUN: the id shared by the lines of one
+# run of a subagent; SUBAGENT_CALL: the id of the tool call that started it, where the log records it.
+SUBAGENT_MESSAGE = "subagent_message"
+SUBAGENT_RUN = "subagent_run"
+SUBAGENT_CALL = "subagent_call"
+
+
 @dataclass(slots=True)
 class Record:
     """One line of a transcript."""

@@ -44,6 +44,9 @@ import orjson
 
 from ..errors import LineError
 from ..model import (
+    SUBAGENT_CALL,
+    SUBAGENT_MESSAGE,
+    SUBAGENT_RUN,
     Block,
     ImageBlock,
     Message,
@@ -182,6 +185,48 @@ def _usage(msg: dict[str, Any]) -> Usage | None:
     return Usage(total, out if isinstance(out, int) else None, source="message.usage")
 
 
+def _agent_progress(obj: dict[str, Any], meta: dict[str, Any]) -> None:
+    """A ``progress`` line of ``type: agent_progress`` (CLI 2.x) carries one line of a running subagent
+    (``data.message``) and the id of the Task call that started it (``parentToolUseID``): kept as
+    subagent work, never as the model's context."""
+    data = obj.get("data")
+    if not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return
+    inner = data.get("message")
+    if not isinstance(inner, dict) or inner.get("type") not in ("user", "assistant"):
+        return
+    msg = inner.get("message")
+    if not isinstance(msg, dict):
+        return
+    try:
+        blocks = parse_blocks(msg.get("content", ""), "$.data.message.message.content")
+    except LineError:
+        return  # a progress line is the interface's: never a reason to reject the log
+    role = Role.ASSISTANT if inner["type"] == "assistant" else Role.USER
+    meta[SUBAGENT_MESSAGE] = Message(role, blocks, source_role=role.value)
+    call = obj.get("parentToolUseID")
+    run = call if isinstance(call, str) else data.get("agentId")
+    if isinstance(run, str):
+        meta[SUBAGENT_RUN] = run
+    if isinstance(call, str):
+        meta[SUBAGENT_CALL] = call
+
+
+def _subagent_runs(records: list[Record]) -> None:
+    """Sidechain lines with no ``agentId`` (CLI 1.0.x writes subagents into the main file) belong to the run
+    of their root line (the ``parentUuid`` chain up to the subagent's prompt)."""
+    parent = {r.meta["uuid"]: r.meta.get("parent_uuid") for r in records
+              if SUBAGENT_MESSAGE in r.meta and "uuid" in r.meta and r.meta.get("type") != "progress"}
+    for r in records:
+        if SUBAGENT_RUN in r.meta or r.meta.get("uuid") not in parent:
+            continue
+        cur, seen = r.meta["uuid"], set()
+        while parent.get(cur) in parent and cur not in seen:
+            seen.add(cur)
+            cur = parent[cur]
+        r.meta[SUBAGENT_RUN] = cur
+
+
 def _inactive(rec: Record, why: str) -> None:
     # Records are fresh from parse_line here (finish runs before anyone else sees them).
     rec.message = None
@@ -230,6 +275,8 @@ class ClaudeCodeFormat(Format):
         if kind == "system" and obj.get("subtype") == "compact_boundary":
             meta["compact_boundary"] = True
         rec = Record(index=index, line=line, raw=raw, data=obj, meta=meta)
+        if kind == "progress":
+            _agent_progress(obj, meta)
         if kind not in ("user", "assistant") or "message" not in obj:
             return rec
         msg = obj["message"]
@@ -252,6 +299,10 @@ class ClaudeCodeFormat(Format):
         if obj.get("isCompactSummary"):
             meta["compact_summary"] = True
         if obj.get("isSidechain") is True:
+            # what a subagent did: not the model's context, but what the summary says of it (facts.subagents)
+            meta[SUBAGENT_MESSAGE] = rec.message
+            if isinstance(obj.get("agentId"), str):
+                meta[SUBAGENT_RUN] = obj["agentId"]
             _inactive(rec, "sidechain")
         return rec
 
@@ -263,6 +314,7 @@ class ClaudeCodeFormat(Format):
             if r.message is not None:
                 _inactive(r, "compacted")
         live = records[boundary + 1:]
+        _subagent_runs(records)
         self._follow_branch(live)
         seen: set[tuple[str, str]] = set()
         for r in live:
