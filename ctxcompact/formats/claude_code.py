@@ -327,6 +327,37 @@ class ClaudeCodeFormat(Format):
                 seen.add(key)
         return records
 
+    def api_turns(self, records: list[Record]) -> list[Record]:
+        """One record per API message: Claude Code writes a streamed response one content block per line
+        (same ``message.id``), and a block can come after the result of its own message's tool_use (the
+        tool ran while the response streamed on: thinking, redacted_thinking or text after a tool_use).
+        The later lines' blocks join the first line of their message, in order, so the response is one
+        assistant turn and the results follow it. Only tool results and message-less lines may lie between
+        the lines joined; the log itself is never changed (Claude Code out writes the lines as they are)."""
+        out: list[Record] = []
+        open_at: dict[str, int] = {}  # message id -> index in out of its first line, while joinable
+        joined = False
+        for rec in records:
+            msg = rec.message
+            mid = rec.meta.get("message_id")
+            if msg is None:
+                out.append(rec)
+                continue
+            if msg.role is Role.ASSISTANT and isinstance(mid, str) and rec.origin is Origin.INPUT:
+                if mid in open_at:
+                    head = out[open_at[mid]]
+                    assert head.message is not None
+                    blocks = [*head.message.blocks, *msg.blocks]
+                    out[open_at[mid]] = dataclasses.replace(
+                        head, message=dataclasses.replace(head.message, blocks=blocks), dirty=True)
+                    joined = True
+                    continue
+                open_at = {mid: len(out)}  # a new response: earlier ones can no longer be joined
+            elif not msg.is_tool_result_only:
+                open_at = {}
+            out.append(rec)
+        return out if joined else records
+
     @staticmethod
     def _follow_branch(live: list[Record]) -> None:
         by_uuid = {r.meta["uuid"]: r for r in live if "uuid" in r.meta and r.meta.get("inactive") is None}
