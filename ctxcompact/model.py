@@ -91,7 +91,15 @@ class ToolCall:
 
 @dataclass(slots=True)
 class ToolResult:
-    """The answer to a :class:`ToolCall` with the same ``call_id``."""
+    """The answer to a :class:`ToolCall` with the same ``call_id``.
+
+    ``is_error`` is the format's own error flag, written back as read (Anthropic and Claude Code
+    ``is_error``). ``succeeded`` is the outcome the log records in a structured field, whatever the format:
+    True when it says the tool succeeded (exit code 0, ``is_error`` false, ``status: success``), False when
+    it says it failed (a non-zero exit code, ``is_error``, an ``error`` field), None when it records none;
+    each format reader fills it, and only then do the words of the output decide (README "Errors, files and
+    subagents in the summary").
+    """
 
     call_id: str
     content: list[Block]
@@ -99,6 +107,7 @@ class ToolResult:
     name: str | None = None  # the tool's name where the format records it (Gemini), else filled in by linking
     synthetic: bool = False
     raw: dict[str, Any] | None = None
+    succeeded: bool | None = None
 
     def text(self) -> str:
         return blocks_text(self.content)
@@ -154,6 +163,15 @@ class Usage:
     output_tokens: int | None = None
     context_window: int | None = None
     source: str = ""  # e.g. "usage.prompt_tokens", "message.usage"
+
+
+# Record.meta keys of a subagent's work (a Claude Code sidechain or agent_progress line): a line the model of
+# the main conversation never sees (the record has no message), but what the summary says the subagent did
+# (facts.subagents). SUBAGENT_MESSAGE: the line as a Message; SUBAGENT_RUN: the id shared by the lines of one
+# run of a subagent; SUBAGENT_CALL: the id of the tool call that started it, where the log records it.
+SUBAGENT_MESSAGE = "subagent_message"
+SUBAGENT_RUN = "subagent_run"
+SUBAGENT_CALL = "subagent_call"
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..facts.calls import call_index, command_of, decode_args, is_content_tool, is_shell_call, strings
 from ..facts.files import path_tokens, paths_of_call
-from ..facts.outcomes import error_line, result_is_error
+from ..facts.outcomes import error_line, output_text, result_is_error
 from ..facts.text import typed_text
 from ..model import Record, Role, TextBlock
 
@@ -118,7 +118,7 @@ def extract(records: Iterable[Record], context: Iterable[Record] | None = None) 
             called = calls.get(res.call_id)
             shell_like = called is not None and (is_shell_call(called) or not is_content_tool(called.name))
             if result_is_error(res, shell_like):
-                line = error_line(res.text())
+                line = error_line(output_text(res), max_lines=1)  # one line, as the output has it
                 if line and not line.endswith("…"):  # a cut line is not a string anyone could match
                     found.add("error", line)
     return found

@@ -90,3 +90,16 @@ def is_content_tool(name: str) -> bool:
     return any(w in n for w in _CONTENT_TOOL_WORDS) and squash(name) not in SHELL_TOOLS
 
 
+# Tools that change files (a success on a file resolves any tool's earlier error on it).
+_WRITE_TOOL_WORDS = ("edit", "write", "patch", "create", "replace", "insert")
+
+
+def writes_files(call: ToolCall) -> bool:
+    """A call that changes files: a tool named for it (Edit, MultiEdit, Write, NotebookEdit, apply_patch,
+    str_replace…) or a shell ``apply_patch`` (Codex)."""
+    name = squash(call.name)
+    if any(w in name for w in _WRITE_TOOL_WORDS) and name not in SHELL_TOOLS:
+        return True
+    cmd = command_of(call)
+    return cmd is not None and cmd.lstrip().startswith("apply_patch")
+

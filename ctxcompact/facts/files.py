@@ -28,22 +28,61 @@ _EXTENSIONS = {
 _FILENAMES = {"Makefile", "Dockerfile", "Procfile", "Gemfile", "Rakefile", "Justfile", "Containerfile"}
 
 
+# A quoted name with spaces ('LM Studio configuration.md'): one file, never split at its spaces.
+_QUOTED = re.compile(r"""(?<![\w\\])(['"])([\w@+~./-][\w .@+~/-]{0,238}\.[A-Za-z0-9]{1,8})\1""")
+# First segments of absolute paths without an extension that are files on a disk, not URL routes
+# (/v1/chat/completions, /api/users): an extensionless absolute path needs one of these.
+_ROOTS = {"home", "Users", "usr", "etc", "tmp", "var", "opt", "bin", "sbin", "lib", "lib64", "mnt", "srv",
+          "root", "private", "Volumes", "workspace", "workspaces", "work", "nix", "snap", "media", "Library",
+          "Applications", "System", "data", "app", "code", "src", "repo", "repos", "project", "projects"}
+# Not files of the work: devices and kernel views (/dev/null, /proc/…), code such as console.log(…).
+_NOT_FILES = re.compile(r"^/(?:dev|proc|sys)(?:/|$)")
+_CODE_OBJECTS = {"console", "process", "window", "document", "module", "exports", "JSON", "Math", "Object",
+                 "self", "this", "res", "req", "response", "request"}
+
+
 def path_tokens(text: str) -> list[str]:
     """Path-like tokens in free text (commands, user messages): a file name with a known extension, or a
-    path starting with ``/``, ``~/``, ``./``, ``../`` or containing a ``/`` and ending in such a file."""
+    path starting with ``/``, ``~/``, ``./``, ``../`` or containing a ``/`` and ending in such a file. A
+    quoted name keeps its spaces; devices (``/dev/null``), URL routes (``/v1/chat/completions``: an
+    extensionless absolute path outside the usual roots) and code (``console.log``, a name followed by
+    ``(``) are not files."""
     text = _URL.sub(" ", text)
     out: list[str] = []
+    for m in _QUOTED.finditer(text):
+        name = m.group(2).strip()
+        ext = name.rsplit(".", 1)[-1].lower()
+        if " " in name and ext in _EXTENSIONS and name not in out:
+            out.append(name)
+    if out:
+        text = _QUOTED.sub(lambda m: " " if m.group(2).strip() in out else m.group(0), text)
     for m in _PATH_TOKEN.finditer(text):
         tok = m.group(0).rstrip(".,:;)")
-        if len(tok) < 3 or len(tok) > 240:
+        if len(tok) < 3 or len(tok) > 240 or _NOT_FILES.match(tok):
             continue
         base = tok.rstrip("/").rsplit("/", 1)[-1]
         ext = base.rsplit(".", 1)[-1].lower() if "." in base.strip(".") else ""
         rooted = tok.startswith(("/", "~/", "./", "../")) and tok.count("/") >= 2 and base != ""
+        if rooted and not ext and tok.startswith("/") and tok.split("/")[1] not in _ROOTS:
+            continue  # a URL route, not a file
         if not re.search(r"[A-Za-z]", base):
             continue
+        if "/" not in tok and (text[m.end():m.end() + 1] == "(" or base.split(".")[0] in _CODE_OBJECTS):
+            continue  # a call or a member of a well-known object: code
         if (ext in _EXTENSIONS or base in _FILENAMES or rooted) and tok not in out:
             out.append(tok)
+    return out
+
+
+# A here-document's body is content (a patch, a script, a file written), not the command's arguments.
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.S | re.M)
+
+
+def command_paths(cmd: str) -> list[str]:
+    """Files a shell command names: path-like tokens of the command itself (a here-document's body
+    left out) and the files a patch in it adds, updates or deletes."""
+    out = [p for p in _PATCH_FILE.findall(cmd)]
+    out.extend(p for p in path_tokens(_HEREDOC.sub(" ", cmd)) if p not in out)
     return out
 
 
@@ -70,8 +109,8 @@ def paths_of_call(call: ToolCall) -> list[str]:
         out.extend(p for p in _PATCH_FILE.findall(call.arguments) if p not in out)
     cmd = command_of(call)
     if cmd:
-        out.extend(p for p in path_tokens(cmd) if p not in out)
-    return out
+        out.extend(p for p in command_paths(cmd) if p not in out)
+    return [p for p in out if not _NOT_FILES.match(p)]
 
 
 @dataclass(slots=True)

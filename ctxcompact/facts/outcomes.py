@@ -7,8 +7,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from ..model import Origin, Record, Role, ToolCall, ToolResult
-from .calls import call_index, command_of, is_content_tool, is_shell_call
+from .calls import call_index, command_of, is_content_tool, is_shell_call, writes_files
+from .files import paths_of_call
 from .text import shorten
 
 
@@ -61,11 +64,13 @@ FailureCheck = Callable[[ToolResult, bool], bool]
 
 
 def result_is_error(result: ToolResult, shell_like: bool) -> bool:
-    """A failed result: marked ``is_error``, or (for commands and non-reading tools) output with a
-    traceback, ``Error:``, ``FAILED``, ``N failed`` or a non-zero exit code."""
-    if result.is_error:
+    """A failed result. The outcome the log records decides first (``ToolResult.succeeded``: an exit code,
+    ``is_error``, an error field); only where it records none do the words decide, and only for commands and
+    non-reading tools: a traceback, ``Error:``, ``FAILED``, ``N failed`` or a non-zero exit code in the
+    output (README "Errors, files and subagents in the summary")."""
+    if result.is_error or result.succeeded is False:
         return True
-    if result.synthetic or not shell_like:
+    if result.succeeded is not None or result.synthetic or not shell_like:
         return False
     text = result.text()[:200_000]
     return any(h in text for h in _ERROR_HINTS) and bool(_ERROR_LINE.search(text))
@@ -90,35 +95,90 @@ _EXIT_ONLY = re.compile(r"^\s*(?:exit(?:ed with)? (?:code|status)|exit code)\b",
 _COMPILER = re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:error|fatal error|[A-Z]{1,4}\d{2,5})\b")
 
 
-def error_line(text: str, limit: int = 240) -> str:
-    """The most telling line of an error output, cut to ``limit`` characters. In order of preference: the
-    exception line of a traceback, pytest's ``E   SomeError: …`` or ``assert …`` line, a compiler/linter line
-    (``path:12:5: error …``, ``path:1:1: E501 …``), a ``FAILED`` summary line, any line that looks like an
-    error, the first non-blank line."""
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    chosen = ""
+def _telling_index(lines: list[str], text: str) -> int:
+    """The index of the most telling line of an error output (see :func:`error_line`), -1 for none."""
     if "Traceback (most recent call last)" in text:
-        for ln in reversed(lines):
-            m = _EXC_LINE.match(ln)
-            if m:
-                chosen = m.group(1)
+        for i in range(len(lines) - 1, -1, -1):
+            if _EXC_LINE.match(lines[i]):
+                return i
+    for pattern, stripped in ((_PYTEST_E, False), (_COMPILER, True), (re.compile(r"^FAILED\s.*$"), True)):
+        for i, ln in enumerate(lines):
+            if pattern.match(ln.strip() if stripped else ln):
+                return i
+    # "Exit code: 1" says least: any other error-looking line first
+    candidates = [i for i, ln in enumerate(lines) if _ERROR_LINE.search(ln) and "Traceback" not in ln]
+    telling = [i for i in candidates if not _EXIT_ONLY.match(lines[i].strip())]
+    return (telling or candidates or [-1])[0]
+
+
+# Lines that carry no meaning of their own: a wrapper tag, a tree or box drawing, a rule, a bare prompt.
+_NOISE = re.compile(r"^\s*(?:</?[\w-]+>|[\W_]*|[│├└┌┐┘┬┴┼─═║].*)$")
+_TAGS = re.compile(r"</?(?:tool_use_error|error|stderr|stdout)>")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# A line that goes on with the error before it: its cause, a note or hint, another exception.
+_GOES_ON = re.compile(r"^\s*(?:caused by|note|help|hint|reason|details?|did you mean)\b"
+                      r"|^[\w.]*(?:Error|Exception)\b:", re.I)
+#: how the lines of a multi-line error are joined on the one line the summary gives it
+ERROR_JOIN = " — "
+MAX_ERROR_LINES = 3
+
+
+def error_line(text: str, limit: int = 240, max_lines: int = MAX_ERROR_LINES) -> str:
+    """The telling lines of an error output, cut to ``limit`` characters. The anchor, in order of
+    preference: the exception line of a traceback, pytest's ``E   SomeError: …`` or ``assert …`` line, a
+    compiler/linter line (``path:12:5: error …``, ``path:1:1: E501 …``), a ``FAILED`` summary line, any line
+    that looks like an error. A multi-line error keeps its meaningful lines, not only one: the anchor and
+    up to two lines that go on from it (after a line ending in ``:``, a ``Caused by``/``note``/``hint``
+    line, a further exception), or, where no line looks like an error, the
+    first three meaningful lines; joined by :data:`ERROR_JOIN`. Wrapper tags (``<tool_use_error>``), blank
+    lines and tree drawings are never kept."""
+    text = _ANSI.sub("", _TAGS.sub("", text))
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip() and not _NOISE.match(ln)]
+    if not lines:
+        return ""
+    i = _telling_index(lines, text)
+    if i < 0:
+        kept = [ln.strip() for ln in lines[:max_lines]]
+    else:
+        first = lines[i]
+        m = _EXC_LINE.match(first) if "Traceback (most recent call last)" in text else _PYTEST_E.match(first)
+        kept = [(m.group(1) if m else first).strip()]
+        for ln in lines[i + 1:i + max_lines]:
+            body = ln[2:] if ln.startswith("E ") and lines[i].startswith("E ") else ln  # pytest's E lines
+            if not (kept[-1].endswith(":") or _GOES_ON.match(body)):
                 break
-    for pattern, group in ((_PYTEST_E, 1), (_COMPILER, 0), (re.compile(r"^FAILED\s.*$"), 0)):
-        if chosen:
-            break
-        for ln in lines:
-            m = pattern.match(ln.strip() if group == 0 else ln)
-            if m:
-                chosen = m.group(group) if group else ln.strip()
-                break
-    if not chosen:
-        # "Exit code: 1" says least: any other error-looking line first
-        candidates = [ln.strip() for ln in lines if _ERROR_LINE.search(ln) and "Traceback" not in ln]
-        telling = [c for c in candidates if not _EXIT_ONLY.match(c)]
-        chosen = (telling or candidates or [""])[0]
-    if not chosen and lines:
-        chosen = lines[0].strip()
-    return shorten(chosen, limit)
+            kept.append(body.strip())
+    joined = kept[0]
+    for ln in kept[1:]:  # a line ending in ":" reads on into the next
+        joined += (" " if joined.endswith(":") else ERROR_JOIN) + ln
+    return shorten(joined, limit)
+
+
+_WRAPPED = re.compile(r'^\{\s*"output"\s*:')
+_RUNTIME_HEADER = re.compile(r"\A(?:[^\n]*\n){1,6}?Output:\n")
+
+
+def output_text(result: ToolResult) -> str:
+    """What the tool printed: the result's text without an agent's wrapper around it (Codex writes a
+    command's output as ``{"output": …, "metadata": {"exit_code": …}}`` or after an ``Exit code: N`` /
+    ``Wall time`` header)."""
+    text = result.text()
+    if _WRAPPED.match(text):
+        try:
+            decoded = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            decoded = None
+        if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
+            text = decoded["output"]
+    m = _RUNTIME_HEADER.match(text)
+    if m and ("Exit code:" in m.group(0) or "Process exited with code" in m.group(0)):
+        text = text[m.end():]
+    return text
+
+
+def error_text(result: ToolResult, limit: int = 240) -> str:
+    """The telling lines of a failed result (:func:`error_line` of :func:`output_text`)."""
+    return error_line(output_text(result), limit) or "(error with no output)"
 
 
 @dataclass(slots=True)
@@ -126,7 +186,7 @@ class ErrorSeen:
     tool: str
     command: str | None
     text: str  # the telling line
-    key: str  # what a later success must match to resolve it: the command, else tool + arguments
+    key: str  # what a later success must match to resolve it (call_key): the command, the file, the tool
     index: int
     resolved: bool = False
     resolved_by: str | None = None  # "rerun" or "assistant"
@@ -152,17 +212,45 @@ def claims_resolution(text: str) -> bool:
 
 
 def call_key(call: ToolCall | None, name: str) -> str:
+    """What a later success must match to resolve an error of this call: the command it ran (``cmd:…``),
+    else the file it worked on with that tool (``file:Tool:path``), else the tool (``tool:…``)."""
     if call is None:
         return f"tool:{name}"
     cmd = command_of(call)
-    if cmd is not None:
+    if cmd is not None and not writes_files(call):
         return "cmd:" + " ".join(cmd.split())
-    return f"tool:{call.name}:{call.arguments.strip()}"
+    paths = paths_of_call(call)
+    if paths:
+        return f"file:{call.name}:{paths[0]}"
+    return f"tool:{call.name}"
+
+
+def success_keys(call: ToolCall) -> set[str]:
+    """The errors a success of ``call`` resolves, as keys: its own (:func:`call_key`), the same tool on each
+    file it names, any tool's error on a file it changed (an Edit that failed is resolved by the Write or
+    the Edit of that file that worked), and the key of earlier versions (``tool:name:arguments``), for
+    errors carried in a state."""
+    keys = {call_key(call, call.name), f"tool:{call.name}:{call.arguments.strip()}"}
+    if command_of(call) is None or writes_files(call):
+        for p in paths_of_call(call):
+            keys.add(f"file:{call.name}:{p}")
+            if writes_files(call):
+                keys.add(f"file:*:{p}")
+    return keys
+
+
+def resolves(keys: set[str], error_key: str, tool: str) -> bool:
+    """Whether successes with these keys resolve an error with ``error_key`` (made by ``tool``)."""
+    if error_key in keys:
+        return True
+    prefix = f"file:{tool}:"
+    return error_key.startswith(prefix) and f"file:*:{error_key[len(prefix):]}" in keys
 
 
 def errors_seen(records: Sequence[Record], failed: FailureCheck | None = None) -> list[ErrorSeen]:
-    """Failed tool results in order, each marked resolved when a later result of the same command (or the
-    same tool with the same arguments) succeeded, or a later assistant message says it is fixed."""
+    """Failed tool results in order, each marked resolved when a later call on the same command, tool or
+    file succeeded (:func:`call_key`, :func:`success_keys`), or a later assistant message says it is
+    fixed."""
     failed = failed or result_is_error
     calls = call_index(records)
     errors: list[ErrorSeen] = []
@@ -181,22 +269,22 @@ def errors_seen(records: Sequence[Record], failed: FailureCheck | None = None) -
             call = calls.get(res.call_id)
             name = call.name if call else (res.name or "tool")
             shell_like = call is not None and (is_shell_call(call) or not is_content_tool(call.name))
-            key = call_key(call, name)
             if failed(res, shell_like):
-                errors.append(ErrorSeen(name, command_of(call) if call else None, error_line(res.text()) or
-                                        "(error with no output)", key, i))
-            else:
+                errors.append(ErrorSeen(name, command_of(call) if call else None, error_text(res),
+                                        call_key(call, name), i))
+            elif call is not None:
+                keys = success_keys(call)
                 for e in errors:
-                    if not e.resolved and e.key == key:
+                    if not e.resolved and resolves(keys, e.key, e.tool):
                         e.resolved, e.resolved_by = True, "rerun"
     return errors
 
 
 def resolution_evidence(records: Sequence[Record],
                         failed: FailureCheck | None = None) -> tuple[set[str], bool]:
-    """What in ``records`` resolves errors seen before them: the keys (:func:`call_key`) of successful
-    results, and whether an assistant message says a problem is fixed. Used to carry errors across
-    compactions."""
+    """What in ``records`` resolves errors seen before them: the keys (:func:`success_keys`) of successful
+    results, for :func:`resolves`, and whether an assistant message says a problem is fixed. Used to carry
+    errors across compactions."""
     failed = failed or result_is_error
     calls = call_index(records)
     keys: set[str] = set()
@@ -213,7 +301,7 @@ def resolution_evidence(records: Sequence[Record],
                 continue
             shell_like = is_shell_call(call) or not is_content_tool(call.name)
             if not failed(res, shell_like):
-                keys.add(call_key(call, call.name))
+                keys |= success_keys(call)
     return keys, claimed
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..model import Origin, Record, Role, ToolCall
 from .calls import call_index, command_of, decode_args, is_content_tool, is_shell_call
 from .files import paths_of_call
-from .outcomes import FailureCheck, error_line, result_is_error
+from .outcomes import FailureCheck, error_text, result_is_error
 from .text import is_machine_reply, shorten, typed_text
 from .todos import is_open, todo_list_from_call
 
@@ -96,5 +96,5 @@ def timeline(records: Sequence[Record], entry_limit: int = 160,
                 continue
             shell_like = is_shell_call(call) or not is_content_tool(call.name)
             if failed(res, shell_like):
-                out.append(shorten(f"{call.name} failed: {error_line(res.text())}", entry_limit))
+                out.append(shorten(f"{call.name} failed: {error_text(res)}", entry_limit))
     return out

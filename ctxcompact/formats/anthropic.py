@@ -99,7 +99,9 @@ def _parse_block(block: Any, path: str, *, nested: bool = False) -> Block:
         is_error = block.get("is_error", False)
         if not isinstance(is_error, bool):
             raise LineError(f"{path}.is_error", f"expected true or false, got {json_type_name(is_error)}")
-        return ToolResult(call_id=call_id, content=blocks, is_error=is_error, raw=block)
+        # the Messages API's is_error is the outcome when the log writes it; an absent flag says nothing
+        succeeded = (not is_error) if "is_error" in block else None
+        return ToolResult(call_id=call_id, content=blocks, is_error=is_error, raw=block, succeeded=succeeded)
     if kind == "thinking":
         sig = block.get("signature")
         return ThinkingBlock(text=_want_str(block, "thinking", path),

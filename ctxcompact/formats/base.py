@@ -116,6 +116,12 @@ class Format(abc.ABC):
         """Whole-file pass after every line is parsed (link ids, follow chains). Default: nothing."""
         return records
 
+    def api_turns(self, records: list[Record]) -> list[Record]:
+        """The records with one message per message the provider's API sent or received, for writing in
+        another format (``--to``). Default: the records themselves; a format that writes one API message
+        over several lines (Claude Code) joins them."""
+        return records
+
     def make_message(self, role: Role, text: str) -> Message:
         """A plain text message of this format (summary, continuation, synthetic replies)."""
         return Message(role=role, blocks=[TextBlock(text)], source_role=role.value, content_was_string=True)

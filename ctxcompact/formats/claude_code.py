@@ -45,6 +45,9 @@ import orjson
 
 from ..errors import LineError
 from ..model import (
+    SUBAGENT_CALL,
+    SUBAGENT_MESSAGE,
+    SUBAGENT_RUN,
     Block,
     ImageBlock,
     Message,
@@ -104,7 +107,10 @@ def parse_blocks(content: Any, path: str) -> list[Block]:
                 raise LineError(f"{p}.tool_use_id", "must be a string")
             inner = b.get("content", "")
             nested = parse_blocks(inner if inner is not None else "", f"{p}.content")
-            blocks.append(ToolResult(b["tool_use_id"], nested, is_error=bool(b.get("is_error")), raw=b))
+            # Claude Code marks every failed tool (a non-zero exit, a refused permission, a validation error)
+            # is_error: true, and writes the flag or nothing otherwise, so the flag is the outcome
+            failed = bool(b.get("is_error"))
+            blocks.append(ToolResult(b["tool_use_id"], nested, is_error=failed, raw=b, succeeded=not failed))
         elif kind in ("image", "document"):
             src = b.get("source")
             media = src.get("media_type") if isinstance(src, dict) else None
@@ -165,6 +171,48 @@ def _usage(msg: dict[str, Any]) -> Usage | None:
     return Usage(total, out if isinstance(out, int) else None, source="message.usage")
 
 
+def _agent_progress(obj: dict[str, Any], meta: dict[str, Any]) -> None:
+    """A ``progress`` line of ``type: agent_progress`` (CLI 2.x) carries one line of a running subagent
+    (``data.message``) and the id of the Task call that started it (``parentToolUseID``): kept as
+    subagent work, never as the model's context."""
+    data = obj.get("data")
+    if not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return
+    inner = data.get("message")
+    if not isinstance(inner, dict) or inner.get("type") not in ("user", "assistant"):
+        return
+    msg = inner.get("message")
+    if not isinstance(msg, dict):
+        return
+    try:
+        blocks = parse_blocks(msg.get("content", ""), "$.data.message.message.content")
+    except LineError:
+        return  # a progress line is the interface's: never a reason to reject the log
+    role = Role.ASSISTANT if inner["type"] == "assistant" else Role.USER
+    meta[SUBAGENT_MESSAGE] = Message(role, blocks, source_role=role.value)
+    call = obj.get("parentToolUseID")
+    run = call if isinstance(call, str) else data.get("agentId")
+    if isinstance(run, str):
+        meta[SUBAGENT_RUN] = run
+    if isinstance(call, str):
+        meta[SUBAGENT_CALL] = call
+
+
+def _subagent_runs(records: list[Record]) -> None:
+    """Sidechain lines with no ``agentId`` (CLI 1.0.x writes subagents into the main file) belong to the run
+    of their root line (the ``parentUuid`` chain up to the subagent's prompt)."""
+    parent = {r.meta["uuid"]: r.meta.get("parent_uuid") for r in records
+              if SUBAGENT_MESSAGE in r.meta and "uuid" in r.meta and r.meta.get("type") != "progress"}
+    for r in records:
+        if SUBAGENT_RUN in r.meta or r.meta.get("uuid") not in parent:
+            continue
+        cur, seen = r.meta["uuid"], set()
+        while parent.get(cur) in parent and cur not in seen:
+            seen.add(cur)
+            cur = parent[cur]
+        r.meta[SUBAGENT_RUN] = cur
+
+
 def _inactive(rec: Record, why: str) -> None:
     # Records are fresh from parse_line here (finish runs before anyone else sees them).
     rec.message = None
@@ -214,6 +262,8 @@ class ClaudeCodeFormat(Format):
         if kind == "system" and obj.get("subtype") == "compact_boundary":
             meta["compact_boundary"] = True
         rec = Record(index=index, line=line, raw=raw, data=obj, meta=meta)
+        if kind == "progress":
+            _agent_progress(obj, meta)
         if kind not in ("user", "assistant") or "message" not in obj:
             return rec
         msg = obj["message"]
@@ -235,6 +285,10 @@ class ClaudeCodeFormat(Format):
         if obj.get("isCompactSummary"):
             meta["compact_summary"] = True
         if obj.get("isSidechain") is True:
+            # what a subagent did: not the model's context, but what the summary says of it (facts.subagents)
+            meta[SUBAGENT_MESSAGE] = rec.message
+            if isinstance(obj.get("agentId"), str):
+                meta[SUBAGENT_RUN] = obj["agentId"]
             _inactive(rec, "sidechain")
         return rec
 
@@ -246,6 +300,7 @@ class ClaudeCodeFormat(Format):
             if r.message is not None:
                 _inactive(r, "compacted")
         live = records[boundary + 1:]
+        _subagent_runs(records)
         self._follow_branch(live)
         seen: set[tuple[str, str]] = set()
         for r in live:
@@ -257,6 +312,37 @@ class ClaudeCodeFormat(Format):
                     r.usage = None
                 seen.add(key)
         return records
+
+    def api_turns(self, records: list[Record]) -> list[Record]:
+        """One record per API message: Claude Code writes a streamed response one content block per line
+        (same ``message.id``), and a block can come after the result of its own message's tool_use (the
+        tool ran while the response streamed on: thinking, redacted_thinking or text after a tool_use).
+        The later lines' blocks join the first line of their message, in order, so the response is one
+        assistant turn and the results follow it. Only tool results and message-less lines may lie between
+        the lines joined; the log itself is never changed (Claude Code out writes the lines as they are)."""
+        out: list[Record] = []
+        open_at: dict[str, int] = {}  # message id -> index in out of its first line, while joinable
+        joined = False
+        for rec in records:
+            msg = rec.message
+            mid = rec.meta.get("message_id")
+            if msg is None:
+                out.append(rec)
+                continue
+            if msg.role is Role.ASSISTANT and isinstance(mid, str) and rec.origin is Origin.INPUT:
+                if mid in open_at:
+                    head = out[open_at[mid]]
+                    assert head.message is not None
+                    blocks = [*head.message.blocks, *msg.blocks]
+                    out[open_at[mid]] = dataclasses.replace(
+                        head, message=dataclasses.replace(head.message, blocks=blocks), dirty=True)
+                    joined = True
+                    continue
+                open_at = {mid: len(out)}  # a new response: earlier ones can no longer be joined
+            elif not msg.is_tool_result_only:
+                open_at = {}
+            out.append(rec)
+        return out if joined else records
 
     @staticmethod
     def _follow_branch(live: list[Record]) -> None:

@@ -37,6 +37,7 @@ Rules:
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -96,6 +97,34 @@ def _content_blocks(content: Any, path: str) -> list[Block]:
     return out
 
 
+_EXIT_HEADER = re.compile(r"\A(?:Exit code: (\d+)|(?:[^\n]*\n){0,4}?Process exited with code (\d+))\n")
+
+
+def output_status(output: Any) -> bool | None:
+    """The outcome a function_call_output records in a structured field: ``{success}`` (old CLIs), the
+    ``metadata.exit_code`` of a JSON-encoded ``{output, metadata}`` string, or the runtime's own header
+    (``Exit code: N`` / ``Process exited with code N`` before ``Output:``). None when there is none: the
+    words of the output are never read here."""
+    if isinstance(output, dict):
+        ok = output.get("success")
+        return ok if isinstance(ok, bool) else None
+    if not isinstance(output, str):
+        return None
+    if output.startswith("{") and '"metadata"' in output[-400:]:
+        try:
+            decoded = orjson.loads(output)
+        except orjson.JSONDecodeError:
+            decoded = None
+        meta = decoded.get("metadata") if isinstance(decoded, dict) else None
+        code = meta.get("exit_code") if isinstance(meta, dict) else None
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code == 0
+    m = _EXIT_HEADER.match(output[:600])
+    if m:
+        return int(m.group(1) or m.group(2)) == 0
+    return None
+
+
 def _output_blocks(output: Any, path: str) -> tuple[list[Block], bool]:
     """function_call_output.output: a string, content items, or (old CLIs) ``{content, success}``."""
     if isinstance(output, dict):
@@ -147,8 +176,9 @@ def _item_message(p: dict[str, Any], path: str) -> Message | None:
         if not isinstance(p.get("call_id"), str):
             raise LineError(f"{path}.call_id", "must be a string")
         blocks, err = _output_blocks(p.get("output"), f"{path}.output")
-        return Message(Role.TOOL, [ToolResult(p["call_id"], blocks, is_error=err, raw=p)],
-                       source_role=str(kind), extra=extra)
+        result = ToolResult(p["call_id"], blocks, is_error=err, raw=p,
+                            succeeded=output_status(p.get("output")))
+        return Message(Role.TOOL, [result], source_role=str(kind), extra=extra)
     if kind == "reasoning":
         texts = [s.get("text", "") for key in ("summary", "content") if isinstance(p.get(key), list)
                  for s in p[key] if isinstance(s, dict) and isinstance(s.get("text"), str)]

@@ -20,6 +20,9 @@ def convert(transcript: Transcript, fmt: str) -> Transcript:
         target = get_format(target.fallback)
     if target.name == transcript.format:
         return transcript
+    turns = get_format(transcript.format).api_turns(transcript.records)
+    if turns is not transcript.records:
+        transcript = Transcript(transcript.format, turns, transcript.source)
     data = b"".join(write_transcript(transcript, target.name))
     converted = read_transcript(data, target.name, schema=False).transcript
     return clean(converted).transcript

@@ -58,6 +58,27 @@ _EVENT_KEYS = ("author", "invocationId", "invocation_id", "actions", "usageMetad
 _ROLES = {"user": Role.USER, "model": Role.ASSISTANT, "function": Role.USER}
 
 
+
+_FAILED_STATUS = frozenset({"error", "failed", "failure", "fail"})
+_OK_STATUS = frozenset({"success", "succeeded", "ok", "completed"})
+
+
+def response_status(resp: Any) -> bool | None:
+    """The outcome a function_response records: ADK's convention is a dict with ``status`` ("success" /
+    "error") and ``error_message``, and the runner answers a tool that raised with ``{"error": …}``. None when
+    the response has neither (its words decide, README "Errors, files and subagents")."""
+    if not isinstance(resp, dict):
+        return None
+    if resp.get("error") or resp.get("error_message"):
+        return False
+    status = resp.get("status")
+    if isinstance(status, str):
+        if status.lower() in _FAILED_STATUS:
+            return False
+        if status.lower() in _OK_STATUS:
+            return True
+    return None
+
 def _get(d: dict[str, Any], snake: str) -> Any:
     """A field in either spelling (ADK emits camelCase via the API server, snake_case via model_dump)."""
     if snake in d:
@@ -110,7 +131,7 @@ def _parse_content(content: Any, path: str) -> Message:
                 raise LineError(f"{p}.function_response", "needs a string name")
             resp = fr.get("response", {})
             blocks.append(ToolResult(str(fr.get("id") or ""), [TextBlock(encode_json(resp).decode())],
-                                     name=fr["name"], raw=part))
+                                     name=fr["name"], raw=part, succeeded=response_status(resp)))
         elif inline is not None or fdata is not None:
             media = _get(inline or fdata or {}, "mime_type")
             blocks.append(ImageBlock(media if isinstance(media, str) else None, raw=part))

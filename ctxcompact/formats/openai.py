@@ -420,7 +420,11 @@ class OpenAIFormat(Format):
                         else f"expected a string, got {json_type_name(call_id)}")
                 raise LineError("$.tool_call_id", what)
             name = obj.get("name")
-            result = ToolResult(call_id=call_id, content=blocks, name=name if isinstance(name, str) else None)
+            # Chat Completions has no outcome field; an agent's own is_error / error beside the message is one
+            flag, err = obj.get("is_error"), obj.get("error")
+            succeeded = (not flag) if isinstance(flag, bool) else (False if err else None)
+            result = ToolResult(call_id=call_id, content=blocks, name=name if isinstance(name, str) else None,
+                                succeeded=succeeded)
             blocks = [result]
         elif "tool_calls" in obj:
             calls = obj["tool_calls"]

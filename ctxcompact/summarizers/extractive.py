@@ -2,18 +2,19 @@
 transcript itself.
 
 Sections, in order, each only when it has something to say: Earlier summary (an LLM summary carried
-forward), User goals and rules, Timeline, Files and commands, Errors, Open todos, Last assistant action,
-Latest request. Rules and the latest request are quoted verbatim: losing or paraphrasing the user's rules is
-the most common complaint about compaction.
+forward), User goals and rules, Timeline, Files and commands, Subagents (what each subagent run did: the
+files it changed, its errors, its result), Errors, Open todos, Last assistant action, Latest request.
+Rules and the latest request are quoted verbatim: losing or paraphrasing the user's rules is the most common
+complaint about compaction.
 
 Anchored and incremental: the facts of each summary are returned in ``SummaryResult.facts`` (a JSON object
 the state keeps) and merged with the facts of the next records, so rules, files, unresolved errors and todos
 survive any number of compactions even though each run sees only the new records.
 
 The text always fits ``budget_tokens`` by the chars/4 heuristic: parts are dropped in a fixed priority order
-(timeline, commands, earlier summary, resolved errors, older errors, last action, older goals, least recent
-files, todos, the newest error, the first goal); rules and the latest request go last, by a hard cut that
-sets ``truncated``.
+(timeline, commands, subagents, earlier summary, resolved errors, older errors, last action, older
+goals, least recent files, todos, the newest error, the first goal); rules and the latest request go last,
+by a hard cut that sets ``truncated``.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ from ..facts import (
     last_assistant_action,
     latest_todo_list,
     resolution_evidence,
+    resolves,
     shorten,
     timeline,
     user_requests,
     user_rules,
 )
+from ..facts.subagents import subagent_runs
 from ..facts.todos import Todo
 from .base import Summarizer, SummaryRequest, SummaryResult, fit_summary
 
@@ -55,6 +58,8 @@ MAX_COMMANDS = 60
 MAX_ERRORS = 40
 MAX_TIMELINE = 80
 MAX_TODOS = 100
+MAX_SUBAGENTS = 20
+MAX_SUBAGENT_PATHS = 6
 # Per-entry lengths in the rendered text.
 STORED_GOAL_CHARS = 2000
 GOAL_CHARS = 400
@@ -114,6 +119,14 @@ def normalize_facts(raw: Any) -> dict[str, Any]:
                       for t in _dicts(raw.get("todos")) if _str(t.get("content"))]
     facts["last_action"] = _str(raw.get("last_action"))
     facts["latest_request"] = _str(raw.get("latest_request"))
+    subagents = [{"task": a["task"], "tool": _str(a.get("tool")) or "subagent",
+                           "changed": _str_list(a.get("changed")),
+                           "errors": [{"text": e["text"], "resolved": e.get("resolved") is True}
+                                      for e in _dicts(a.get("errors")) if _str(e.get("text"))],
+                           "result": _str(a.get("result"))}
+                          for a in _dicts(raw.get("subagents")) if _str(a.get("task"))]
+    if subagents:  # the key only when there is something: facts without subagents stay as they were
+        facts["subagents"] = subagents
     return facts
 
 
@@ -130,6 +143,7 @@ class _New:
     timeline: list[str]
     last_action: str | None
     latest: str | None
+    subagents: list[dict[str, Any]] = field(default_factory=list)
     success_keys: set[str] = field(default_factory=set)
     claimed_fixed: bool = False
 
@@ -160,9 +174,16 @@ def _extract(request: SummaryRequest) -> _New:
                                             for t in found if is_open(t)]
     action = last_assistant_action(records, ACTION_CHARS)
     keys, claimed = resolution_evidence(records, failed)
+    subagents = []
+    for run in subagent_runs(records):  # what subagents did: their files join the list, marked as theirs
+        subagents.append({"task": run.task, "tool": run.tool, "changed": run.changed,
+                          "errors": [{"text": e.text, "resolved": e.resolved} for e in run.errors],
+                          "result": run.result})
+        for p in run.changed:
+            files.append({"path": p, "tools": [f"{run.tool} subagent"]})
     return _New(goals, user_rules(records), files, commands, errors, todos,
                 timeline(records, TIMELINE_CHARS, failed),
-                action.render() if action else None, latest, keys, claimed)
+                action.render() if action else None, latest, subagents, keys, claimed)
 
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
@@ -210,7 +231,7 @@ def merge_facts(prior: dict[str, Any], new: _New) -> dict[str, Any]:
     old_errors = []
     for e in prior["errors"]:
         e = dict(e)
-        if not e["resolved"] and (e["key"] in new.success_keys or new.claimed_fixed):
+        if not e["resolved"] and (resolves(new.success_keys, e["key"], e["tool"]) or new.claimed_fixed):
             e["resolved"] = True
         old_errors.append(e)
     errors = _dedupe_last([*old_errors, *new.errors], lambda e: (e["key"], e["text"]))
@@ -225,7 +246,7 @@ def merge_facts(prior: dict[str, Any], new: _New) -> dict[str, Any]:
         errors = kept[drop:]
 
     todos = prior["todos"] if new.todos is None else new.todos
-    return {
+    merged = {
         "version": FACTS_VERSION,
         "goals": goals,
         "rules": rules,
@@ -237,6 +258,10 @@ def merge_facts(prior: dict[str, Any], new: _New) -> dict[str, Any]:
         "last_action": new.last_action or prior["last_action"],
         "latest_request": new.latest or prior["latest_request"],
     }
+    subagents = [*prior.get("subagents", []), *new.subagents][-MAX_SUBAGENTS:]
+    if subagents:
+        merged["subagents"] = subagents
+    return merged
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -258,6 +283,7 @@ class _Doc:
     todos: list[dict[str, Any]]
     last_action: str | None
     latest: str | None
+    subagents: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _render(doc: _Doc) -> str:
@@ -294,6 +320,7 @@ def _render(doc: _Doc) -> str:
         status = {True: "ok", False: "failed", None: "no result"}
         fc += [f"- `{shorten(c['command'], COMMAND_CHARS)}` → {status[c['ok']]}" for c in doc.commands]
     section("Files and commands", fc)
+    section("Subagents", [_subagent_line(a) for a in doc.subagents])
     errs = []
     for e in doc.errors:
         where = f"`{shorten(e['command'], 80)}`" if e["command"] else e["tool"]
@@ -304,6 +331,23 @@ def _render(doc: _Doc) -> str:
     section("Last assistant action", [doc.last_action] if doc.last_action else [])
     section("Latest request", [doc.latest] if doc.latest else [])
     return "\n".join(out) + "\n"
+
+
+def _subagent_line(a: dict[str, Any]) -> str:
+    """One subagent run: what it was asked, the files it changed, its unresolved errors, its result."""
+    parts = [f"- {a['tool']} \"{shorten(a['task'], 120)}\""]
+    if a["changed"]:
+        more = len(a["changed"]) - MAX_SUBAGENT_PATHS
+        shown = ", ".join(shorten(p, PATH_CHARS) for p in a["changed"][:MAX_SUBAGENT_PATHS])
+        parts.append(f"changed {shown}" + (f" (+{more} more)" if more > 0 else ""))
+    open_errors = [e["text"] for e in a["errors"] if not e["resolved"]]
+    if open_errors:
+        parts.append(f"{len(open_errors)} unresolved error(s), last: {shorten(open_errors[-1], 160)}")
+    elif a["errors"]:
+        parts.append(f"{len(a['errors'])} error(s), all resolved")
+    if a["result"]:
+        parts.append(f"result: {shorten(a['result'], 240)}")
+    return "; ".join(parts)
 
 
 def _fits(doc: _Doc, budget: int) -> bool:
@@ -367,6 +411,7 @@ def _shrink(doc: _Doc, budget: int) -> None:
     steps: list[Callable[[], None]] = [
         lambda: _drop_front(doc, budget, lambda: doc.timeline, put_timeline),
         lambda: _drop_front(doc, budget, lambda: doc.commands, set_("commands")),
+        lambda: _drop_front(doc, budget, lambda: doc.subagents, set_("subagents")),
         lambda: _cut_text(doc, budget, lambda: doc.earlier, set_("earlier")),
         lambda: _drop_resolved(doc, budget),
         lambda: _drop_front(doc, budget, lambda: doc.errors[:-1], put_older_errors),
@@ -437,6 +482,7 @@ def render_facts(facts: dict[str, Any], budget_tokens: int, earlier: str | None 
         todos=list(facts["todos"]),
         last_action=facts["last_action"],
         latest=facts["latest_request"],
+        subagents=list(facts.get("subagents", [])),
     )
     budget = max(0, budget_tokens)
     _shrink(doc, budget)
