@@ -15,7 +15,9 @@ PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "file
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
 
 
-_URL = re.compile(r"\b[a-zA-Z][\w+.-]*://\S+")
+# The scheme is bounded (real ones are short): an unbounded one rescans a long `a.a.a…` run from every dot,
+# quadratic time.
+_URL = re.compile(r"\b[a-zA-Z][\w+.-]{0,63}://\S+")
 _PATH_TOKEN = re.compile(r"(?<![\w@$])(?:~|\.{1,2})?/?(?:[\w@+-][\w.@+-]*/)*[\w@+-][\w.@+-]*(?:/)?")
 _EXTENSIONS = {
     "py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "json", "jsonl", "md", "rst", "txt", "toml", "yaml",
@@ -33,6 +35,7 @@ def path_tokens(text: str) -> list[str]:
     path starting with ``/``, ``~/``, ``./``, ``../`` or containing a ``/`` and ending in such a file."""
     text = _URL.sub(" ", text)
     out: list[str] = []
+    seen: set[str] = set()
     for m in _PATH_TOKEN.finditer(text):
         tok = m.group(0).rstrip(".,:;)")
         if len(tok) < 3 or len(tok) > 240:
@@ -42,7 +45,8 @@ def path_tokens(text: str) -> list[str]:
         rooted = tok.startswith(("/", "~/", "./", "../")) and tok.count("/") >= 2 and base != ""
         if not re.search(r"[A-Za-z]", base):
             continue
-        if (ext in _EXTENSIONS or base in _FILENAMES or rooted) and tok not in out:
+        if (ext in _EXTENSIONS or base in _FILENAMES or rooted) and tok not in seen:
+            seen.add(tok)
             out.append(tok)
     return out
 
