@@ -53,9 +53,9 @@ def _summarize(arg: Any) -> object:
 
 CASES: tuple[Case, ...] = (
     Case("error line: blank lines then FAILED", lambda n: "ok\n" + "\n" * n + "FAILED x\n",
-         outcomes._ERROR_LINE.search, 100_000),
+         lambda s: outcomes._ERROR_LINE.search(s), 100_000),
     Case("error line: whitespace lines, no error", lambda n: "ok\n" + " \t\n" * n,
-         outcomes._ERROR_LINE.search, 100_000),
+         lambda s: outcomes._ERROR_LINE.search(s), 100_000),
     Case("result_is_error / error_line on blank lines", lambda n: "x\n" + "\n" * n + "Error: boom\n",
          outcomes.error_line, 200_000),
     Case("injected span: unclosed <system-reminder x", lambda n: "<system-reminder x" * n,

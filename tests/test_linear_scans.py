@@ -31,8 +31,13 @@ FAST_ENOUGH_S = 0.01  # both sizes this fast: nothing to compare (a quadratic sc
 
 @pytest.mark.parametrize("case", scan_cases.CASES, ids=[c.name for c in scan_cases.CASES])
 def test_doubling_the_input_at_most_about_doubles_the_time(case: scan_cases.Case) -> None:
-    for _attempt in range(2):  # one re-measure: a burst of other work on a shared core is not a finding
-        t1, t2, ratio = scan_cases.doubling_ratio(case)
+    # best of 3, and up to 3 rounds keeping each size's best: a burst of other work on a shared core slows
+    # one measurement, not the best of nine
+    t1 = t2 = float("inf")
+    for _round in range(3):
+        t1 = min(t1, scan_cases.best_time(case, case.n))
+        t2 = min(t2, scan_cases.best_time(case, 2 * case.n))
+        ratio = t2 / max(t1, 1e-9)
         if ratio <= MAX_RATIO or t2 < FAST_ENOUGH_S:
             return
     pytest.fail(f"{case.name}: n={case.n} {t1:.3f}s, 2n {t2:.3f}s: ×{ratio:.1f} (super-linear)")
