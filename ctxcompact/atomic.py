@@ -5,23 +5,44 @@ one file system), is flushed and fsynced, renamed over the target, and then the 
 rename itself survives a crash. On any error, including an exception raised by the caller while streaming,
 the temporary file is removed and the target is left exactly as it was.
 
-Errors are the ``OSError`` of the failing call; callers turn them into the errors of ``errors.py``.
+Writing is two steps when two files must change together (``run``'s output and state, README "The state
+file"): :func:`stage` writes and fsyncs the temporary file, so a full disk, a read-only or missing folder
+fails there with nothing visible; :meth:`Staged.commit` renames it into place, and ``keep=True`` keeps the
+previous content (a hard link) so that :meth:`Staged.undo` can put it back if the other file fails.
+
+Temporary files are named ``.<target name>.<8 characters>.tmp``; a run killed mid-write leaves one behind,
+and the next write of the same target removes those older than :data:`STALE_TEMP_S` (only that name
+pattern, only regular files).
+
+``atomic_write``/``atomic_writer`` raise the ``OSError`` of the failing call; :func:`stage` and
+:func:`write_lines` (the one writer of every command's output) raise :class:`~ctxcompact.errors.OutputError`
+naming the path (README "Exit codes": 6).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
+import secrets
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_writer", "is_special_file", "write_lines"]
+from .errors import OutputError
+
+__all__ = ["STALE_TEMP_S", "Staged", "atomic_write", "atomic_writer", "is_special_file", "output_error",
+           "stage", "sweep_stale_temps", "write_lines"]
 
 _BytesLike = (bytes, bytearray, memoryview)
 
+STALE_TEMP_S = 600.0
+"""A temporary file of ours untouched for this long belongs to a dead run: a live writer writes and renames
+it within one write (seconds), and the next write of the same target removes it."""
 
 def atomic_write(
     path: str | os.PathLike[str], data: bytes | bytearray | memoryview | Iterable[bytes]
@@ -39,20 +60,187 @@ def atomic_write(
                 f.write(chunk)
 
 
-def write_lines(lines: Iterable[bytes], output: str | os.PathLike[str] | BinaryIO) -> None:
+def write_lines(lines: Iterable[bytes], output: str | os.PathLike[str] | BinaryIO, *,
+                keep: bool = False) -> Staged | None:
     """Write output lines to a path (atomically) or to a binary stream (flushed at the end): the one writer of
-    every command's output."""
+    every command's output. Any failure is an :class:`OutputError` naming the path (or stdout); a path is
+    left as it was.
+
+    For a regular file, returns the committed :class:`Staged` (with ``keep``, its ``undo`` restores the
+    previous content); None for a stream or a device, which cannot be taken back."""
     if isinstance(output, (str, os.PathLike)):
-        if is_special_file(Path(os.fspath(output))):
+        path = Path(os.fspath(output))
+        if is_special_file(path):
             # a FIFO, a device, /dev/stdout: renaming a file over it would replace the node itself
-            with open(output, "wb") as f:
-                write_lines(lines, f)
-            return
-        atomic_write(output, lines)
-        return
+            try:
+                with open(path, "wb") as f:
+                    _stream(lines, f)
+            except OSError as exc:
+                raise output_error(exc, "output", path) from None
+            return None
+        staged = stage(path, lines, what="output")
+        try:
+            staged.commit(keep=keep)
+        except OSError as exc:
+            staged.discard()
+            raise output_error(exc, "output", path) from None
+        return staged
+    try:
+        _stream(lines, output)
+    except OSError as exc:
+        raise output_error(exc, "output", None) from None
+    return None
+
+
+def _stream(lines: Iterable[bytes], f: BinaryIO) -> None:
     for line in lines:
-        output.write(line)
-    output.flush()
+        f.write(line)
+    f.flush()
+
+
+def output_error(exc: OSError, what: str, path: str | os.PathLike[str] | None) -> OutputError:
+    """The error (exit 6) for an ``OSError`` while writing ``what`` (``output``, ``state``) to ``path``
+    (None: stdout)."""
+    code = exc.errno
+    reason = {
+        errno.EPIPE: "the reader closed the pipe",
+        errno.ENOSPC: "no space left on the device",
+        errno.EROFS: "the file system is read-only",
+        errno.ENOTDIR: "a part of the path is not a folder",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+    }.get(code or -1) or (exc.strerror or str(exc))
+    where = "stdout" if path is None else os.fspath(path)
+    return OutputError(f"cannot write the {what} to {where}: {reason}", errno=code)
+
+
+class Staged:
+    """The complete new content of ``target`` in a temporary file beside it, fsynced but not yet visible.
+
+    ``commit`` renames it into place; ``discard`` removes it; after ``commit(keep=True)``, ``undo`` puts the
+    previous content back (or removes the target if there was none) and ``forget`` drops the kept copy."""
+
+    __slots__ = ("_kept", "_new", "committed", "directory", "target", "tmp")
+
+    def __init__(self, target: Path, tmp: Path) -> None:
+        self.target, self.tmp, self.directory = target, tmp, target.parent
+        self.committed = False
+        self._kept: Path | None = None  # a hard link to the previous content
+        self._new = False  # the target did not exist before the commit
+
+    def commit(self, *, keep: bool = False) -> None:
+        if keep:
+            self._new = not self.target.exists()
+            if not self._new:
+                kept = self.directory / _temp_name(self.target)
+                try:
+                    os.link(self.target, kept)
+                    self._kept = kept
+                except OSError:
+                    self._kept = None  # no hard links here: undo cannot restore, it says so
+        os.replace(self.tmp, self.target)
+        self.committed = True
+        _fsync_dir(self.directory)
+
+    def discard(self) -> None:
+        if not self.committed:
+            with contextlib.suppress(OSError):
+                self.tmp.unlink()
+        self.forget()
+
+    def undo(self) -> bool:
+        """Restore what the target was before ``commit(keep=True)``; False when that is not possible."""
+        if not self.committed:
+            self.discard()
+            return True
+        try:
+            if self._kept is not None:
+                os.replace(self._kept, self.target)
+                self._kept = None
+            elif self._new:
+                self.target.unlink()
+            else:
+                return False
+        except OSError:
+            return False
+        _fsync_dir(self.directory)
+        return True
+
+    def forget(self) -> None:
+        if self._kept is not None:
+            with contextlib.suppress(OSError):
+                self._kept.unlink()
+            self._kept = None
+
+
+def stage(path: str | os.PathLike[str], data: bytes | bytearray | memoryview | Iterable[bytes], *,
+          what: str = "output") -> Staged:
+    """Write ``data`` to a temporary file beside ``path`` and fsync it; nothing is visible until
+    :meth:`Staged.commit`. An ``OSError`` (full disk, read-only or missing folder) is an OutputError naming
+    ``path`` as ``what``, with no temporary file left; an exception of the data's iterable propagates."""
+    target = _resolve(Path(os.fspath(path)))
+    try:
+        sweep_stale_temps(target)
+        fd, tmp_name = _mkstemp(target)
+    except OSError as exc:
+        raise output_error(exc, what, path) from None
+    tmp = Path(tmp_name)
+    done = False
+    try:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, _target_mode(target))
+        with os.fdopen(fd, "wb") as f:
+            fd = -1
+            if isinstance(data, _BytesLike):
+                f.write(data)
+            else:
+                for chunk in data:
+                    f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        done = True
+    except OSError as exc:
+        raise output_error(exc, what, path) from None
+    finally:
+        if not done:
+            if fd >= 0:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    return Staged(target, tmp)
+
+
+def _temp_name(target: Path) -> str:
+    return f".{target.name}.{secrets.token_hex(4)}.tmp"
+
+
+def _mkstemp(target: Path) -> tuple[int, str]:
+    return tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+
+
+def sweep_stale_temps(target: Path, max_age: float = STALE_TEMP_S) -> int:
+    """Remove the temporary files of ``target`` that a killed run left: ``.<name>.<8 chars>.tmp`` beside it,
+    regular files not modified for ``max_age`` seconds. Returns how many were removed; never raises for a
+    file it could not remove."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]{{8}}\.tmp")
+    cutoff = time.time() - max_age
+    removed = 0
+    try:
+        entries = os.scandir(target.parent if str(target.parent) else ".")
+    except OSError:
+        return 0
+    with entries:
+        for entry in entries:
+            if not pattern.fullmatch(entry.name):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                    os.unlink(entry.path)
+                    removed += 1
+            except OSError:
+                continue
+    return removed
 
 
 @contextlib.contextmanager
@@ -66,7 +254,8 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     target = _resolve(Path(os.fspath(path)))
     directory = target.parent
     mode = _target_mode(target)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    sweep_stale_temps(target)
+    fd, tmp_name = _mkstemp(target)
     tmp = Path(tmp_name)
     replaced = False
     try:

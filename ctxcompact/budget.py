@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from ctxcompact.errors import UsageError
+from ctxcompact.paths import read_side_file
 
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 200_000
@@ -112,7 +113,7 @@ def load_user_models(config_path: str | Path | None = None) -> tuple[dict[str, i
     explicit = config_path is not None or bool(os.environ.get("CTXCOMPACT_CONFIG"))
     path = Path(config_path).expanduser() if config_path is not None else default_config_path()
     try:
-        raw = path.read_bytes()
+        raw = read_side_file(path, f"config file {path}")
     except FileNotFoundError:
         if explicit:
             raise UsageError(f"config file {path} does not exist") from None

@@ -21,7 +21,7 @@ from .atomic import write_lines
 from .budget import Budget, make_budget
 from .clean import Repair
 from .context import Context, build_context
-from .errors import ExitCode, Problem, StateError, SummarizerError, UsageError
+from .errors import ExitCode, OutputError, Problem, StateError, SummarizerError, UsageError
 from .formats import get_format, is_unchanged
 from .formats.convert import lines_in
 from .model import Origin, Record, Transcript
@@ -40,6 +40,7 @@ from .state import (
     record_estimate,
     remember_measured,
     save_state,
+    stage_state,
     state_lock,
 )
 from .state import record_real_tokens as record_in_state
@@ -392,11 +393,44 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         return result
     assert result.state is not None
     _update_state(result.state, inp, ctx, result, out_counts)
-    if output is not None:
-        write_lines(result.lines(), output)
-    if state_path is not None:
-        save_state(state_path, result.state)
+    _write_both(result, output, state_path)
     return result
+
+
+def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: Path | None) -> None:
+    """The output and the state change together or not at all (README "The state file").
+
+    The state is staged first (written and fsynced beside its path, not yet in place), so a full disk or a
+    read-only folder fails before anything is visible. Then the output is written, then the state renamed
+    into place: the state is what the next run and `calibrate` trust (its watermark, and the estimate of
+    what was written that the provider's next figure is paired with), so it must never describe an output
+    that was not delivered. If that last rename fails, a file output is put back as it was; a stream
+    (stdout) cannot be taken back, and the message says so."""
+    assert result.state is not None
+    staged = stage_state(state_path, result.state) if state_path is not None else None
+    try:
+        written = write_lines(result.lines(), output, keep=staged is not None) if output is not None else None
+    except BaseException:
+        if staged is not None:
+            staged.discard()
+        raise
+    if staged is None:
+        return
+    try:
+        staged.commit()
+    except OSError as exc:
+        staged.discard()
+        if written is not None:
+            fate = ("the output was put back as it was" if written.undo()
+                    else f"the output {written.target} could not be put back")
+        elif output is not None:  # a stream or a device: what it took cannot be taken back
+            fate = f"the output already went to {output if isinstance(output, Path) else 'stdout'}"
+        else:
+            fate = "nothing else was written"
+        raise OutputError(f"cannot write the state to {state_path}: {exc.strerror or exc}; {fate}",
+                          errno=exc.errno) from None
+    if written is not None:
+        written.forget()
 
 
 def _judge_fit(result: RunResult, out_counts: Counts, budget: Budget, *, decided_upfront: bool) -> None:

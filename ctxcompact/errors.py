@@ -14,6 +14,19 @@ class ExitCode(enum.IntEnum):
     STATE = 3  # the state file belongs to another transcript, or is locked or corrupt (nothing written)
     SUMMARIZER = 4  # the summarizer failed and --no-fallback was given (nothing written)
     DOES_NOT_FIT = 5  # written, but the result still does not fit the window (a warning says why)
+    OUTPUT = 6  # the output or the state could not be written (full disk, read-only folder, closed pipe)
+
+
+EXIT_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "success",
+    ExitCode.INVALID_INPUT: "the input is invalid (nothing written); `estimate --check`: run would compact",
+    ExitCode.USAGE: "usage error (bad option or argument)",
+    ExitCode.STATE: "the state file belongs to another transcript, or is locked or corrupt (nothing written)",
+    ExitCode.SUMMARIZER: "the summarizer failed and --no-fallback was given (nothing written)",
+    ExitCode.DOES_NOT_FIT: "written, but the result still does not fit the window (a warning says why)",
+    ExitCode.OUTPUT: "cannot write the output or the state (full disk, read-only folder, closed pipe)",
+}
+"""What each exit code means, as ``--help`` shows it (README "Exit codes" says the same in more words)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +81,15 @@ class StateError(CtxCompactError):
 
 class SummarizerError(CtxCompactError):
     exit_code = ExitCode.SUMMARIZER
+
+
+class OutputError(CtxCompactError):
+    """The output or the state could not be written: a full disk, a read-only or vanished folder, a closed
+    pipe. The message names the path; no file is left half written or out of step with the other (README
+    "Exit codes"). ``errno`` is the failing call's."""
+
+    exit_code = ExitCode.OUTPUT
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno

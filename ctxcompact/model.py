@@ -174,6 +174,24 @@ SUBAGENT_RUN = "subagent_run"
 SUBAGENT_CALL = "subagent_call"
 
 
+class _NoMeta(dict[str, Any]):
+    """The one empty ``meta`` shared by every record that has none (most lines of most formats): a fresh
+    ``{}`` per record is 64 bytes of each of millions of records (memory per record, README "Performance").
+    Writing into it raises, so a record that needs meta must be given its own dict (``meta={...}`` or
+    ``dataclasses.replace(rec, meta={**rec.meta, …})``), never share one by accident."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kw: Any) -> Any:
+        raise TypeError("Record.meta is shared when empty: give the record its own dict")
+
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _refuse
+    __ior__ = _refuse
+
+
+NO_META: dict[str, Any] = _NoMeta()
+
+
 @dataclass(slots=True)
 class Record:
     """One line of a transcript."""
@@ -186,7 +204,8 @@ class Record:
     usage: Usage | None = None
     origin: Origin = Origin.INPUT
     dirty: bool = False  # changed since read: must be serialized from the model, not copied from raw
-    meta: dict[str, Any] = field(default_factory=dict)  # format facts: invocation_id, timestamp, uuid…
+    # format facts (invocation_id, timestamp, uuid…); NO_META, shared and read-only, when there are none
+    meta: dict[str, Any] = field(default_factory=lambda: NO_META)
     offset: int = -1  # byte offset of the line in the input (-1 when unknown or made by ctxcompact)
 
     @property

@@ -11,12 +11,17 @@ link someone else planted replaces a file the user never named.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from .atomic import is_special_file
 from .errors import StateError, UsageError
 
-__all__ = ["check_paths", "check_state_path"]
+__all__ = ["SIDE_FILE_LIMIT", "check_paths", "check_state_path", "read_side_file"]
+
+SIDE_FILE_LIMIT = 4 * 1024 * 1024
+"""The most ctxcompact reads of a file that is not the transcript (``--todos``, ``--probes``, the config):
+4 MiB (README "Exit codes": a larger one is a usage error, exit 2)."""
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -58,3 +63,31 @@ def check_state_path(state: Path) -> None:
             raise StateError(f"{path} is a symbolic link (to {real}); ctxcompact does not write a state "
                              "through a link. If that file is really the state, name it: --state "
                              f"{os.path.realpath(state)}")
+
+
+def read_side_file(path: str | os.PathLike[str], what: str, limit: int = SIDE_FILE_LIMIT) -> bytes:
+    """The bytes of a small side file (``what`` names it in messages: ``--todos x.md``). Only a regular file
+    of at most ``limit`` bytes: ``/dev/zero`` would be read without end and a FIFO would block forever, so
+    both are a UsageError before any read. An ``OSError`` of opening the file propagates (the caller decides
+    whether a missing file matters)."""
+    # O_NONBLOCK: opening a FIFO with no writer would block in open() itself; it changes nothing for a file
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{what}: not a regular file (a device, FIFO or folder cannot be read as one)")
+        if st.st_size > limit:
+            raise UsageError(f"{what}: {st.st_size:,} bytes, over the {limit:,}-byte limit of such a file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:  # the file may grow while we read: never read past the limit
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise UsageError(f"{what}: over the {limit:,}-byte limit of such a file")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxcompact.errors import ExitCode, InputError, StateError, UsageError
+from ctxcompact.errors import ExitCode, InputError, OutputError, StateError, UsageError
 from ctxcompact.state import (
     EMPTY_SHA256,
     Calibration,
@@ -324,9 +324,11 @@ def test_unserializable_value_is_state_error(tmp_path: Path) -> None:
     assert not (tmp_path / "s.json").exists()
 
 
-def test_save_into_missing_directory_is_state_error(tmp_path: Path) -> None:
-    with pytest.raises(StateError, match="cannot write state file"):
+def test_save_into_missing_directory_is_output_error(tmp_path: Path) -> None:
+    # a state that cannot be written is an output problem (exit 6), not a state of another transcript (3)
+    with pytest.raises(OutputError, match=r"cannot write the state to .*s\.json") as info:
         save_state(tmp_path / "no" / "s.json", new_state("openai"))
+    assert info.value.exit_code == 6
 
 
 def test_importing_state_does_not_import_jsonschema_or_filelock() -> None:

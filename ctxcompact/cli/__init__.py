@@ -3,13 +3,14 @@ exit code, never a traceback; the commands are in :mod:`.commands`."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import NoReturn
 
 import click
 
-from ..errors import CtxCompactError, ExitCode
+from ..errors import CtxCompactError, ExitCode, OutputError
 from .commands import cli
 from .options import echo_err
 
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
         echo_err("aborted")
         raise SystemExit(130) from None
     except CtxCompactError as exc:
+        if isinstance(exc, OutputError) and exc.errno == errno.EPIPE:
+            _quiet_stdout()  # else Python's exit flush raises the same error again
         echo_err(f"error: {exc}")
         for problem in getattr(exc, "problems", [])[:50]:
             click.echo(str(problem), err=True)
@@ -37,11 +40,6 @@ def main(argv: list[str] | None = None) -> NoReturn:
         if extra > 0:
             echo_err(f"… and {extra} more problems")
         raise SystemExit(exc.exit_code) from None
-    except BrokenPipeError:
-        # the reader went away (e.g. `| head`): not an error of ours
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(0) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except SystemExit:
@@ -52,6 +50,14 @@ def main(argv: list[str] | None = None) -> NoReturn:
         echo_err(f"internal error: {type(exc).__name__}: {exc} (set CTXCOMPACT_DEBUG=1 for details)")
         raise SystemExit(ExitCode.INVALID_INPUT) from None
     raise SystemExit(0)
+
+
+def _quiet_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover - stdout without a descriptor
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,12 +6,14 @@ them, so ``ctxcompact --help`` starts fast."""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
 import click
 
 from .. import __version__
+from ..atomic import output_error
 from ..errors import ExitCode, UsageError
 from ..options import Options
 from ..strategies import NAMES as STRATEGY_CHOICES
@@ -40,7 +42,24 @@ from .options import (
 from .render import ROW, compaction_line, dry_run_json, render_dry_run, render_estimate, repairs_line, to_json
 
 
+class _Group(click.Group):
+    """Writing to stdout can fail too (``| head`` closed the pipe, ``> /dev/full``): that is exit 6 with a
+    message, not click's silent exit 1 (README "Exit codes")."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.filename is not None or exc.errno not in _WRITE_ERRNOS:
+                raise
+            raise output_error(exc, "output", None) from None
+
+
+_WRITE_ERRNOS = frozenset((errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO))
+
+
 @click.group(
+    cls=_Group,
     epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
 )
 @click.version_option(__version__, "--version", prog_name="ctxcompact")

@@ -10,21 +10,13 @@ from typing import Any, TypeVar
 
 import click
 
-from ..errors import UsageError
+from ..errors import EXIT_MEANINGS, UsageError
 from ..options import Options
 from ..strategies import NAMES as STRATEGY_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_CODES = """\b
-Exit codes:
-  0  success
-  1  the input is invalid (nothing written); `estimate --check`: run would compact
-  2  usage error (bad option or argument)
-  3  the state file belongs to another transcript, or is locked or corrupt (nothing written)
-  4  the summarizer failed and --no-fallback was given (nothing written)
-  5  written, but the result still does not fit the window (a warning says why)
-"""
+EXIT_CODES = "\b\nExit codes:\n" + "".join(f"  {int(code)}  {text}\n" for code, text in EXIT_MEANINGS.items())
 
 FORMAT_NAMES = ["auto", "openai", "anthropic", "genai", "claude-code", "codex"]
 

@@ -32,7 +32,7 @@ from ..model import Record, Role, TextBlock
 KINDS = ("path", "command", "error", "url", "symbol")
 MAX_COMMAND_CHARS = 200
 
-_URL = re.compile(r"\b[a-zA-Z][\w+.-]*://[^\s<>\"'`)\]]+")
+_URL = re.compile(r"\b[a-zA-Z][\w+.-]{0,63}://[^\s<>\"'`)\]]+")  # a bounded scheme: linear (facts/files)
 _DECLARED = re.compile(r"\b(?:def|class|function|fn|func|struct|interface)\s+([A-Za-z_]\w{2,})")
 _BACKTICKED = re.compile(r"`([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?:\(\))?`")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import InputError, UsageError
+from ..paths import read_side_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ def load_probes(path: str | Path) -> list[Probe]:
     """The probes of a JSONL file. A line that is not such an object is an InputError naming the line (exit 1,
     as for a bad transcript); a file that cannot be read is a UsageError."""
     try:
-        data = Path(path).read_bytes()
+        data = read_side_file(path, f"--probes {path}")
     except OSError as e:
         raise UsageError(f"--probes {path}: cannot read: {e.strerror or e}") from None
     probes = []

@@ -15,7 +15,9 @@ PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "file
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
 
 
-_URL = re.compile(r"\b[a-zA-Z][\w+.-]*://\S+")
+# The scheme is bounded (real ones are short): an unbounded one rescans a long `a.a.a…` run from every dot,
+# quadratic time.
+_URL = re.compile(r"\b[a-zA-Z][\w+.-]{0,63}://\S+")
 _PATH_TOKEN = re.compile(r"(?<![\w@$])(?:~|\.{1,2})?/?(?:[\w@+-][\w.@+-]*/)*[\w@+-][\w.@+-]*(?:/)?")
 _EXTENSIONS = {
     "py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "json", "jsonl", "md", "rst", "txt", "toml", "yaml",
@@ -49,13 +51,15 @@ def path_tokens(text: str) -> list[str]:
     ``(``) are not files."""
     text = _URL.sub(" ", text)
     out: list[str] = []
+    seen: set[str] = set()
     for m in _QUOTED.finditer(text):
         name = m.group(2).strip()
         ext = name.rsplit(".", 1)[-1].lower()
-        if " " in name and ext in _EXTENSIONS and name not in out:
+        if " " in name and ext in _EXTENSIONS and name not in seen:
+            seen.add(name)
             out.append(name)
     if out:
-        text = _QUOTED.sub(lambda m: " " if m.group(2).strip() in out else m.group(0), text)
+        text = _QUOTED.sub(lambda m: " " if m.group(2).strip() in seen else m.group(0), text)
     for m in _PATH_TOKEN.finditer(text):
         tok = m.group(0).rstrip(".,:;)")
         if len(tok) < 3 or len(tok) > 240 or _NOT_FILES.match(tok):
@@ -69,7 +73,8 @@ def path_tokens(text: str) -> list[str]:
             continue
         if "/" not in tok and (text[m.end():m.end() + 1] == "(" or base.split(".")[0] in _CODE_OBJECTS):
             continue  # a call or a member of a well-known object: code
-        if (ext in _EXTENSIONS or base in _FILENAMES or rooted) and tok not in out:
+        if (ext in _EXTENSIONS or base in _FILENAMES or rooted) and tok not in seen:
+            seen.add(tok)
             out.append(tok)
     return out
 

@@ -47,7 +47,7 @@ def commands_run(records: Sequence[Record], failed: FailureCheck | None = None) 
 
 _ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)"
-    r"|^\s*(?:[\w.]*(?:Error|Exception)|error|ERROR|fatal|FATAL)(?:\[\w+\])?:"
+    r"|^[^\S\n]*(?:[\w.]*(?:Error|Exception)|error|ERROR|fatal|FATAL)(?:\[\w+\])?:"  # not \s: linear
     r"|\bFAILED\b|\b[1-9]\d* (?:failed|errors?)\b|\bexit(?:ed with)? (?:code|status):? ?[1-9]\d*\b"
     r"|\bExit code:? [1-9]\d*\b|command not found|No such file or directory|npm ERR!|\bpanicked at\b",
     re.M,

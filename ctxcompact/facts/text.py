@@ -43,8 +43,32 @@ _INJECTED_TAGS: tuple[str, ...] = (
     "bash-stderr",
 )
 _TAG_ALT = "|".join(re.escape(t) for t in _INJECTED_TAGS)
-# A whole injected element (or an unclosed one running to the end of the text).
-_INJECTED_SPAN = re.compile(rf"<({_TAG_ALT})(?:\s[^>]*)?>.*?(?:</\1\s*>|\Z)", re.S)
+# The start of an injected element: `<tag>` or `<tag attributes…>`. The element runs to its `</tag>` (or to
+# the end of the text when unclosed); _remove_injected finds both ends by plain search, in linear time.
+_INJECTED_OPEN = re.compile(rf"<({_TAG_ALT})(?=[\s>])")
+_INJECTED_CLOSE = {t: re.compile(rf"</{re.escape(t)}\s*>") for t in _INJECTED_TAGS}
+
+
+def _remove_injected(text: str) -> str:
+    r"""``text`` without its injected elements: ``<tag( attrs)?>…</tag>``, or to the end when unclosed.
+
+    One pass: each element is searched from where the previous one ended, and once no `>` follows an opening
+    tag none can close any later one either (a regex with ``(?:\s[^>]*)?>`` rescans the rest of the text
+    from every unclosed `<system-reminder x`, quadratic time)."""
+    parts: list[str] = []
+    pos = 0
+    while True:
+        m = _INJECTED_OPEN.search(text, pos)
+        if m is None:
+            break
+        gt = text.find(">", m.end())
+        if gt < 0:
+            break  # no later opening tag can end either
+        close = _INJECTED_CLOSE[m.group(1)].search(text, gt + 1)
+        parts.append(text[pos:m.start()])
+        pos = close.end() if close is not None else len(text)
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 # Slash commands (README "What a summary holds"). Claude Code writes a command a person typed as
@@ -95,7 +119,7 @@ def strip_injected(text: str) -> str:
         return ""
     if "<" not in text:
         return text.strip()
-    rest = _INJECTED_SPAN.sub("", text).strip()
+    rest = _remove_injected(text).strip()
     if rest and any(rest.startswith(p) for p in _INJECTED_PREFIXES):
         return ""
     return rest

@@ -12,6 +12,7 @@ import orjson
 
 from ..errors import UsageError
 from ..model import Record, ToolCall
+from ..paths import read_side_file
 from .calls import decode_args, squash
 
 
@@ -93,9 +94,10 @@ _CHECKBOX = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\[([ xX~/\-])\]\s+(.+?)\s*$")
 def load_todos_file(path: str | Path) -> list[Todo]:
     """Open todo items from a ``--todos`` file: a JSON list of ``{content, status}`` (or an object with a
     ``todos`` list), or a Markdown checklist (``- [ ] open``, ``- [x] done``, ``- [~]`` in progress).
-    Raises UsageError when the file cannot be read or holds no todo list."""
+    Raises UsageError when the file cannot be read, is not a regular file, is larger than
+    ``paths.SIDE_FILE_LIMIT`` or holds no todo list."""
     try:
-        raw = Path(path).read_bytes()
+        raw = read_side_file(path, f"--todos {path}")
     except OSError as e:
         raise UsageError(f"--todos {path}: cannot read: {e.strerror or e}") from None
     try:

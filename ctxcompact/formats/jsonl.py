@@ -150,13 +150,14 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
         if len(problems) < MAX_PROBLEMS:
             problems.append(p)
 
-    decoded: list[tuple[int, bytes, Any]] = []
-    offsets: dict[int, int] = {}
+    # (line number, byte offset, raw line, decoded object) per good line; each entry is dropped as soon as its
+    # record is made, so the tuples and the records are not both held whole (memory per record, README
+    # "Performance")
+    decoded: list[tuple[int, int, bytes, Any] | None] = []
     try:
         for lineno, offset, raw in iter_lines_at(stream, first_line):
-            offsets[lineno] = base_offset + offset
             try:
-                decoded.append((lineno, raw, decode_line(raw, lineno)))
+                decoded.append((lineno, base_offset + offset, raw, decode_line(raw, lineno)))
             except LineError as err:
                 add(Problem(lineno, err.path, err.message))
     except OSError as exc:
@@ -165,12 +166,17 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
         if owned:
             stream.close()
     if chosen is None:
-        chosen = get_format(detect([d[2] for d in decoded], [d[0] for d in decoded]))
+        chosen = get_format(detect([d[3] for d in decoded if d is not None],
+                                   [d[0] for d in decoded if d is not None]))
     records: list[Record] = []
-    for lineno, raw, obj in decoded:
+    for i, entry in enumerate(decoded):
+        assert entry is not None
+        decoded[i] = None
+        lineno, offset, raw, obj = entry
+        del entry
         try:
             rec = chosen.parse_line(obj, first_index + len(records), lineno, raw)
-            rec.offset = offsets[lineno]
+            rec.offset = offset
         except LineError as err:
             add(Problem(lineno, err.path, err.message))
             continue

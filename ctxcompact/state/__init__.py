@@ -51,6 +51,7 @@ from .store import (
     parse_state,
     reset_state,
     save_state,
+    stage_state,
     state_lock,
     validate_state,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "reset_state",
     "save_state",
     "set_watermark",
+    "stage_state",
     "state_lock",
     "utc_now",
     "validate_state",

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from ..atomic import atomic_write
+from ..atomic import Staged, output_error, stage
 from ..errors import StateError, UsageError
 from ..reader import json_type_phrase
 from .model import (
@@ -181,12 +181,20 @@ def dump_state(state: State) -> bytes:
 
 
 def save_state(path: str | os.PathLike[str], state: State) -> None:
-    """Write ``state`` to ``path`` atomically (a crash leaves the old file or the new one, never half)."""
-    data = dump_state(state)
+    """Write ``state`` to ``path`` atomically (a crash leaves the old file or the new one, never half); a
+    full disk or a read-only folder is an OutputError (exit 6) naming the file, which is left as it was."""
+    staged = stage_state(path, state)
     try:
-        atomic_write(path, data)
+        staged.commit()
     except OSError as exc:
-        raise StateError(f"cannot write state file {os.fspath(path)}: {exc.strerror or exc}") from None
+        staged.discard()
+        raise output_error(exc, "state", path) from None
+
+
+def stage_state(path: str | os.PathLike[str], state: State) -> Staged:
+    """The state written to a temporary file beside ``path``, not yet in place (``atomic.stage``): ``run``
+    stages it before it writes the output and renames it after, so neither changes when either fails."""
+    return stage(path, dump_state(state), what="state")
 
 
 def reset_state(path: str | os.PathLike[str]) -> bool:
@@ -211,6 +219,10 @@ def state_lock(path: str | os.PathLike[str], timeout: float = 10.0) -> Iterator[
     from filelock import FileLock, Timeout
 
     lock_path = os.fspath(path) + ".lock"
+    try:  # a folder where no file can be made (read-only, /proc) is not "locked by another run"
+        os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError as exc:
+        raise output_error(exc, "state lock", lock_path) from None
     lock = FileLock(lock_path, timeout=timeout)
     try:
         lock.acquire()

@@ -1,0 +1,112 @@
+"""Every text scan of the facts is linear (issue 19, "quadratic paths"), and side files are read with a bound.
+
+The scaling tests double the input and check that the best-of-3 time at most about doubles (2.5×; a
+quadratic scan gives 4×, and at these sizes the old patterns took minutes). The property tests check that
+the linear rewrites find exactly what the old patterns found.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+import scan_cases
+
+from ctxcompact.errors import UsageError
+from ctxcompact.facts import outcomes, text
+from ctxcompact.facts.todos import load_todos_file
+from ctxcompact.paths import SIDE_FILE_LIMIT, read_side_file
+
+MAX_RATIO = 2.5
+FAST_ENOUGH_S = 0.01  # both sizes this fast: nothing to compare (a quadratic scan takes seconds here)
+
+
+@pytest.mark.parametrize("case", scan_cases.CASES, ids=[c.name for c in scan_cases.CASES])
+def test_doubling_the_input_at_most_about_doubles_the_time(case: scan_cases.Case) -> None:
+    # best of 3, and up to 3 rounds keeping each size's best: a burst of other work on a shared core slows
+    # one measurement, not the best of nine
+    t1 = t2 = float("inf")
+    for _round in range(3):
+        t1 = min(t1, scan_cases.best_time(case, case.n))
+        t2 = min(t2, scan_cases.best_time(case, 2 * case.n))
+        ratio = t2 / max(t1, 1e-9)
+        if ratio <= MAX_RATIO or t2 < FAST_ENOUGH_S:
+            return
+    pytest.fail(f"{case.name}: n={case.n} {t1:.3f}s, 2n {t2:.3f}s: ×{ratio:.1f} (super-linear)")
+
+
+# the patterns as they were, to check the rewrites against
+_OLD_INJECTED = re.compile(rf"<({text._TAG_ALT})(?:\s[^>]*)?>.*?(?:</\1\s*>|\Z)", re.S)
+_OLD_ERROR_LINE = re.compile(outcomes._ERROR_LINE.pattern.replace(r"^[^\S\n]*", r"^\s*"), re.M)
+
+_TAG_BITS = ["<system-reminder", "<system-reminder>", "</system-reminder>", "</system-reminder \n>", ">",
+             "<bash-input>", "</bash-input>", "<bash-inputx>", "<command-name a=1>", "</command-name>",
+             " ", "\n", "x", "typed text", "<", "</", "<system-reminderx"]
+_ERROR_BITS = ["\n", " ", "\t", "\r", "Error:", "error:", "ValueError:", "x", "FAILED", "ok", "3 failed",
+               "exit code 1", "ERROR[E1]:", "fatal:", "  fatal:"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_TAG_BITS), max_size=14))
+def test_injected_spans_are_removed_exactly_as_before(bits: list[str]) -> None:
+    s = "".join(bits)
+    assert text._remove_injected(s) == _OLD_INJECTED.sub("", s)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_ERROR_BITS), max_size=14))
+def test_error_detection_answers_as_before(bits: list[str]) -> None:
+    s = "".join(bits)
+    assert bool(outcomes._ERROR_LINE.search(s)) == bool(_OLD_ERROR_LINE.search(s))
+
+
+# --------------------------------------------------------------------------------------------------------
+# side files: regular files only, at most SIDE_FILE_LIMIT
+
+
+def test_todos_from_dev_zero_is_refused_at_once() -> None:
+    with pytest.raises(UsageError, match="--todos /dev/zero: not a regular file"):
+        load_todos_file("/dev/zero")
+
+
+def test_todos_from_a_fifo_does_not_block(tmp_path: Path) -> None:
+    fifo = tmp_path / "todos.fifo"
+    os.mkfifo(fifo)
+    # in a child with a timeout: a regression would block forever in open()
+    code = ("from ctxcompact.facts.todos import load_todos_file\n"
+            "from ctxcompact.errors import UsageError\n"
+            f"try:\n    load_todos_file({str(fifo)!r})\nexcept UsageError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "not a regular file" in done.stdout, done.stderr
+
+
+def test_a_side_file_over_the_limit_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "todos.md"
+    big.write_bytes(b"- [ ] x\n" * (SIDE_FILE_LIMIT // 8 + 1))
+    with pytest.raises(UsageError, match="over the 4,194,304-byte limit"):
+        load_todos_file(big)
+    assert len(read_side_file(big, "x", limit=SIDE_FILE_LIMIT * 2)) > SIDE_FILE_LIMIT
+
+
+def test_a_small_todo_file_still_reads(tmp_path: Path) -> None:
+    f = tmp_path / "todos.md"
+    f.write_text("- [ ] write the tests\n- [x] done\n", encoding="utf-8")
+    assert [t.content for t in load_todos_file(f)] == ["write the tests"]
+
+
+@pytest.mark.parametrize("flag", [["run", "--window", "4000", "--no-state", "--todos", "/dev/zero"],
+                                  ["eval", "--probes", "/dev/zero"]])
+def test_cli_side_file_from_a_device_is_exit_2(flag: list[str]) -> None:
+    sample = Path(__file__).parent.parent / "samples" / "openai-long.jsonl"  # run compacts: reads --todos
+    done = subprocess.run([sys.executable, "-m", "ctxcompact", flag[0], str(sample), *flag[1:]],
+                          capture_output=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert b"/dev/zero: not a regular file" in done.stderr
