@@ -271,3 +271,25 @@ def test_lmstudio_summary_before_after() -> None:
     errors = text.split("## Errors", 1)[1].split("\n## ", 1)[0]
     assert "LM Studio configuration.md" not in errors and '{"output"' not in errors
     assert "- LM Studio configuration.md (" in text
+
+
+def test_search_that_found_nothing_is_not_an_error() -> None:
+    # real log: `rg -n "OLLAMA" -n` exited 1 with no output (nothing matched); `rg … src` exited 2, said why
+    texts = {e.command: e.text for e in errors_seen(load(LMSTUDIO))}
+    assert 'rg -n "OLLAMA" -n' not in texts
+    assert 'rg -n "eventsource-parser" -n src -g"*.ts"' in texts
+    # synthetic: the same rule, and a pipeline or an output keeps the failure
+    cases = (("grep -rn foo src", "", False), ("grep -rn foo src", "grep: src: No such file", True),
+             ("make test", "", True), ("grep foo a.txt | wc -l", "", True))
+    for cmd, out, failed in cases:
+        records = [call("1", "Bash", {"command": cmd}), res("1", out, False)]
+        assert bool(errors_seen(records)) is failed, cmd
+
+
+def test_llm_prompt_marks_a_structured_failure() -> None:
+    from ctxcompact.summarizers.prompt import build_user_prompt
+
+    records = [call("1", "shell", {"command": "make"}), res("1", "make: *** [all] 2", False),
+               call("2", "shell", {"command": "ls"}), res("2", "a.py", True)]
+    prompt, _ = build_user_prompt(SummaryRequest(records, 2000), 50_000)
+    assert "(id 1, error)" in prompt and "(id 2)" in prompt

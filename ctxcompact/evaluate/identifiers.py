@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..facts.calls import call_index, command_of, decode_args, is_content_tool, is_shell_call, strings
+from ..facts.calls import call_index, command_of, decode_args, strings
 from ..facts.files import path_tokens, paths_of_call
-from ..facts.outcomes import error_line, output_text, result_is_error
+from ..facts.outcomes import call_failed, error_line, output_text
 from ..facts.text import typed_text
 from ..model import Record, Role, TextBlock
 
@@ -116,8 +116,7 @@ def extract(records: Iterable[Record], context: Iterable[Record] | None = None) 
             if res.synthetic:
                 continue
             called = calls.get(res.call_id)
-            shell_like = called is not None and (is_shell_call(called) or not is_content_tool(called.name))
-            if result_is_error(res, shell_like):
+            if call_failed(called, res):
                 line = error_line(output_text(res), max_lines=1)  # one line, as the output has it
                 if line and not line.endswith("…"):  # a cut line is not a string anyone could match
                     found.add("error", line)

@@ -26,14 +26,14 @@ class CommandRun:
 
 def commands_run(records: Sequence[Record], failed: FailureCheck | None = None) -> list[CommandRun]:
     """Shell commands the agent ran, in order, each with whether its result looked successful."""
-    failed = failed or result_is_error
+    calls = call_index(records)
     outcome: dict[str, bool] = {}
     for rec in records:
         if rec.message is None:
             continue
         for res in rec.message.tool_results():
             if not res.synthetic:
-                outcome[res.call_id] = not failed(res, True)
+                outcome[res.call_id] = not call_failed(calls.get(res.call_id), res, failed)
     out: list[CommandRun] = []
     for i, rec in enumerate(records):
         if rec.message is None:
@@ -74,6 +74,22 @@ def result_is_error(result: ToolResult, shell_like: bool) -> bool:
         return False
     text = result.text()[:200_000]
     return any(h in text for h in _ERROR_HINTS) and bool(_ERROR_LINE.search(text))
+
+
+# Search commands exit 1 when nothing matched (grep, rg, ag, ack: their documented exit status).
+_SEARCH = re.compile(r"^\s*(?:rg|grep|egrep|fgrep|ag|ack|git\s+grep)\s")
+
+
+def call_failed(call: ToolCall | None, result: ToolResult, failed: FailureCheck | None = None) -> bool:
+    """Whether ``result``, the answer to ``call``, failed: :func:`result_is_error` (or ``failed``, its
+    memo), the words read only for commands and tools that do not read content. A search command (grep,
+    rg…) that failed with no output found nothing: an empty answer, not an error."""
+    failed = failed or result_is_error
+    shell_like = call is not None and (is_shell_call(call) or not is_content_tool(call.name))
+    if not failed(result, shell_like):
+        return False
+    cmd = command_of(call) if call is not None else None
+    return not (cmd and _SEARCH.match(cmd) and "|" not in cmd and not output_text(result).strip())
 
 
 def failure_checker() -> FailureCheck:
@@ -268,8 +284,7 @@ def errors_seen(records: Sequence[Record], failed: FailureCheck | None = None) -
                 continue
             call = calls.get(res.call_id)
             name = call.name if call else (res.name or "tool")
-            shell_like = call is not None and (is_shell_call(call) or not is_content_tool(call.name))
-            if failed(res, shell_like):
+            if call_failed(call, res, failed):
                 errors.append(ErrorSeen(name, command_of(call) if call else None, error_text(res),
                                         call_key(call, name), i))
             elif call is not None:
@@ -299,8 +314,7 @@ def resolution_evidence(records: Sequence[Record],
             call = calls.get(res.call_id)
             if call is None or res.synthetic:
                 continue
-            shell_like = is_shell_call(call) or not is_content_tool(call.name)
-            if not failed(res, shell_like):
+            if not call_failed(call, res, failed):
                 keys |= success_keys(call)
     return keys, claimed
 

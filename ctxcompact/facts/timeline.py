@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import Origin, Record, Role, ToolCall
-from .calls import call_index, command_of, decode_args, is_content_tool, is_shell_call
+from .calls import call_index, command_of, decode_args
 from .files import paths_of_call
-from .outcomes import FailureCheck, error_text, result_is_error
+from .outcomes import FailureCheck, call_failed, error_text, result_is_error
 from .text import is_machine_reply, shorten, typed_text
 from .todos import is_open, todo_list_from_call
 
@@ -94,7 +94,6 @@ def timeline(records: Sequence[Record], entry_limit: int = 160,
             call = calls.get(res.call_id)
             if call is None or res.synthetic:
                 continue
-            shell_like = is_shell_call(call) or not is_content_tool(call.name)
-            if failed(res, shell_like):
+            if call_failed(call, res, failed):
                 out.append(shorten(f"{call.name} failed: {error_text(res)}", entry_limit))
     return out

@@ -205,7 +205,7 @@ def _render_record(n: int, record: Record, result_limit: int, names: dict[str, s
                 body, c2 = _head_tail("\n".join(inner), result_limit)
                 cut += c + c2
                 rcut += 1 if c2 else 0
-                status = ", error" if b.is_error else ""
+                status = ", error" if b.is_error or b.succeeded is False else ""
                 out.append(f"<- tool result {name} (id {b.call_id or '?'}{status}):\n{body}" if body
                            else f"<- tool result {name} (id {b.call_id or '?'}{status}): (empty)")
             elif isinstance(b, OpaqueBlock):
