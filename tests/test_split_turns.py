@@ -44,5 +44,5 @@ def test_latest_request_skips_lines_a_format_flags_as_injected() -> None:
 
     typed = rec(0, Role.USER, TextBlock("please fix the flaky test"))
     injected = rec(1, Role.USER, TextBlock("cwd: /repo, shell: zsh"))
-    injected.meta["injected"] = True
+    injected.meta = {"injected": True}  # a record with facts has its own meta (model.NO_META is shared)
     assert latest_request([typed, injected]) == "please fix the flaky test"
