@@ -80,7 +80,7 @@ class _Exact:
         from . import exact
 
         self._count = exact.count_texts
-        self.enc = exact.get_encoding(encoding)
+        self.enc = encoding  # a name: small batches count without building the Encoding (tokens/bpe.py)
         self._texts: list[str] = []
         self._at: list[int] = []  # positions in ``out`` still waiting for the batch's counts
         self._size = 0
