@@ -279,6 +279,8 @@ class RunResult:
     state: State | None = None
     state_path: Path | None = None
     context: Transcript | None = None  # the effective context the strategy was given (before compacting)
+    # the fast path's output: the input, unchanged, written as it is (the transcript then holds no records)
+    passthrough: bytes | None = None
 
     @property
     def summary(self) -> SummaryResult | None:
@@ -286,6 +288,8 @@ class RunResult:
         return self.outcome.summary if self.outcome is not None else None
 
     def lines(self) -> Iterator[bytes]:
+        if self.passthrough is not None:
+            return iter(self.passthrough.splitlines(keepends=True))
         return lines_in(self.transcript, self.output_format)
 
 
@@ -335,6 +339,10 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
             summarizer_for(opts).check()  # a missing key is a configuration error, reported before any work
         except SummarizerError as exc:
             raise UsageError(str(exc)) from None
+    if not dry_run and output is not None:
+        fast = _fast_run(inp, opts, budget, state, state_path, output)
+        if fast is not None:
+            return fast
     with progress("validating, cleaning and counting"):
         ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
@@ -381,6 +389,57 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     if state_path is not None:
         save_state(state_path, result.state)
     return result
+
+
+def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
+              output: Path | BinaryIO) -> RunResult | None:
+    """The usual hook call, without building the model (README "Performance"): a transcript the streaming
+    walk reads as it is (nothing to repair, every line conforming, no blank line, no CR, no BOM), below the
+    threshold, with no summary or masking in the state, written out unchanged. The walk's snapshot is kept
+    beside the state, so the next call on the grown file reads only the appended bytes. None: the full path
+    decides (it gives the same answer, and the reports, repairs and compactions the fast one leaves to it)."""
+    from .schemacheck import conforms, load
+    from .state.cache import cache_path, load_counts, save_counts
+    from .tokens.fast import NotFast, walk_bytes
+
+    data = inp.data
+    if (inp.path is None or opts.strategy != "threshold" or opts.prune or opts.to not in (None, opts.format)
+            or not fast_path_allowed(inp.path, opts, state) or not data.endswith(b"\n")
+            or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
+        return None
+    encoding = encoding_name(opts) if opts.exact == "tiktoken" else None
+    key = (opts.format, encoding)
+    cache = cache_path(state_path) if state_path is not None else None
+    snap, hasher = load_counts(cache, data, key) if cache is not None else (None, None)
+    try:
+        fc, new_snap = walk_bytes(data, opts.format, encoding, lambda f, obj: conforms(load(f), obj), snap)
+    except NotFast:
+        return None
+    if fc.repairs or (opts.to is not None and opts.to != fc.format):
+        return None
+    counts = Counts(list(fc.heuristic), list(fc.exact) if fc.exact is not None else None, encoding)
+    usage = [UsagePoint(position=at, prompt_tokens=prompt, line=line, source="usage.prompt_tokens")
+             for at, line, prompt in fc.usage]
+    stats = ContextStats(format=fc.format, records=fc.records, covered=0, messages=fc.messages,
+                         tool_calls=fc.tool_calls, chars=fc.chars, repairs=0)
+    report = _report(stats, counts, _calibrate(counts, usage, opts, state), budget,
+                     sum(counts.base[i] for i in fc.system), opts, state_path)
+    if report.over_threshold or report.would_compact or report.calibrated.tokens > budget.window:
+        return None
+    state = state or new_state(fc.format)
+    state.input = InputInfo(path=str(inp.path), format=fc.format)
+    remember_measured(state, report.calibrated.measured, counts.estimator)
+    record_estimate(state, sum(counts.base), counts.estimator)
+    write_lines([data], output)
+    if state_path is not None:
+        save_state(state_path, state)
+        assert cache is not None
+        save_counts(cache, data, key, new_snap, hasher, snap["bytes"] if snap is not None else 0)
+    transcript = Transcript(fc.format, [], str(inp.path))
+    return RunResult(transcript=transcript, output_format=fc.format, compacted=False,
+                     tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,
+                     estimate=report, repairs=[], problems=[], state=state, state_path=state_path,
+                     context=transcript, passthrough=data)
 
 
 def _judge_fit(result: RunResult, out_counts: Counts, budget: Budget, *, decided_upfront: bool) -> None:
