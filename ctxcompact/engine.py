@@ -339,7 +339,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
             summarizer_for(opts).check()  # a missing key is a configuration error, reported before any work
         except SummarizerError as exc:
             raise UsageError(str(exc)) from None
-    if not dry_run and output is not None:
+    if not dry_run:
         fast = _fast_run(inp, opts, budget, state, state_path, output)
         if fast is not None:
             return fast
@@ -391,8 +391,29 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     return result
 
 
+class _LazyTranscript(Transcript):
+    """The transcript of a fast run: parsed (the full path's way) only if a caller asks for its records."""
+
+    __slots__ = ("_load", "_loaded")
+
+    def __init__(self, format: str, source: str, load: Callable[[], list[Record]]) -> None:
+        self.format, self.source, self._load = format, source, load
+        self._loaded: list[Record] | None = None
+
+    @property
+    def records(self) -> list[Record]:
+        loaded = self._loaded
+        if loaded is None:
+            loaded = self._loaded = self._load()
+        return loaded
+
+    @records.setter
+    def records(self, value: list[Record]) -> None:
+        self._loaded = value
+
+
 def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
-              output: Path | BinaryIO) -> RunResult | None:
+              output: Path | BinaryIO | None) -> RunResult | None:
     """The usual hook call, without building the model (README "Performance"): a transcript the streaming
     walk reads as it is (nothing to repair, every line conforming, no blank line, no CR, no BOM), below the
     threshold, with no summary or masking in the state, written out unchanged. The walk's snapshot is kept
@@ -430,12 +451,17 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
     state.input = InputInfo(path=str(inp.path), format=fc.format)
     remember_measured(state, report.calibrated.measured, counts.estimator)
     record_estimate(state, sum(counts.base), counts.estimator)
-    write_lines([data], output)
+    if output is not None:
+        write_lines([data], output)
     if state_path is not None:
         save_state(state_path, state)
         assert cache is not None
         save_counts(cache, data, key, new_snap, hasher, snap["bytes"] if snap is not None else 0)
-    transcript = Transcript(fc.format, [], str(inp.path))
+    def parse() -> list[Record]:
+        # the state has nothing that changes the context here (fast_path_allowed): without it, the same
+        return build_context(inp, opts, None, schema=True, reapply=reapply_all).transcript.records
+
+    transcript = _LazyTranscript(fc.format, str(inp.path), parse)
     return RunResult(transcript=transcript, output_format=fc.format, compacted=False,
                      tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,
                      estimate=report, repairs=[], problems=[], state=state, state_path=state_path,

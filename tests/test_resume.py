@@ -104,3 +104,18 @@ def test_a_corrupt_cache_is_ignored(tmp_path, damage):
     got = _run(path, out, fast=True)
     want = _run(path, out, fast=False)
     assert got == want
+
+
+def test_in_process_calls_reuse_the_snapshot_and_parse_on_demand(tmp_path):
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:40]))
+    api.run(path, api.Options(window=400_000))
+    path.write_bytes(b"".join(LINES[:46]))
+    got = api.run(path, api.Options(window=400_000))  # from the in-process memo, no output written
+    dry = api.run(path, api.Options(window=400_000), dry_run=True)
+    want = _run(path, out, fast=False)
+    rep = got.estimate
+    assert (rep.heuristic, rep.exact, rep.calibrated.tokens) == want[4:7]
+    assert b"".join(got.lines()) == want[0]
+    assert [r.raw for r in got.transcript.records] == [r.raw for r in dry.transcript.records]

@@ -26,10 +26,29 @@ def cache_path(state_path: str | os.PathLike[str]) -> Path:
     return Path(f"{os.fspath(state_path)}.counts")
 
 
+# In one process (a library caller's hook), the last snapshot each cache file was written with, with the
+# bytes it counted and their SHA-256 so far: the next call compares bytes (memcmp) instead of reading the
+# cache and hashing the prefix again. Used only while the cache file is still the one this process wrote.
+_memo: dict[str, tuple[tuple[int, int, int], tuple[Any, ...], bytes, dict[str, Any], Any]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def load_counts(path: Path, data: bytes, key: tuple[Any, ...]) -> tuple[dict[str, Any] | None, Any]:
     """(the snapshot of a prefix of ``data`` counted with options ``key``, or None; the SHA-256 of that
     prefix so far, to go on with)."""
     none = (None, None)
+    memo = _memo.get(str(path))
+    if memo is not None:
+        stamp, mkey, prefix, snap, hasher = memo
+        if stamp == _stamp(path) and mkey == key and data.startswith(prefix):
+            return snap, hasher.copy()
     try:
         raw = path.read_bytes()
     except OSError:
@@ -60,15 +79,17 @@ def save_counts(path: Path, data: bytes, key: tuple[Any, ...], snapshot: dict[st
     checked), to go on from."""
     try:
         if snapshot is None:
+            _memo.pop(str(path), None)
             path.unlink(missing_ok=True)
             return
         if hasher is None:
-            digest = hashlib.sha256(data).hexdigest()
+            hasher = hashlib.sha256(data)
         else:
             hasher.update(memoryview(data)[hashed:])
-            digest = hasher.hexdigest()
-        body = marshal.dumps({"key": list(key), "sha256": digest,
-                              "snapshot": snapshot})
+        body = marshal.dumps({"key": list(key), "sha256": hasher.hexdigest(), "snapshot": snapshot})
         atomic_write(path, _MAGIC + hashlib.sha256(body).digest() + body)
+        stamp = _stamp(path)
+        if stamp is not None:
+            _memo[str(path)] = (stamp, key, data, snapshot, hasher)
     except (OSError, ValueError):
-        pass
+        _memo.pop(str(path), None)
