@@ -405,8 +405,8 @@ def walk_bytes(data: bytes, fmt: str, encoding: str | None, conforms: Any,
                resume: dict[str, Any] | None) -> tuple[FastCounts, dict[str, Any] | None]:
     """The fast counts of a whole transcript held as ``data`` (every line ends with a newline), walking only
     the bytes after ``resume`` (a snapshot this function returned for a prefix of ``data``, checked by the
-    caller). Returns the counts and the snapshot for the next call (None when the format was detected from
-    fewer lines than detection reads, so a grown file could be detected differently).
+    caller). Returns the counts and the snapshot for the next call. A snapshot whose format was detected from
+    fewer lines than detection reads is used only if the grown file is detected the same way.
 
     ``conforms(obj)`` is the schema check of ``run``: a line that fails it, a blank line, or anything the
     walk would repair differently raises NotFast (the full path then reports or repairs it)."""
@@ -414,6 +414,16 @@ def walk_bytes(data: bytes, fmt: str, encoding: str | None, conforms: Any,
 
     start = 0
     lineno = 0
+    if resume is not None and resume.get("complete") and fmt == "auto":
+        # detected from every line of a short file: a grown file is judged from more lines
+        head = [loads_line for loads_line in data.split(b"\n", DETECT_LINES)[:DETECT_LINES] if loads_line]
+        try:
+            objs_head = [orjson.loads(x) for x in head]
+        except orjson.JSONDecodeError:
+            raise NotFast("a line does not decode") from None
+        again = _detect(objs_head, list(range(1, len(objs_head) + 1)), data.count(b"\n") < DETECT_LINES)
+        if again != resume["format"]:
+            resume = None
     if resume is not None:
         name = resume["format"]
         walk = _restore(resume, encoding)
@@ -434,10 +444,8 @@ def walk_bytes(data: bytes, fmt: str, encoding: str | None, conforms: Any,
         if type(obj) is not dict:
             raise NotFast("a line is not an object")
         objs.append(obj)
-    resumable = True
+    complete = lineno + len(objs) < DETECT_LINES  # every line was read for detection
     if resume is None:
-        complete = len(objs) < DETECT_LINES
-        resumable = not complete
         head = objs[:DETECT_LINES]
         name = fmt
         if fmt == "auto":
@@ -459,7 +467,8 @@ def walk_bytes(data: bytes, fmt: str, encoding: str | None, conforms: Any,
     walk.feed(items())
     if walk.exact is not None:
         walk.exact.flush()
-    snap = _snapshot(walk, name, len(data), lineno + len(objs)) if resumable else None
+    snap = _snapshot(walk, name, len(data), lineno + len(objs))
+    snap["complete"] = complete and fmt == "auto"
     return walk.finish(), snap
 
 
