@@ -7,6 +7,7 @@ default; nothing larger unless --gb1 asks for the 1 GB memory run).
     python bench/all.py            # everything at 100 MB (about 10 minutes on 2 cores)
     python bench/all.py --quick    # 10 MB, fewer runs (about 2 minutes)
     python bench/all.py --gb1      # also the 1 GB memory run (several minutes, ~7 GB of RAM)
+    python bench/all.py --issue18  # only issue 18's table (bench/hook.py), on each shape, ~5 minutes
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--gb1", action="store_true")
+    ap.add_argument("--issue18", action="store_true", help="only the hook's cost per call (bench/hook.py)")
     ap.add_argument("--no-clis", action="store_true", help="skip installing and timing ttok / count-tokens")
     args = ap.parse_args(argv)
     mb = ["--mb", "10"] if args.quick else []
@@ -37,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         ["batch.py", "--files", "200" if few else "1000", "--loop-files", "20" if few else "100",
          "--runs", "1" if few else "3"],
     ]
+    if args.issue18:
+        steps = steps[:1]
     if args.gb1:
         steps.append(["memory.py", "--gb", "1", "--no-steps"])
     OUT.mkdir(exist_ok=True)

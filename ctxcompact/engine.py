@@ -214,20 +214,24 @@ STREAMING_FROM_BYTES = 8 * 1024 * 1024
 def fast_path_allowed(source: Source, opts: Options, state: State | None) -> bool:
     """Whether ``estimate`` may take the streaming fast path, before reading anything: a file (not stdin),
     ``--exact none`` or ``tiktoken``, a strategy whose estimate needs only counts, a format with a fast
-    reader (or auto), a file of at least :data:`STREAMING_FROM_BYTES`, and no state beyond a calibration (a
-    covered prefix, masking or events need the state's layers)."""
+    reader (or auto), and no state beyond a calibration (a covered prefix, masking or events need the
+    state's layers)."""
     from .tokens.fast import has_fast_reader
 
     if not is_file(source) or opts.exact not in ("none", "tiktoken"):
         return False
     if get_strategy(opts.strategy).estimate_needs_context(opts) or not has_fast_reader(opts.format):
         return False
-    if state is not None and (state.watermark > 0 or state.summary or state.events or state.masking):
-        return False
-    try:  # below the size, the full path costs little more and can say what masking would free
+    return state is None or not (state.watermark > 0 or state.summary or state.events or state.masking)
+
+
+def _streaming_size(source: Source) -> bool:
+    """Below :data:`STREAMING_FROM_BYTES` the full path costs little more and can say what masking would
+    free; an unreadable file goes there too, which reports what is wrong with it."""
+    try:
         return os.path.getsize(source) >= STREAMING_FROM_BYTES  # type: ignore[arg-type]
     except OSError:
-        return False  # the full path reports what is wrong with the file
+        return False
 
 
 def _fast_estimate(source: Source, opts: Options, state: State | None, budget: Budget,
@@ -237,7 +241,7 @@ def _fast_estimate(source: Source, opts: Options, state: State | None, budget: B
     whose estimate needs nothing but counts, and a transcript the fast reader accepts."""
     from .tokens.fast import NotFast, count_file
 
-    if not fast_path_allowed(source, opts, state):
+    if not fast_path_allowed(source, opts, state) or not _streaming_size(source):
         return None
     encoding = encoding_name(opts) if opts.exact == "tiktoken" else None
     try:
@@ -296,6 +300,8 @@ class RunResult:
     state: State | None = None
     state_path: Path | None = None
     context: Transcript | None = None  # the effective context the strategy was given (before compacting)
+    # the fast path's output: the input, unchanged, written as it is (the transcript then holds no records)
+    passthrough: bytes | None = None
 
     @property
     def summary(self) -> SummaryResult | None:
@@ -303,6 +309,8 @@ class RunResult:
         return self.outcome.summary if self.outcome is not None else None
 
     def lines(self) -> Iterator[bytes]:
+        if self.passthrough is not None:
+            return iter(self.passthrough.splitlines(keepends=True))
         return lines_in(self.transcript, self.output_format)
 
 
@@ -352,6 +360,10 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
             summarizer_for(opts).check()  # a missing key is a configuration error, reported before any work
         except SummarizerError as exc:
             raise UsageError(str(exc)) from None
+    if not dry_run:
+        fast = _fast_run(inp, opts, budget, state, state_path, output)
+        if fast is not None:
+            return fast
     with progress("validating, cleaning and counting"):
         ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
@@ -431,6 +443,83 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
                           errno=exc.errno) from None
     if written is not None:
         written.forget()
+
+
+class _LazyTranscript(Transcript):
+    """The transcript of a fast run: parsed (the full path's way) only if a caller asks for its records."""
+
+    __slots__ = ("_load", "_loaded")
+
+    def __init__(self, format: str, source: str, load: Callable[[], list[Record]]) -> None:
+        self.format, self.source, self._load = format, source, load
+        self._loaded: list[Record] | None = None
+
+    @property
+    def records(self) -> list[Record]:
+        loaded = self._loaded
+        if loaded is None:
+            loaded = self._loaded = self._load()
+        return loaded
+
+    @records.setter
+    def records(self, value: list[Record]) -> None:
+        self._loaded = value
+
+
+def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
+              output: Path | BinaryIO | None) -> RunResult | None:
+    """The usual hook call, without building the model (README "Performance"): a transcript the streaming
+    walk reads as it is (nothing to repair, every line conforming, no blank line, no CR, no BOM), below the
+    threshold, with no summary or masking in the state, written out unchanged. The walk's snapshot is kept
+    beside the state, so the next call on the grown file reads only the appended bytes. None: the full path
+    decides (it gives the same answer, and the reports, repairs and compactions the fast one leaves to it)."""
+    from .schemacheck import conforms, load
+    from .state.cache import cache_path, load_counts, save_counts
+    from .tokens.fast import NotFast, walk_bytes
+
+    data = inp.data
+    if (inp.path is None or opts.strategy != "threshold" or opts.prune or opts.to not in (None, opts.format)
+            or not fast_path_allowed(inp.path, opts, state) or not data.endswith(b"\n")
+            or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
+        return None
+    encoding = encoding_name(opts) if opts.exact == "tiktoken" else None
+    key = (opts.format, encoding)
+    cache = cache_path(state_path) if state_path is not None else None
+    snap, hasher = load_counts(cache, data, key) if cache is not None else (None, None)
+    try:
+        fc, new_snap = walk_bytes(data, opts.format, encoding, lambda f, obj: conforms(load(f), obj), snap)
+    except NotFast:
+        return None
+    if fc.repairs or (opts.to is not None and opts.to != fc.format):
+        return None
+    counts = Counts(list(fc.heuristic), list(fc.exact) if fc.exact is not None else None, encoding)
+    usage = [UsagePoint(position=at, prompt_tokens=prompt, line=line, source="usage.prompt_tokens")
+             for at, line, prompt in fc.usage]
+    stats = ContextStats(format=fc.format, records=fc.records, covered=0, messages=fc.messages,
+                         tool_calls=fc.tool_calls, chars=fc.chars, repairs=0)
+    report = _report(stats, counts, _calibrate(counts, usage, opts, state), budget,
+                     sum(counts.base[i] for i in fc.system), opts, state_path)
+    if report.over_threshold or report.would_compact or report.calibrated.tokens > budget.window:
+        return None
+    state = state or new_state(fc.format)
+    state.input = InputInfo(path=str(inp.path), format=fc.format)
+    remember_measured(state, report.calibrated.measured, counts.estimator)
+    record_estimate(state, sum(counts.base), counts.estimator)
+
+    def parse() -> list[Record]:
+        # the state has nothing that changes the context here (fast_path_allowed): without it, the same
+        return build_context(inp, opts, None, schema=True, reapply=reapply_all).transcript.records
+
+    transcript = _LazyTranscript(fc.format, str(inp.path), parse)
+    result = RunResult(transcript=transcript, output_format=fc.format, compacted=False,
+                       tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,
+                       estimate=report, repairs=[], problems=[], state=state, state_path=state_path,
+                       context=transcript, passthrough=data)
+    _write_both(result, output, state_path)  # the same write order as the full path
+    if state_path is not None:
+        assert cache is not None
+        save_counts(cache, data, key, new_snap, hasher, snap["bytes"] if snap is not None else 0)
+    return result
 
 
 def _judge_fit(result: RunResult, out_counts: Counts, budget: Budget, *, decided_upfront: bool) -> None:

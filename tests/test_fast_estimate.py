@@ -353,5 +353,5 @@ def test_a_streamed_estimate_says_it_did_not_compute_masking(monkeypatch: pytest
     streamed = engine.estimate(path, opts).to_json()
     assert streamed["maskable_tokens"] is None and streamed["maskable_results"] is None
     monkeypatch.setattr(engine, "STREAMING_FROM_BYTES", path.stat().st_size + 1)
-    assert not engine.fast_path_allowed(path, opts, None)
+    assert not took_fast(path, opts)
     assert engine.estimate(path, opts).to_json()["maskable_tokens"] > 0

@@ -18,6 +18,8 @@ import orjson
 from ..atomic import Staged, output_error, stage
 from ..errors import StateError, UsageError
 from ..reader import json_type_phrase
+from ..schemacheck import conforms
+from ..schemacheck import load as load_schema
 from .model import (
     STATE_VERSION,
     Calibration,
@@ -43,6 +45,8 @@ def _validator() -> Any:
 
 
 def _schema_problem(obj: Any) -> str | None:
+    if conforms(load_schema("state.schema.json"), obj):
+        return None  # the usual case, decided without jsonschema (README "Performance")
     from jsonschema.exceptions import best_match
 
     err = best_match(_validator().iter_errors(obj))

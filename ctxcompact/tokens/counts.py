@@ -60,9 +60,8 @@ def count_records(records: list[Record], opts: Options) -> Counts:
     from . import exact
 
     name = encoding_name(opts)
-    enc = exact.get_encoding(name)
     idx = [i for i, r in enumerate(records) if r.message is not None]
-    counted = exact.count_messages([records[i].message for i in idx], enc)  # type: ignore[misc]
+    counted = exact.count_messages([records[i].message for i in idx], name)  # type: ignore[misc]
     ex = [0] * len(records)
     for i, n in zip(idx, counted, strict=True):
         ex[i] = n

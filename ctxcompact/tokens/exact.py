@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ctxcompact.errors import UsageError
 from ctxcompact.model import Message, token_text
+from ctxcompact.tokens import bpe
 
 if TYPE_CHECKING:
     import tiktoken
@@ -93,6 +94,9 @@ _lock = threading.Lock()
 _BATCH_CHARS = 2_000_000
 # Below this many characters in total the thread pool costs more than it saves.
 _SMALL_CHARS = 200_000
+# Up to this many characters in one call, and while tiktoken is not loaded, tokens/bpe.py counts: its pure
+# Python merge is slower per character than tiktoken's, but needs no Encoding (README "Performance").
+PURE_MAX_CHARS = 400_000
 
 
 def _threads() -> int:
@@ -153,14 +157,28 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
             import tiktoken  # lazy: `import ctxcompact.cli` must not load it
 
             pat_str, special_tokens = _SPEC[name]
+            ranks = parse_ranks(_read_ranks_file(name))
+            path = bpe.table_path(name, EXPECTED_SHA256[name])
+            if not path.exists():  # the next small input then counts without this Encoding
+                bpe.save_table(path, ranks, EXPECTED_SHA256[name])
             enc = tiktoken.Encoding(
                 name=name,
                 pat_str=pat_str,
-                mergeable_ranks=parse_ranks(_read_ranks_file(name)),
+                mergeable_ranks=ranks,
                 special_tokens=dict(special_tokens),
             )
             _cache[name] = enc
     return enc
+
+
+def _pure_counts(texts: Sequence[str], name: str) -> list[int] | None:
+    """Counts by tokens/bpe.py when ``texts`` are small and tiktoken is not loaded yet: the same counts
+    without the cost of building the Encoding; None leaves them to tiktoken."""
+    if name in _cache or name not in _SPEC or sum(map(len, texts)) > PURE_MAX_CHARS:
+        return None
+    counter = bpe.counter(name, _SPEC[name][0], EXPECTED_SHA256[name],
+                          lambda: parse_ranks(_read_ranks_file(name)))
+    return counter.count_all(texts)
 
 
 # Longest prefix wins. OpenAI's tiktoken.model table maps these families the same way.
@@ -225,9 +243,13 @@ def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAUL
     Special-token text (``<|endoftext|>``) is counted as ordinary text. Large inputs are encoded in batches
     on tiktoken's thread pool; the counts are the same as a single-threaded loop.
     """
-    enc = _resolve(encoding)
     if not texts:
         return []
+    if isinstance(encoding, str):
+        pure = _pure_counts(texts, encoding)
+        if pure is not None:
+            return pure
+    enc = _resolve(encoding)
     total = sum(len(t) for t in texts)
     if total <= _SMALL_CHARS or len(texts) == 1:
         return [len(enc.encode_ordinary(t)) for t in texts]
@@ -269,4 +291,8 @@ def count_messages(
 
 def count_text(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> int:
     """Token count of one text (ordinary text; special tokens never raise)."""
+    if isinstance(encoding, str):
+        pure = _pure_counts([text], encoding)
+        if pure is not None:
+            return pure[0]
     return len(_resolve(encoding).encode_ordinary(text))

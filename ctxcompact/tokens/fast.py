@@ -80,7 +80,7 @@ class _Exact:
         from . import exact
 
         self._count = exact.count_texts
-        self.enc = exact.get_encoding(encoding)
+        self.enc = encoding  # a name: small batches count without building the Encoding (tokens/bpe.py)
         self._texts: list[str] = []
         self._at: list[int] = []  # positions in ``out`` still waiting for the batch's counts
         self._size = 0
@@ -222,66 +222,84 @@ def _serial_lines(head: list[tuple[int, Any]], stream: Any, lineno: int, reader:
 def _merge(name: str, items: Iterable[tuple[int, FastLine, int | None]], exact: _Exact | None) -> FastCounts:
     """Walk the lines in order as the cleaner would: count every message, add the synthetic results of
     unanswered calls and the closing reply, and give up (NotFast) on anything else it would rewrite."""
-    out = FastCounts(format=name, records=0)
-    msgs = out.messages
-    heur = out.heuristic
-    pending: list[str] = []  # call ids still waiting for their result, in call order
-    k = 0
-    seen: set[str] = set()
-    last_role = ""
+    walk = Walk(FastCounts(format=name, records=0), exact)
+    walk.feed(items)
+    return walk.finish()
 
-    def emit(role: str, chars: int, fixed: int, texts: list[str] | None, known: int | None) -> None:
-        nonlocal last_role
-        msgs[role] = msgs.get(role, 0) + 1
+
+class Walk:
+    """The walk of :func:`_merge`, resumable: :meth:`snapshot` before :meth:`finish` keeps everything the
+    next lines depend on, so a grown file is walked from where the last walk stopped (tokens/resume.py)."""
+
+    def __init__(self, out: FastCounts, exact: _Exact | None) -> None:
+        self.out = out
+        self.exact = exact
+        self.pending: list[str] = []  # call ids still waiting for their result, in call order
+        self.k = 0
+        self.seen: set[str] = set()
+        self.last_role = ""
+
+    def _emit(self, role: str, chars: int, texts: list[str]) -> None:
+        out = self.out
+        out.messages[role] = out.messages.get(role, 0) + 1
         out.chars += chars
-        if role == "system":
-            out.system.append(len(heur))
-        heur.append((chars + 3) // 4 + fixed)
-        last_role = role
-        if exact is not None:
-            exact.add(texts, fixed, known)
+        out.heuristic.append((chars + 3) // 4)
+        self.last_role = role
+        if self.exact is not None:
+            self.exact.add(texts, 0, None)
 
-    def missing() -> None:
+    def _missing(self) -> None:
         # the cleaner's synthetic result for each unanswered call, placed right after the call's turn
-        for _ in range(len(pending) - k):
-            emit("tool", len(NO_RESPONSE), 0, [NO_RESPONSE], None)
-            out.repairs += 1
+        for _ in range(len(self.pending) - self.k):
+            self._emit("tool", len(NO_RESPONSE), [NO_RESPONSE])
+            self.out.repairs += 1
 
-    for lineno, line, known in items:
-        out.records += 1
-        if line.role == "tool":
-            if k >= len(pending) or line.result_id != pending[k]:
-                raise NotFast("a result the cleaner would move or turn into text")
-            k += 1
-        else:
-            if k < len(pending):
-                missing()
-            for cid in line.call_ids:
-                if cid in seen:
-                    raise NotFast("repeated call id")
-                seen.add(cid)
-            pending, k = line.call_ids, 0
-            out.tool_calls += len(line.call_ids)
-        if line.prompt_tokens is not None and line.prompt_tokens > 0:
-            out.usage.append((len(heur), lineno, line.prompt_tokens))
-        # emit(), inlined: once per line
-        role = last_role = line.role
-        msgs[role] = msgs.get(role, 0) + 1
-        out.chars += line.chars
-        if role == "system":
-            out.system.append(len(heur))
-        heur.append((line.chars + 3) // 4 + line.fixed)
-        if exact is not None:
-            exact.add(line.texts, line.fixed, known)
-    if k < len(pending):
-        missing()
-    if last_role == "tool":
-        emit("assistant", len(UNDERSTOOD), 0, [UNDERSTOOD], None)
-        out.repairs += 1
-    if exact is not None:
-        exact.flush()
-        out.exact = exact.out
-    return out
+    def feed(self, items: Iterable[tuple[int, FastLine, int | None]]) -> None:
+        out, exact, seen = self.out, self.exact, self.seen
+        msgs = out.messages
+        heur = out.heuristic
+        pending, k, role = self.pending, self.k, self.last_role
+        for lineno, line, known in items:
+            out.records += 1
+            if line.role == "tool":
+                if k >= len(pending) or line.result_id != pending[k]:
+                    raise NotFast("a result the cleaner would move or turn into text")
+                k += 1
+            else:
+                if k < len(pending):
+                    self.pending, self.k = pending, k
+                    self._missing()
+                for cid in line.call_ids:
+                    if cid in seen:
+                        raise NotFast("repeated call id")
+                    seen.add(cid)
+                pending, k = line.call_ids, 0
+                out.tool_calls += len(line.call_ids)
+            if line.prompt_tokens is not None and line.prompt_tokens > 0:
+                out.usage.append((len(heur), lineno, line.prompt_tokens))
+            # _emit(), inlined: once per line
+            role = line.role
+            msgs[role] = msgs.get(role, 0) + 1
+            out.chars += line.chars
+            if role == "system":
+                out.system.append(len(heur))
+            heur.append((line.chars + 3) // 4 + line.fixed)
+            if exact is not None:
+                exact.add(line.texts, line.fixed, known)
+            self.last_role = role
+        self.pending, self.k, self.last_role = pending, k, role
+
+    def finish(self) -> FastCounts:
+        """The counts of the whole walk, with the repairs the end of the file calls for."""
+        if self.k < len(self.pending):
+            self._missing()
+        if self.last_role == "tool":
+            self._emit("assistant", len(UNDERSTOOD), [UNDERSTOOD])
+            self.out.repairs += 1
+        if self.exact is not None:
+            self.exact.flush()
+            self.out.exact = self.exact.out
+        return self.out
 
 
 # -------------------------------------------------------------------- exact counts on worker processes
@@ -376,3 +394,107 @@ def _decode(raw: bytes) -> Any:
     if type(obj) is not dict:
         raise NotFast("a line is not an object")
     return obj
+
+
+# ----------------------------------------------------------------------------- resumable counts for run
+
+_SNAPSHOT_VERSION = 1
+
+
+def walk_bytes(data: bytes, fmt: str, encoding: str | None, conforms: Any,
+               resume: dict[str, Any] | None) -> tuple[FastCounts, dict[str, Any] | None]:
+    """The fast counts of a whole transcript held as ``data`` (every line ends with a newline), walking only
+    the bytes after ``resume`` (a snapshot this function returned for a prefix of ``data``, checked by the
+    caller). Returns the counts and the snapshot for the next call. A snapshot whose format was detected from
+    fewer lines than detection reads is used only if the grown file is detected the same way.
+
+    ``conforms(obj)`` is the schema check of ``run``: a line that fails it, a blank line, or anything the
+    walk would repair differently raises NotFast (the full path then reports or repairs it)."""
+    from ..formats import DETECT_LINES, get_format
+
+    start = 0
+    lineno = 0
+    if resume is not None and resume.get("complete") and fmt == "auto":
+        # detected from every line of a short file: a grown file is judged from more lines
+        head = [loads_line for loads_line in data.split(b"\n", DETECT_LINES)[:DETECT_LINES] if loads_line]
+        try:
+            objs_head = [orjson.loads(x) for x in head]
+        except orjson.JSONDecodeError:
+            raise NotFast("a line does not decode") from None
+        again = _detect(objs_head, list(range(1, len(objs_head) + 1)), data.count(b"\n") < DETECT_LINES)
+        if again != resume["format"]:
+            resume = None
+    if resume is not None:
+        name = resume["format"]
+        walk = _restore(resume, encoding)
+        start, lineno = resume["bytes"], resume["lines"]
+        lines = data[start:].split(b"\n")
+    else:
+        lines = data.split(b"\n")
+    lines.pop()  # after the final newline
+    loads = orjson.loads
+    objs: list[Any] = []
+    for line in lines:
+        if not line or line.isspace():
+            raise NotFast("a blank line")  # the full path drops it: the output would differ
+        try:
+            obj = loads(line)
+        except orjson.JSONDecodeError:
+            raise NotFast("a line does not decode") from None
+        if type(obj) is not dict:
+            raise NotFast("a line is not an object")
+        objs.append(obj)
+    complete = lineno + len(objs) < DETECT_LINES  # every line was read for detection
+    if resume is None:
+        head = objs[:DETECT_LINES]
+        name = fmt
+        if fmt == "auto":
+            name = _detect(head, list(range(1, len(head) + 1)), complete) if head else "openai"
+        walk = Walk(FastCounts(format=name, records=0), _Exact(encoding) if encoding else None)
+    fmt_obj = get_format(name)
+    reader = fmt_obj.fast_line
+    if reader is None:
+        raise NotFast(f"no fast reader for {name}")
+    schema = fmt_obj.schema_file
+    want_text = walk.exact is not None
+
+    def items() -> Iterator[tuple[int, FastLine, None]]:
+        for n, obj in enumerate(objs, lineno + 1):
+            if schema and not conforms(schema, obj):
+                raise NotFast("a line the schema check would report")
+            yield n, reader(obj, want_text), None
+
+    walk.feed(items())
+    if walk.exact is not None:
+        walk.exact.flush()
+    snap = _snapshot(walk, name, len(data), lineno + len(objs))
+    snap["complete"] = complete and fmt == "auto"
+    return walk.finish(), snap
+
+
+def _snapshot(walk: Walk, name: str, size: int, lines: int) -> dict[str, Any]:
+    out = walk.out
+    return {
+        "v": _SNAPSHOT_VERSION, "format": name, "bytes": size, "lines": lines, "records": out.records,
+        "messages": list(out.messages.items()), "tool_calls": out.tool_calls, "chars": out.chars,
+        "heuristic": out.heuristic.tobytes(), "system": out.system.tobytes(), "usage": list(out.usage),
+        "repairs": out.repairs, "pending": list(walk.pending), "k": walk.k, "seen": list(walk.seen),
+        "last_role": walk.last_role,
+        "exact": walk.exact.out.tobytes() if walk.exact is not None else None,
+    }
+
+
+def _restore(snap: dict[str, Any], encoding: str | None) -> Walk:
+    out = FastCounts(format=snap["format"], records=snap["records"], messages=dict(snap["messages"]),
+                     tool_calls=snap["tool_calls"], chars=snap["chars"], repairs=snap["repairs"],
+                     usage=[tuple(u) for u in snap["usage"]])
+    out.heuristic.frombytes(snap["heuristic"])
+    out.system.frombytes(snap["system"])
+    exact = None
+    if encoding is not None:
+        exact = _Exact(encoding)
+        exact.out.frombytes(snap["exact"])
+    walk = Walk(out, exact)
+    walk.pending, walk.k, walk.seen, walk.last_role = list(snap["pending"]), snap["k"], set(snap["seen"]), \
+        snap["last_role"]
+    return walk

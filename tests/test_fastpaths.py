@@ -1,0 +1,141 @@
+"""The small-input paths of README "Performance" give exactly what the slow ones give: the pure-Python token
+counter (tokens/bpe.py) against tiktoken, and the schema pre-check (schemacheck.py) against jsonschema."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from ctxcompact import schemacheck
+from ctxcompact.tokens import bpe, exact
+
+DATA = Path(__file__).parent / "data"
+SAMPLES = sorted(p for p in DATA.rglob("*.jsonl") if "/cli/" not in str(p))[:60]
+
+
+def _lines() -> list[bytes]:
+    return [line for p in SAMPLES for line in p.read_bytes().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module", params=exact.ENCODINGS)
+def pair(request, tmp_path_factory):
+    name = request.param
+    import os
+
+    before = os.environ.get("CTXCOMPACT_CACHE_DIR")
+    os.environ["CTXCOMPACT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    bpe._counters.clear()
+    try:
+        counter = bpe.counter(name, exact._SPEC[name][0], exact.EXPECTED_SHA256[name],
+                              lambda: exact.parse_ranks(exact._read_ranks_file(name)))
+        # the second counter reads the cache file the first one wrote
+        bpe._counters.clear()
+        cached = bpe.counter(name, exact._SPEC[name][0], exact.EXPECTED_SHA256[name],
+                             lambda: pytest.fail("the cached table was not used"))
+    finally:
+        if before is None:
+            del os.environ["CTXCOMPACT_CACHE_DIR"]
+        else:
+            os.environ["CTXCOMPACT_CACHE_DIR"] = before
+        bpe._counters.clear()
+    return counter, cached, exact.get_encoding(name)
+
+
+def test_pure_counts_equal_tiktoken_on_samples(pair):
+    counter, cached, enc = pair
+    for line in _lines():
+        text = line.decode("utf-8", "replace")
+        want = len(enc.encode_ordinary(text))
+        assert counter.count(text) in (want, None)
+        assert cached.count(text) in (want, None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=200)
+       | st.text(alphabet=" \n\t\r'sdtmlvre0123456789aAzZ.,;:!?-_/\\\"éü中文😀\u00a0", max_size=200))
+def test_pure_counts_equal_tiktoken_on_random_text(pair, text):
+    _, cached, enc = pair
+    got = cached.count(text)
+    assert got is None or got == len(enc.encode_ordinary(text))
+
+
+def test_unsure_text_is_left_to_tiktoken(pair):
+    counter, _, _ = pair
+    assert counter.count("a\ud800b") is None  # a lone surrogate
+    assert counter.count("\U000e0fff") is None  # unassigned in Python's tables
+
+
+def test_a_corrupt_or_foreign_cache_is_ignored(tmp_path):
+    name = "cl100k_base"
+    sha = exact.EXPECTED_SHA256[name]
+    ranks = exact.parse_ranks(exact._read_ranks_file(name))
+    path = tmp_path / "t.ranks"
+    bpe.save_table(path, ranks, sha)
+    table = bpe.load_table(path, sha)
+    assert table is not None and table.get(b"hello") == ranks[b"hello"] and table.get(b"\xff\xfe\xfd") is None
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 1
+    path.write_bytes(bytes(data))
+    assert bpe.load_table(path, sha) is None  # payload hash
+    assert bpe.load_table(tmp_path / "missing", sha) is None
+    bpe.save_table(path, ranks, sha)
+    assert bpe.load_table(path, exact.EXPECTED_SHA256["o200k_base"]) is None  # another rank file
+    path.write_bytes(b"CTXBPE1")
+    assert bpe.load_table(path, sha) is None
+
+
+def _mutate(rnd: random.Random, o):
+    if isinstance(o, dict) and o:
+        o = dict(o)
+        k = rnd.choice(list(o))
+        r = rnd.random()
+        if r < 0.2:
+            del o[k]
+        elif r < 0.4:
+            o[k] = rnd.choice([None, 1, 1.0, True, "x", [], {}, -1, 2.5])
+        elif r < 0.5:
+            o[f"zz{rnd.random()}"] = 1
+        else:
+            o[k] = _mutate(rnd, o[k])
+        return o
+    if isinstance(o, list) and o:
+        o = list(o)
+        i = rnd.randrange(len(o))
+        if rnd.random() < 0.3:
+            del o[i]
+        else:
+            o[i] = _mutate(rnd, o[i])
+        return o
+    return rnd.choice([None, 1, 1.0, True, False, "x", "user", "assistant", [], {}, -1, 0, 2.5, "message"])
+
+
+def test_schema_precheck_agrees_with_jsonschema():
+    names = sorted(p.name for p in (Path(schemacheck.__file__).parent / "schemas").glob("*.json"))
+    schemas = {n: schemacheck.load(n) for n in names}
+    validators = {n: Draft202012Validator(s) for n, s in schemas.items()}
+    objs = []
+    for line in _lines()[:800]:
+        try:
+            objs.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue  # the broken samples
+    for p in sorted(DATA.rglob("*.state.json"))[:60]:
+        try:
+            objs.append(orjson.loads(p.read_bytes()))
+        except orjson.JSONDecodeError:
+            continue  # a crafted broken state
+    rnd = random.Random(7)
+    for o in objs:
+        for m in [o] + [_mutate(rnd, o) for _ in range(4)]:
+            for n in names:
+                valid = validators[n].is_valid(m)
+                if schemacheck.conforms(schemas[n], m):
+                    assert valid, (n, m)
+                elif m is o:
+                    assert not valid, (n, m)  # no valid sample is sent to jsonschema
