@@ -292,8 +292,8 @@ def calibrate_request(
     estimation and calibration").
 
     ``compacted_away``: the provider tokens earlier compactions removed from the context this one extends (0
-    without one); a recorded usage that :func:`not_for_written` says belongs to the uncompacted context is
-    not measured and no floor, and is returned in ``ignored``.
+    without one); a recorded usage that :func:`not_for_written` says belongs to the uncompacted context, and
+    every later one at least as large, is not measured and no floor, and is returned in ``ignored``.
 
     Measured requests ``(visible, real)``: those the state kept (same estimator), every usage the transcript
     records (``usage``, each against the prefix that request saw), and ``--real-tokens`` (against what we
@@ -315,8 +315,11 @@ def calibrate_request(
     accepted: list[UsagePoint] = []
     for u in usage:
         visible = sums[min(u.position, len(base))]
-        if compacted_away and not_for_written(u.prompt_tokens, _predict(stored, same, default, visible),
-                                              compacted_away):
+        if compacted_away and (
+                not_for_written(u.prompt_tokens, _predict(stored, same, default, visible), compacted_away)
+                # a context never shrinks by itself: a bill as large as one already found to be for the
+                # uncompacted context is for the uncompacted context too
+                or (ignored and u.prompt_tokens >= min(real for _, real in ignored))):
             ignored.append((u.line, u.prompt_tokens))
             continue
         accepted.append(u)
