@@ -88,6 +88,8 @@ def aggregate(evals: list[dict[str, Any]], replays: list[dict[str, Any]]) -> dic
             _add(verbatim, "rules", point["rules_kept"], point["rules"])
             if point["latest_request_kept"] is not None:
                 _add(verbatim, "request", int(point["latest_request_kept"]), 1)
+            if point["in_flight"] is not None:
+                _add(verbatim, "in_flight", int(point["in_flight"]), 1)
         if len(rep["curve"]) >= 3:  # the most compacted point of each session that reached three
             last = rep["curve"][-1]
             _add(curve, "last", last["found"], last["answerable"])
@@ -135,6 +137,7 @@ def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[
         f"| rules verbatim, after any compaction | {_pct(v.get('rules'))} | | |",
         f"| latest request verbatim, after any compaction | {_pct(v.get('request'))} | | |",
         f"| in-flight result visible (logs ending in a tool loop) | {_pct(h.get('in_flight'))} | | |",
+        f"| in-flight result visible, replayed hook calls that compacted | {_pct(v.get('in_flight'))} | | |",
         f"| answered request: the answer visible | {_pct(h.get('answer'))} | | |",
         f"| earlier summaries carried | {_pct(h.get('earlier'))} | | |",
         f"| summary ≤ its budget (the window's counter) | {_pct(h.get('budget'))} | | |",

@@ -179,6 +179,18 @@ def test_request_status_and_the_work_in_flight(objs: list[dict[str, Any]], statu
         assert in_flight_score(compare(t.records, cut))["present"] is False
 
 
+def test_only_the_last_step_of_a_tool_loop_is_in_flight() -> None:
+    t = _transcript([user("Fix it."), assistant(None, [("c1", "read", {"path": "a.py"})]), tool("c1", "A"),
+                     assistant(None, [("c2", "read", {"path": "b.py"}), ("c3", "read", {"path": "c.py"})]),
+                     tool("c2", "B"), tool("c3", "C")])
+    calls, results = in_flight(t.records)
+    assert [c.id for r in calls for c in r.message.tool_calls()] == ["c2", "c3"]  # type: ignore[union-attr]
+    assert [x.call_id for r in results for x in r.message.tool_results()] == ["c2", "c3"]  # type: ignore[union-attr]
+    # the step before is history: a context without it still has the work in flight
+    kept = Transcript(t.format, [t.records[0], *t.records[3:]], t.source)
+    assert in_flight_score(compare(t.records, kept))["present"] is True
+
+
 def test_a_probe_with_an_unknown_category_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text('{"expect": "ok", "category": "rules"}\n# note\n{"expect": "x", "category": "vibes"}\n',

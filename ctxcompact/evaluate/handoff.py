@@ -29,22 +29,23 @@ def _is_results_only(rec: Record) -> bool:
 
 
 def in_flight(records: Sequence[Record]) -> tuple[list[Record], list[Record]]:
-    """The work in flight when the transcript ends inside a tool loop: the trailing assistant records that
-    made calls (with no text answer after them) and the results that came back, as (calls, results); both
-    empty when the transcript ends on anything else (a reply, a request)."""
+    """The work in flight when the transcript ends inside a tool loop: the last assistant turn's records that
+    made calls (one model response: parallel calls are several records in some formats) with no text answer
+    after them, and the results that came back, as (calls, results); both empty when the transcript ends on
+    anything else (a reply, a request). Earlier steps of the loop are history, not in flight."""
     calls: list[Record] = []
     results: list[Record] = []
     for rec in reversed(_messages(records)):
         msg = rec.message
         assert msg is not None
-        if _is_results_only(rec):
+        if msg.role is Role.ASSISTANT and not msg.tool_calls() and not msg.text().strip():
+            continue  # a thinking-only or empty split record of the same turn
+        if _is_results_only(rec) and not calls:
             results.append(rec)
         elif msg.role is Role.ASSISTANT and msg.tool_calls():
             calls.append(rec)
-        elif msg.role is Role.ASSISTANT and not msg.text().strip():
-            continue  # a thinking-only or empty split record of the same turn
         else:
-            break
+            break  # a text answer, a request, or the results of the step before
     if not calls:
         return [], []
     return calls[::-1], results[::-1]

@@ -14,6 +14,7 @@ from ..engine import run
 from ..model import Record, Role, Transcript, token_text
 from ..options import Options
 from .core import original_records, read_input, written_context, written_format
+from .handoff import in_flight_score
 from .probes import Probe
 from .scores import compare, latest_request_score, rules_score, score
 
@@ -77,17 +78,19 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
 def _recall(prefix: Sequence[Record], seen: Transcript, probes: Sequence[Probe]) -> dict[str, Any]:
     """What the next call sees right after one compaction, against the session so far: the probes whose
     answer the session had shown by then (``answerable``) and how many of them it still sees, the user's
-    rules and the latest request verbatim."""
+    rules and the latest request verbatim, and the work in flight (the hook is called inside tool loops)."""
     shown = "\n".join(t for r in prefix if r.message is not None for t in token_text(r.message)[0])
     answerable = [p for p in probes if p.found_in(shown)]
     c = compare(prefix, seen)
     rules = rules_score(c)
+    flight = in_flight_score(c)
     return {
         "answerable": len(answerable),
         "found": sum(p.found_in(c.text) for p in answerable),
         "rules": rules["found"],
         "rules_kept": rules["kept_verbatim"],
         "latest_request_kept": latest_request_score(c)["kept_verbatim"],
+        "in_flight": flight["present"],  # None when the session so far does not end inside a tool loop
     }
 
 
