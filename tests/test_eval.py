@@ -34,6 +34,9 @@ EVAL_KEYS = {
     "identifiers",
     "probes",
     "baseline",
+    "baseline_head",
+    "handoff",
+    "summary_budget",
     "calibration",
 }
 
