@@ -126,9 +126,13 @@ def test_a_slash_command_request_in_an_uncompacted_log_is_kept() -> None:
     assert r["baseline"]["latest_request"]["kept_verbatim"] is True
 
 
-def test_an_earlier_claude_code_summary_is_found() -> None:
-    r = api.evaluate(str(DATA / "claude-code" / "agentlogs-claude-compact.jsonl"), api.Options(),
-                     calibration=False)
+@pytest.mark.parametrize("log", ["claude-code/agentlogs-claude-compact.jsonl",
+                                 "claude-code/spotter-compact-excerpt.jsonl",
+                                 "codex/localpush-rollout-compacted-excerpt.jsonl"])
+def test_an_earlier_summary_is_found_and_carried_when_nothing_is_compacted(log: str) -> None:
+    """Claude Code's isCompactSummary line, Codex's compacted line: without a compaction they are carried."""
+    r = api.evaluate(str(DATA / log), api.Options(), calibration=False)
+    assert not r["compacted"]
     assert r["handoff"]["earlier_summaries"] == {"found": 1, "carried": 1, "line_share": 1.0}
 
 
