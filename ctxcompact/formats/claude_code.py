@@ -229,9 +229,9 @@ class ClaudeCodeFormat(Format):
                     tree=True, agent_log=True)
     schema_file = "claude-code.schema.json"
     carries_attachments = False  # its compact summary line is text, as Claude Code writes its own
-    compaction_note = ("note: the compaction is written as Claude Code 2.1.39 writes its own /compact (a "
-                       "compact_boundary line, then the summary); that Claude Code resumes from it could not "
-                       "be verified here (README \"Claude Code\")")
+    compaction_note = ("note: the compaction is written after the log as Claude Code writes its own (a "
+                       "compact_boundary line, then the context); Claude Code 2.1.328 resumes it "
+                       "(docs/guides/claude-code-codex.md)")
 
     def sniff(self, obj: Any) -> int:
         if not isinstance(obj, dict):
