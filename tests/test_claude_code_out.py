@@ -121,8 +121,8 @@ def test_a_missing_result_before_a_later_turn_is_still_repaired_and_chained() ->
 
 
 def assert_masked_in_place(inp: bytes, out: bytes) -> int:
-    """The input's lines unchanged, then a ``compact_boundary``, then a copy of each live line in order under a
-    fresh uuid: a copy differs from its original only in its tool_result contents (now the placeholder) and
+    """The input's lines unchanged, then a ``compact_boundary``, then a copy of each live line in order under
+    a fresh uuid: a copy differs from its original only in its tool_result contents (now the placeholder) and
     its toolUseResult, and in its envelope (uuid, parent, timestamp), its zeroed usage and its fresh
     ``message.id``, so Claude Code's meter counts the masked context afresh while the originals keep what the
     provider billed. Returns how many copies were masked."""
@@ -154,9 +154,10 @@ def assert_masked_in_place(inp: bytes, out: bytes) -> int:
         if a is not None:
             continue  # unchanged but for its envelope
         masked += 1
-        old = next(o for o in before if o.get("type") == "user" and isinstance(o["message"].get("content"), list)
-                   and [x.get("tool_use_id") for x in o["message"]["content"]]
-                   == [x.get("tool_use_id") for x in b["message"]["content"]])
+        ids = [x.get("tool_use_id") for x in b["message"]["content"]]
+        old = next(o for o in before if o.get("type") == "user"
+                   and isinstance(o["message"].get("content"), list)
+                   and [x.get("tool_use_id") for x in o["message"]["content"]] == ids)
         new = b["message"]["content"]
         assert [x["type"] for x in new] == ["tool_result"] * len(new)
         # the placeholder keeps the content's shape: a string, or a text block in a list

@@ -70,14 +70,14 @@ class FakeProvider:
                     fake.received.append(req)
                 return req
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 self._record()
                 self._send(404, b'{"error":{"message":"not here"}}')
 
-            def do_HEAD(self) -> None:  # noqa: N802
+            def do_HEAD(self) -> None:
                 self._send(200, b"")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 req = self._record()
                 path = self.path.split("?")[0]
                 if path.endswith("/messages/count_tokens"):
@@ -118,25 +118,49 @@ class FakeProvider:
     def _anthropic(self, h: BaseHTTPRequestHandler, req: Request) -> None:
         body = req.body if isinstance(req.body, dict) else {}
         n = next(self._ids)
-        usage = {"input_tokens": max(1, req.size // 4), "output_tokens": 8,
-                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-        message = {"id": f"msg_fake{n:06d}", "type": "message", "role": "assistant",
-                   "model": body.get("model", "claude-fake"), "content": [], "stop_reason": None,
-                   "stop_sequence": None, "usage": usage}
+        usage = {
+            "input_tokens": max(1, req.size // 4),
+            "output_tokens": 8,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+        message = {
+            "id": f"msg_fake{n:06d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "claude-fake"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        }
         if not body.get("stream"):
             done = {**message, "content": [{"type": "text", "text": self.reply}], "stop_reason": "end_turn"}
             self._write(h, orjson.dumps(done), "application/json")
             return
         chunks = [
             _sse("message_start", {"type": "message_start", "message": message}),
-            _sse("content_block_start", {"type": "content_block_start", "index": 0,
-                                         "content_block": {"type": "text", "text": ""}}),
-            _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "text_delta", "text": self.reply}}),
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
+            _sse(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": self.reply},
+                },
+            ),
             _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            _sse("message_delta", {"type": "message_delta",
-                                   "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                   "usage": {"output_tokens": 8}}),
+            _sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 8},
+                },
+            ),
             _sse("message_stop", {"type": "message_stop"}),
         ]
         self._write(h, b"".join(chunks), "text/event-stream")
@@ -154,20 +178,38 @@ class FakeProvider:
             # Codex's remote compaction (the built-in openai provider): one opaque compaction item answers
             item = {"type": "compaction", "id": f"cmp_fake{n:06d}", "encrypted_content": COMPACTION_BLOB}
         else:
-            item = {"type": "message", "role": "assistant", "id": mid, "status": "completed",
-                    "content": [{"type": "output_text", "text": self.reply, "annotations": []}]}
-        usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 8,
-                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens + 8}
+            item = {
+                "type": "message",
+                "role": "assistant",
+                "id": mid,
+                "status": "completed",
+                "content": [{"type": "output_text", "text": self.reply, "annotations": []}],
+            }
+        usage = {
+            "input_tokens": tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 8,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": tokens + 8,
+        }
         response = {"id": rid, "object": "response", "status": "in_progress", "output": []}
         chunks = [
             _sse("response.created", {"type": "response.created", "response": response}),
-            _sse("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                                "item": item}),
-            _sse("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
-                                               "item": item}),
-            _sse("response.completed", {"type": "response.completed",
-                                        "response": {**response, "status": "completed", "output": [item],
-                                                     "usage": usage}}),
+            _sse(
+                "response.output_item.added",
+                {"type": "response.output_item.added", "output_index": 0, "item": item},
+            ),
+            _sse(
+                "response.output_item.done",
+                {"type": "response.output_item.done", "output_index": 0, "item": item},
+            ),
+            _sse(
+                "response.completed",
+                {
+                    "type": "response.completed",
+                    "response": {**response, "status": "completed", "output": [item], "usage": usage},
+                },
+            ),
         ]
         self._write(h, b"".join(chunks), "text/event-stream")
 

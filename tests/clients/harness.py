@@ -59,8 +59,13 @@ def install() -> tuple[Path, Path]:
             raise Unavailable("node and npm are needed to install the clients from the npm registry")
         CACHE.mkdir(parents=True, exist_ok=True)
         try:
-            done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), *wanted],
-                                  capture_output=True, text=True, timeout=900, check=False)
+            done = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), *wanted],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
         except subprocess.TimeoutExpired as e:
             raise Unavailable("npm install of the clients timed out (is the registry reachable?)") from e
         if done.returncode != 0:
@@ -103,15 +108,27 @@ class Home:
         closed = "http://127.0.0.1:9"  # the discard port: nothing listens, nothing leaves the machine
         return {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.root), "TERM": "dumb", "LANG": "C.UTF-8",
-            "CLAUDE_CONFIG_DIR": str(self.claude_dir), "CODEX_HOME": str(self.codex_home),
-            "ANTHROPIC_BASE_URL": self.provider.url, "ANTHROPIC_API_KEY": "sk-ant-fake-key",
-            "OPENAI_BASE_URL": self.provider.url + "/v1", "OPENAI_API_KEY": "sk-fake-key",
+            "HOME": str(self.root),
+            "TERM": "dumb",
+            "LANG": "C.UTF-8",
+            "CLAUDE_CONFIG_DIR": str(self.claude_dir),
+            "CODEX_HOME": str(self.codex_home),
+            "ANTHROPIC_BASE_URL": self.provider.url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake-key",
+            "OPENAI_BASE_URL": self.provider.url + "/v1",
+            "OPENAI_API_KEY": "sk-fake-key",
             "CODEX_API_KEY": "sk-fake-key",
-            "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-            "DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "HTTPS_PROXY": closed, "HTTP_PROXY": closed, "https_proxy": closed, "http_proxy": closed,
-            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_BUG_COMMAND": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "HTTPS_PROXY": closed,
+            "HTTP_PROXY": closed,
+            "https_proxy": closed,
+            "http_proxy": closed,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
         }
 
     def _write_codex_config(self) -> None:
@@ -140,21 +157,30 @@ class Home:
         """Put a real rollout where Codex keeps it (``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``)."""
         meta = next(o for o in lines_of(log.read_bytes()) if o.get("type") == "session_meta")["payload"]
         sid, ts = meta["id"], meta["timestamp"]
-        path = (self.codex_home / "sessions" / ts[:4] / ts[5:7] / ts[8:10]
-                / f"rollout-{ts[:19].replace(':', '-')}-{sid}.jsonl")
+        path = (
+            self.codex_home
+            / "sessions"
+            / ts[:4]
+            / ts[5:7]
+            / ts[8:10]
+            / f"rollout-{ts[:19].replace(':', '-')}-{sid}.jsonl"
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log, path)
         return sid, path
 
     def files(self) -> list[Path]:
         """Every JSONL file the clients keep sessions in (subagents and tool results included)."""
-        return sorted([*self.claude_dir.glob("projects/**/*.jsonl"), *self.codex_home.glob("sessions/**/*.jsonl")])
+        return sorted(
+            [*self.claude_dir.glob("projects/**/*.jsonl"), *self.codex_home.glob("sessions/**/*.jsonl")]
+        )
 
     # -- running the clients -------------------------------------------------------------------------------
 
     def run_claude(self, session_id: str, prompt: str) -> Run:
-        return self._run([str(self.claude), "-p", prompt, "--resume", session_id,
-                          "--permission-mode", "dontAsk"])
+        return self._run(
+            [str(self.claude), "-p", prompt, "--resume", session_id, "--permission-mode", "dontAsk"]
+        )
 
     def run_codex(self, session_id: str, prompt: str) -> Run:
         self._write_codex_config()
@@ -163,8 +189,16 @@ class Home:
     def _run(self, argv: list[str]) -> Run:
         self.work.mkdir(parents=True, exist_ok=True)
         before = len(self.provider.received)
-        done = subprocess.run(argv, env=self.env(), cwd=self.work, capture_output=True, text=True, timeout=180,
-                              stdin=subprocess.DEVNULL, check=False)
+        done = subprocess.run(
+            argv,
+            env=self.env(),
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
         return Run(done.returncode, done.stdout, done.stderr, self.provider.received[before:])
 
 
@@ -176,8 +210,11 @@ class Run:
     requests: list[Any]
 
     def model_requests(self, suffix: str) -> list[Any]:
-        return [r for r in self.requests if r.method == "POST" and r.path.split("?")[0].endswith(suffix)
-                and isinstance(r.body, dict)]
+        return [
+            r
+            for r in self.requests
+            if r.method == "POST" and r.path.split("?")[0].endswith(suffix) and isinstance(r.body, dict)
+        ]
 
 
 def lines_of(data: bytes) -> list[dict[str, Any]]:
@@ -193,5 +230,11 @@ def lines_of(data: bytes) -> list[dict[str, Any]]:
 def ctxcompact(*args: str) -> subprocess.CompletedProcess[str]:
     """The real CLI, as the recipe runs it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXCOMPACT_")}
-    return subprocess.run([sys.executable, "-m", "ctxcompact", *args], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxcompact", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )

@@ -84,7 +84,7 @@ def texts(blocks: Any) -> list[str]:
     return [b.get("text", "") for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
 
 
-# -- Claude Code ----------------------------------------------------------------------------------------------
+# -- Claude Code ---------------------------------------------------------------------------------------
 
 
 def claude_meter(stdout: str) -> float:
@@ -95,13 +95,22 @@ def claude_meter(stdout: str) -> float:
 
 
 def claude_assistant_texts(objs: list[dict[str, Any]]) -> set[str]:
-    return {t for o in objs if o.get("type") == "assistant" and isinstance(o.get("message"), dict)
-            for t in texts(o["message"].get("content", []))}
+    return {
+        t
+        for o in objs
+        if o.get("type") == "assistant" and isinstance(o.get("message"), dict)
+        for t in texts(o["message"].get("content", []))
+    }
 
 
 def claude_ids(objs: list[dict[str, Any]]) -> set[str]:
-    return {b["id"] for o in objs if o.get("type") == "assistant" and isinstance(o.get("message"), dict)
-            for b in o["message"].get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"}
+    return {
+        b["id"]
+        for o in objs
+        if o.get("type") == "assistant" and isinstance(o.get("message"), dict)
+        for b in o["message"].get("content", [])
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
 
 
 def run_claude(h: Home, strategy: str, *window: str) -> dict[str, Any]:
@@ -116,9 +125,16 @@ def run_claude(h: Home, strategy: str, *window: str) -> dict[str, Any]:
     turn = h.run_claude(sid, "Continue.")
     assert turn.code == 0 and REPLY_TEXT in turn.stdout, turn.stderr[-2000:]
     sent = turn.model_requests("/v1/messages")[-1].body["messages"]
-    return {"sid": sid, "path": path, "grown": grown, "written": written, "sent": sent,
-            "meter_before": claude_meter(before.stdout), "meter_after": claude_meter(after.stdout),
-            "final": path.read_bytes()}
+    return {
+        "sid": sid,
+        "path": path,
+        "grown": grown,
+        "written": written,
+        "sent": sent,
+        "meter_before": claude_meter(before.stdout),
+        "meter_after": claude_meter(after.stdout),
+        "final": path.read_bytes(),
+    }
 
 
 def assert_no_invented_claude_turn(r: dict[str, Any]) -> None:
@@ -126,7 +142,7 @@ def assert_no_invented_claude_turn(r: dict[str, Any]) -> None:
     sent is one the model (or the client itself, after ctxcompact) wrote."""
     grown, written = lines_of(r["grown"]), lines_of(r["written"])
     assert claude_assistant_texts(written) <= claude_assistant_texts(grown)
-    client_after = lines_of(r["final"][len(r["written"]):])
+    client_after = lines_of(r["final"][len(r["written"]) :])
     known = claude_assistant_texts(grown) | claude_assistant_texts(client_after)
     for m in r["sent"]:
         if m["role"] == "assistant":
@@ -135,9 +151,13 @@ def assert_no_invented_claude_turn(r: dict[str, Any]) -> None:
 
 
 def assert_no_block_sent_twice(sent: list[dict[str, Any]]) -> None:
-    blocks = Counter(orjson.dumps({k: v for k, v in b.items() if k != "cache_control"}, option=orjson.OPT_SORT_KEYS)
-                     for m in sent if m["role"] == "assistant" and isinstance(m["content"], list)
-                     for b in m["content"] if isinstance(b, dict))
+    blocks = Counter(
+        orjson.dumps({k: v for k, v in b.items() if k != "cache_control"}, option=orjson.OPT_SORT_KEYS)
+        for m in sent
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"]
+        if isinstance(b, dict)
+    )
     twice = [k[:120] for k, n in blocks.items() if n > 1]
     assert not twice, twice
 
@@ -173,13 +193,25 @@ def test_claude_code_resumes_a_masking(home: Home) -> None:
     r = run_claude(home, "mask", "--window", "40000")
     sent = r["sent"]
     assert_pairs_intact(sent)
-    cleared = {b["tool_use_id"] for o in lines_of(r["written"][len(r["grown"]):]) if o.get("type") == "user"
-               and isinstance(o.get("message"), dict) and isinstance(o["message"].get("content"), list)
-               for b in o["message"]["content"] if isinstance(b, dict) and b.get("type") == "tool_result"
-               and any(t.startswith(CLEARED) for t in texts(b.get("content", "")))}
+    cleared = {
+        b["tool_use_id"]
+        for o in lines_of(r["written"][len(r["grown"]) :])
+        if o.get("type") == "user"
+        and isinstance(o.get("message"), dict)
+        and isinstance(o["message"].get("content"), list)
+        for b in o["message"]["content"]
+        if isinstance(b, dict)
+        and b.get("type") == "tool_result"
+        and any(t.startswith(CLEARED) for t in texts(b.get("content", "")))
+    }
     assert cleared
-    sent_results = {b["tool_use_id"]: texts(b.get("content", "")) for m in sent if isinstance(m["content"], list)
-                    for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
+    sent_results = {
+        b["tool_use_id"]: texts(b.get("content", ""))
+        for m in sent
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    }
     for cid in cleared:
         assert cid in sent_results and sent_results[cid][0].startswith(CLEARED), cid
     assert_no_block_sent_twice(sent)
@@ -193,14 +225,16 @@ def test_claude_code_resumes_a_sliding_window(home: Home) -> None:
     sent = r["sent"]
     assert_no_block_sent_twice(sent)
     assert_pairs_intact(sent)
-    summary = [t for m in sent if m["role"] == "user" for t in texts(m["content"]) if "ctxcompact summary" in t]
+    summary = [
+        t for m in sent if m["role"] == "user" for t in texts(m["content"]) if "ctxcompact summary" in t
+    ]
     assert summary and summary[0].startswith(COMPACT_SUMMARY_OPENING), summary[:1]
     assert_no_invented_claude_turn(r)
     assert r["meter_after"] < r["meter_before"], (r["meter_before"], r["meter_after"])
     read_back(home)
 
 
-# -- Codex ------------------------------------------------------------------------------------------------------
+# -- Codex ---------------------------------------------------------------------------------------------
 
 
 def codex_items(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -208,27 +242,42 @@ def codex_items(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def codex_calls(objs: list[dict[str, Any]]) -> set[str]:
-    return {o["payload"]["call_id"] for o in objs if o.get("type") == "response_item"
-            and o["payload"].get("type") in ("function_call", "custom_tool_call")}
+    return {
+        o["payload"]["call_id"]
+        for o in objs
+        if o.get("type") == "response_item"
+        and o["payload"].get("type") in ("function_call", "custom_tool_call")
+    }
 
 
 def codex_assistant_texts(items: list[dict[str, Any]]) -> set[str]:
-    return {t for i in items if i.get("type") == "message" and i.get("role") == "assistant"
-            for t in texts(i.get("content", []))}
+    return {
+        t
+        for i in items
+        if i.get("type") == "message" and i.get("role") == "assistant"
+        for t in texts(i.get("content", []))
+    }
 
 
 def last_meter(objs: list[dict[str, Any]]) -> int:
-    counts = [o["payload"]["info"]["last_token_usage"]["total_tokens"] for o in objs
-              if o.get("type") == "event_msg" and o["payload"].get("type") == "token_count"
-              and isinstance(o["payload"].get("info"), dict)]
+    counts = [
+        o["payload"]["info"]["last_token_usage"]["total_tokens"]
+        for o in objs
+        if o.get("type") == "event_msg"
+        and o["payload"].get("type") == "token_count"
+        and isinstance(o["payload"].get("info"), dict)
+    ]
     assert counts
     return int(counts[-1])
 
 
 def compaction_requests(run: Any) -> list[Any]:
     """The requests of Codex's own (remote) compaction: their input ends on a ``compaction_trigger``."""
-    return [q for q in run.model_requests("/responses")
-            if codex_items(q.body) and codex_items(q.body)[-1].get("type") == "compaction_trigger"]
+    return [
+        q
+        for q in run.model_requests("/responses")
+        if codex_items(q.body) and codex_items(q.body)[-1].get("type") == "compaction_trigger"
+    ]
 
 
 def run_codex(h: Home, strategy: str, *window: str) -> dict[str, Any]:
@@ -246,16 +295,27 @@ def run_codex(h: Home, strategy: str, *window: str) -> dict[str, Any]:
     turn = h.run_codex(sid, "Continue.")
     assert turn.code == 0, turn.stderr[-2000:]
     bodies = [q.body for q in turn.model_requests("/responses")]
-    return {"sid": sid, "path": path, "grown": grown, "written": written, "turn": turn, "bodies": bodies,
-            "meter_before": before, "meter_after": after, "final": path.read_bytes()}
+    return {
+        "sid": sid,
+        "path": path,
+        "grown": grown,
+        "written": written,
+        "turn": turn,
+        "bodies": bodies,
+        "meter_before": before,
+        "meter_after": after,
+        "final": path.read_bytes(),
+    }
 
 
 def assert_no_invented_codex_turn(r: dict[str, Any]) -> None:
     grown = [o["payload"] for o in lines_of(r["grown"]) if o.get("type") == "response_item"]
     known = codex_assistant_texts(grown)
-    new = lines_of(r["written"][len(r["grown"]):]) if r["written"].startswith(r["grown"]) else []
+    new = lines_of(r["written"][len(r["grown"]) :]) if r["written"].startswith(r["grown"]) else []
     made = [o["payload"] for o in new if o.get("type") == "response_item"]
-    made += [i for o in new if o.get("type") == "compacted" for i in o["payload"].get("replacement_history", [])]
+    made += [
+        i for o in new if o.get("type") == "compacted" for i in o["payload"].get("replacement_history", [])
+    ]
     assert codex_assistant_texts(made) <= known, codex_assistant_texts(made) - known
     sent = codex_items(r["bodies"][-1])
     assert codex_assistant_texts(sent) <= known | {REPLY_TEXT}
@@ -267,8 +327,13 @@ def assert_codex_meter(r: dict[str, Any]) -> None:
     assert not compaction_requests(r["turn"]), "Codex compacted again over ctxcompact's work"
     # the billed totals are kept: the meter line's cumulative usage is the log's last one
     tail = lines_of(r["written"])
-    counts = [o["payload"]["info"] for o in tail if o.get("type") == "event_msg"
-              and o["payload"].get("type") == "token_count" and isinstance(o["payload"].get("info"), dict)]
+    counts = [
+        o["payload"]["info"]
+        for o in tail
+        if o.get("type") == "event_msg"
+        and o["payload"].get("type") == "token_count"
+        and isinstance(o["payload"].get("info"), dict)
+    ]
     assert counts[-1]["total_token_usage"] == counts[-2]["total_token_usage"]
 
 
@@ -278,12 +343,20 @@ def test_codex_resumes_a_threshold_compaction(home: Home) -> None:
     old = codex_calls(lines_of(r["grown"]))
     assert old and not [c for c in old if c in orjson.dumps(sent).decode()]
     # the user's request as its own message, then the summary, as Codex lays out its own compaction
-    users = [texts(i.get("content", [])) for i in sent if i.get("type") == "message" and i.get("role") == "user"]
+    users = [
+        texts(i.get("content", [])) for i in sent if i.get("type") == "message" and i.get("role") == "user"
+    ]
     flat = [t for u in users for t in u]
     at = next(k for k, t in enumerate(flat) if "ctxcompact summary" in t)
-    grown_requests = [t for o in lines_of(r["grown"]) if o.get("type") == "response_item"
-                      and o["payload"].get("type") == "message" and o["payload"].get("role") == "user"
-                      for t in texts(o["payload"].get("content", [])) if not t.lstrip().startswith("<")]
+    grown_requests = [
+        t
+        for o in lines_of(r["grown"])
+        if o.get("type") == "response_item"
+        and o["payload"].get("type") == "message"
+        and o["payload"].get("role") == "user"
+        for t in texts(o["payload"].get("content", []))
+        if not t.lstrip().startswith("<")
+    ]
     assert grown_requests[-1] in flat[:at]
     assert_no_invented_codex_turn(r)
     assert_codex_meter(r)
@@ -294,8 +367,11 @@ def test_codex_resumes_a_masking(home: Home) -> None:
     r = run_codex(home, "mask", "--window", "60000")
     sent = codex_items(r["bodies"][-1])
     calls = {i["call_id"] for i in sent if i.get("type") in ("function_call", "custom_tool_call")}
-    outputs = {i["call_id"]: i.get("output") for i in sent
-               if i.get("type") in ("function_call_output", "custom_tool_call_output")}
+    outputs = {
+        i["call_id"]: i.get("output")
+        for i in sent
+        if i.get("type") in ("function_call_output", "custom_tool_call_output")
+    }
     assert calls and calls == set(outputs), calls ^ set(outputs)
     cleared = [c for c, o in outputs.items() if isinstance(o, str) and o.startswith(CLEARED)]
     assert cleared
@@ -307,10 +383,15 @@ def test_codex_resumes_a_masking(home: Home) -> None:
 def test_codex_resumes_a_sliding_window(home: Home) -> None:
     r = run_codex(home, "sliding-window", "--window", "60000")
     sent = codex_items(r["bodies"][-1])
-    seen = Counter(orjson.dumps(i, option=orjson.OPT_SORT_KEYS) for i in sent
-                   if i.get("type") not in ("message",) or i.get("role") == "assistant")
+    seen = Counter(
+        orjson.dumps(i, option=orjson.OPT_SORT_KEYS)
+        for i in sent
+        if i.get("type") not in ("message",) or i.get("role") == "assistant"
+    )
     assert not [k[:120] for k, n in seen.items() if n > 1]
-    assert any("ctxcompact summary" in t for i in sent if i.get("type") == "message" for t in texts(i["content"]))
+    assert any(
+        "ctxcompact summary" in t for i in sent if i.get("type") == "message" for t in texts(i["content"])
+    )
     assert_no_invented_codex_turn(r)
     assert_codex_meter(r)
     read_back(home)
