@@ -233,3 +233,20 @@ def test_codex_compaction_carries_its_meter_and_keeps_the_billed_totals(
         assert len(outputs) == 10 and sum(o.startswith("[tool result cleared: ") for o in outputs) >= 8
     report = api.validate(out)
     assert report.ok and report.format == "codex"
+
+
+def test_verbose_validate_names_the_lines_it_passed_through(tmp_path: Path) -> None:
+    from tests.helpers import ctxcompact
+
+    real = (DATA / "claude-code" / "spotter-short.jsonl").read_bytes()
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(
+        real + orjson.dumps(UNKNOWN) + b"\n" + orjson.dumps(BLOB) + b"\n" + orjson.dumps(UNKNOWN) + b"\n"
+    )
+    done = ctxcompact("validate", "--verbose", str(path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines()[-1].endswith("does not know): some-future-line ×2")
+    quiet = ctxcompact("validate", str(path))
+    assert b"passed through" not in quiet.stdout
+    assert api.validate(path).to_json()["passed_through"] == {"some-future-line": 2}
+    assert "passed_through" not in api.validate(real).to_json()

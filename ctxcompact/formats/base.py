@@ -155,6 +155,11 @@ class Format(abc.ABC):
         compaction after them, the way the agent records its own."""
         return records
 
+    def foreign_type(self, record: Record) -> str | None:
+        """The line type of a record that is not part of the conversation and of a type this format does not
+        know (a newer client's), which is passed through as it is and not counted; None otherwise."""
+        return None
+
     def link_records(self, records: list[Record]) -> list[Record]:
         """Before writing in this format: give the records ctxcompact made (and those it moved them before) a
         place in the format's links between lines (Claude Code's ``parentUuid`` tree). Default: nothing."""

@@ -70,6 +70,8 @@ KNOWN_TYPES = frozenset({
     "user", "assistant", "system", "summary", "progress", "file-history-snapshot", "queue-operation",
     "attachment", "custom-title", "ai-title", "agent-name", "last-prompt", "pr-link", "permission-mode",
     "agent-setting", "bridge-session", "worktree-state", "file-history-delta",
+    # CLI 2.1.328 (written while resuming, tests/clients): the request it sent, beside the conversation
+    "api-request", "api-request-shape", "api-request-blob", "atis-latch", "cost-state", "mode",
 })
 # Only these carry no uuid/sessionId yet are unmistakably Claude Code.
 _DISTINCT_BARE_TYPES = frozenset({"file-history-snapshot", "queue-operation", "file-history-delta"})
@@ -313,6 +315,10 @@ class ClaudeCodeFormat(Format):
                     r.usage = None
                 seen.add(key)
         return records
+
+    def foreign_type(self, record: Record) -> str | None:
+        kind = record.meta.get("type")
+        return kind if record.message is None and isinstance(kind, str) and kind not in KNOWN_TYPES else None
 
     def api_turns(self, records: list[Record]) -> list[Record]:
         """One record per API message: Claude Code writes a streamed response one content block per line

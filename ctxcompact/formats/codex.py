@@ -61,7 +61,9 @@ from ..reader import encode_json
 from .base import Format, Layout, str_field
 
 ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted",
-                           "inter_agent_communication", "world_state"})
+                           "inter_agent_communication", "world_state",
+                           # CLI 0.169.0 (tests/clients): the usage of each response, beside token_count
+                           "token_usage_record"})
 ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
                         "custom_tool_call_output", "local_shell_call", "web_search_call", "ghost_snapshot",
                         "compaction", "other"})
@@ -369,6 +371,10 @@ class CodexFormat(Format):
                 continue
             break
         return first if first is not None and first.usage is None else None
+
+    def foreign_type(self, record: Record) -> str | None:
+        kind = record.meta.get("type")
+        return kind if isinstance(kind, str) and kind not in ROLLOUT_TYPES and kind != "legacy" else None
 
     def dump_message(self, message: Message, record: Record | None = None) -> Any:
         data = record.data if record is not None and isinstance(record.data, dict) else None
