@@ -39,7 +39,8 @@ CLEARED = "[tool result cleared: "
 STRATEGIES = {
     "threshold": ["--strategy", "threshold"],
     "mask": ["--strategy", "mask", "--keep-results", "1", "--protect-tokens", "0", "--min-savings", "0"],
-    "sliding-window": ["--strategy", "sliding-window", "--invocation-threshold", "2", "--overlap", "0"],
+    # the token trigger alone (the logs hold two requests each): the kept tail is as long as fits
+    "sliding-window": ["--strategy", "sliding-window", "--invocation-threshold", "10"],
 }
 
 
@@ -60,7 +61,8 @@ def home(tmp_path: Path, clients: tuple[Path, Path]) -> Iterator[Home]:
 def compact_in_place(session: Path, *args: str) -> dict[str, Any]:
     """The recipe's middle step: ``-o`` to a new file, keep the original as a backup, replace."""
     out = session.with_name(session.name + ".compacted")
-    done = ctxcompact("run", str(session), *args, "-o", str(out))
+    # --no-state: the client's log records the compaction itself, so the next run needs no state
+    done = ctxcompact("run", str(session), "--no-state", *args, "-o", str(out))
     assert done.returncode == 0, done.stderr
     shutil.copyfile(session, session.with_name(session.name + ".bak"))
     os.replace(out, session)
@@ -187,6 +189,17 @@ def test_claude_code_resumes_a_threshold_compaction(home: Home) -> None:
     # the client's own meter counts the compacted context afresh
     assert r["meter_after"] < 0.5 * r["meter_before"], (r["meter_before"], r["meter_after"])
     read_back(home)
+    # again, on the file Claude Code continued: the newer summary first, nothing of the first one's turn
+    compact_in_place(r["path"], *STRATEGIES["threshold"], "--window", "30000", "--threshold", "3000")
+    again = home.run_claude(r["sid"], "Once more.")
+    assert again.code == 0 and REPLY_TEXT in again.stdout, again.stderr[-2000:]
+    sent = again.model_requests("/v1/messages")[-1].body["messages"]
+    assert texts(sent[0]["content"])[0].startswith(COMPACT_SUMMARY_OPENING)
+    assert (
+        "Continue." in texts(sent[0]["content"])[0]
+    )  # the latest request before, quoted in the continuation
+    assert not [m for m in sent if m["role"] == "user" and "Continue." in texts(m["content"])[1:]]
+    read_back(home)
 
 
 def test_claude_code_resumes_a_masking(home: Home) -> None:
@@ -221,7 +234,7 @@ def test_claude_code_resumes_a_masking(home: Home) -> None:
 
 
 def test_claude_code_resumes_a_sliding_window(home: Home) -> None:
-    r = run_claude(home, "sliding-window", "--window", "60000")
+    r = run_claude(home, "sliding-window", "--window", "50000")
     sent = r["sent"]
     assert_no_block_sent_twice(sent)
     assert_pairs_intact(sent)
@@ -361,6 +374,21 @@ def test_codex_resumes_a_threshold_compaction(home: Home) -> None:
     assert_no_invented_codex_turn(r)
     assert_codex_meter(r)
     read_back(home)
+    # again, on the rollout Codex continued
+    compact_in_place(r["path"], *STRATEGIES["threshold"], "--window", "40000", "--threshold", "3000")
+    again = home.run_codex(r["sid"], "Once more.")
+    assert again.code == 0, again.stderr[-2000:]
+    assert not compaction_requests(again)
+    sent = codex_items(again.model_requests("/responses")[-1].body)
+    summaries = [
+        t
+        for i in sent
+        if i.get("type") == "message"
+        for t in texts(i["content"])
+        if "ctxcompact summary" in t
+    ]
+    assert len(summaries) == 1 and "Continue." in summaries[0]
+    read_back(home)
 
 
 def test_codex_resumes_a_masking(home: Home) -> None:
@@ -381,7 +409,7 @@ def test_codex_resumes_a_masking(home: Home) -> None:
 
 
 def test_codex_resumes_a_sliding_window(home: Home) -> None:
-    r = run_codex(home, "sliding-window", "--window", "60000")
+    r = run_codex(home, "sliding-window", "--window", "90000")
     sent = codex_items(r["bodies"][-1])
     seen = Counter(
         orjson.dumps(i, option=orjson.OPT_SORT_KEYS)
