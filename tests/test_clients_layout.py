@@ -231,6 +231,9 @@ def test_codex_compaction_carries_its_meter_and_keeps_the_billed_totals(
         assert compacted["payload"]["message"] == ""  # as Codex's remote compaction writes it
         outputs = [i["output"] for i in history if i["type"] == "function_call_output"]
         assert len(outputs) == 10 and sum(o.startswith("[tool result cleared: ") for o in outputs) >= 8
+        # read back, the masked history counts: its calls and outputs, not only its messages
+        kept = sum(len(i.get("output", "")) + len(i.get("arguments", "")) for i in history)
+        assert api.estimate(out).heuristic >= kept // 4
     report = api.validate(out)
     assert report.ok and report.format == "codex"
 

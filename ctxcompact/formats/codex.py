@@ -56,6 +56,7 @@ from ..model import (
     ToolCall,
     ToolResult,
     Usage,
+    token_text,
 )
 from ..reader import encode_json
 from .base import Format, Layout, str_field
@@ -323,11 +324,22 @@ class CodexFormat(Format):
             replacement = p.get("replacement_history")
             texts = [] if isinstance(replacement, list) else (
                 [p["message"]] if isinstance(p.get("message"), str) and p["message"] else [])
+            carried: list[Block] = []
             for item in replacement if isinstance(replacement, list) else []:
                 if isinstance(item, dict) and item.get("type") == "message":
                     texts.extend(b.text for b in _content_blocks(item.get("content", []), "$.payload")
                                  if isinstance(b, TextBlock))
-            rec.message = Message(Role.USER, [TextBlock("\n\n".join(texts))], source_role="compacted")
+                elif isinstance(item, dict):
+                    # calls, outputs, reasoning (a masking's history): counted, not read as the summary
+                    try:
+                        inner = _item_message(item, "$.payload.replacement_history")
+                    except LineError:
+                        inner = None
+                    if inner is not None:
+                        counted, _ = token_text(inner)
+                        carried.append(OpaqueBlock(str(item.get("type")), "\n".join(counted), raw=item))
+            rec.message = Message(Role.USER, [TextBlock("\n\n".join(texts)), *carried],
+                                  source_role="compacted")
             meta.update(injected=True, compaction=True)
         msg = rec.message
         if (msg is not None and msg.role is Role.USER and kind != "compacted"
