@@ -70,7 +70,7 @@ def compact_in_place(session: Path, *args: str) -> dict[str, Any]:
 
 
 def read_back(h: Home) -> None:
-    """ctxcompact validates and estimates every session file the clients wrote."""
+    """ctxcompact validates, estimates and runs on every session file the clients wrote (subagents too)."""
     files = h.files()
     assert files
     for f in files:
@@ -78,6 +78,11 @@ def read_back(h: Home) -> None:
         assert v.returncode == 0, (f, v.stdout[-2000:], v.stderr[-2000:])
         e = ctxcompact("estimate", str(f), "--no-state")
         assert e.returncode == 0, (f, e.stderr[-2000:])
+        out = f.with_name(f.name + ".readback")
+        r = ctxcompact("run", str(f), "--no-state", "-o", str(out))
+        assert r.returncode == 0, (f, r.stderr[-2000:])
+        assert out.read_bytes() == f.read_bytes()  # below the threshold: the file as the client wrote it
+        out.unlink()
 
 
 def texts(blocks: Any) -> list[str]:
