@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,19 @@ def install() -> tuple[Path, Path]:
     native = sorted((modules / "@anthropic-ai").glob("claude-code-*/claude"))
     claude = native[0] if native else modules / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe"
     codex = modules / "@openai" / "codex" / "bin" / "codex.js"
-    for exe in (claude, codex):
+    for exe, package in ((claude, CLAUDE_CODE), (codex, CODEX)):
         if not exe.exists():
             raise Unavailable(f"{exe} is missing after the install")
+        try:
+            with tempfile.TemporaryDirectory(prefix="ctxcompact-clients-") as home:
+                env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "CODEX_HOME": home,
+                       "CLAUDE_CONFIG_DIR": home}
+                done = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60,
+                                      check=False, env=env)
+        except OSError as e:
+            raise Unavailable(f"{exe} does not run here: {e}") from e
+        if package.rsplit("@", 1)[1] not in done.stdout:
+            raise Unavailable(f"{exe} --version says {done.stdout.strip()!r} {done.stderr.strip()[-200:]!r}")
     return claude, codex
 
 
