@@ -23,7 +23,16 @@ from .batch import Row, Totals, expand
 from .batch import estimate_many as _estimate_many
 from .clean import CleanResult, Repair
 from .clean import clean as _clean
-from .engine import RunResult, Warn, estimate, output_format, record_real_tokens, run, stderr_warn
+from .engine import (
+    RunResult,
+    Warn,
+    estimate,
+    output_format,
+    record_real_tokens,
+    resolve_state_path,
+    run,
+    stderr_warn,
+)
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
 from .evaluate import Probe, evaluate, load_probes
 from .evaluate.html import page as eval_html
@@ -104,6 +113,12 @@ def calibrate(state_path: Path | str, prompt_tokens: int) -> State:
     return record_real_tokens(Path(state_path), prompt_tokens)
 
 
+def state_path(source: Source, opts: Options) -> Path | None:
+    """Where ``run`` keeps the state of ``source`` with these options (``--state``, ``--state-dir`` or beside
+    the input); None with ``use_state=False``. Stdin without ``--state`` is a UsageError."""
+    return resolve_state_path(source, opts, required=True)
+
+
 def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
     """Delete a state file (the next run starts from scratch), under its lock; True when there was one."""
     with state_lock(Path(path), timeout=lock_timeout):
@@ -144,6 +159,7 @@ __all__ = [
     "reset_state",
     "run",
     "save_state",
+    "state_path",
     "validate",
     "write_output",
 ]

@@ -147,7 +147,7 @@ def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) 
     """One row per path, in the order given, computed on ``jobs`` processes (default: all cores)."""
     if opts.state_path is not None and len(paths) > 1:
         raise UsageError("--state names one state file; with several inputs each uses its own "
-                         "(<input>.ctxstate.json), or give --no-state")
+                         "(<input>.ctxstate.json, or one in --state-dir), or give --no-state")
     jobs = min(jobs or cores(), len(paths))
     if jobs <= 1:
         for p in paths:

@@ -39,7 +39,7 @@ from .options import (
     trailing_option,
     write_output,
 )
-from .render import ROW, compaction_line, dry_run_json, render_dry_run, render_estimate, repairs_line, to_json
+from .render import ROW, compaction_line, render_dry_run, render_estimate, repairs_line, run_json, to_json
 
 
 class _Group(click.Group):
@@ -165,7 +165,11 @@ def clean(
     envvar=env_name("json"),
     help="Machine-readable report on stdout (with several files: one JSON object per line, then totals).",
 )
-@opt("--check", is_flag=True, help="Exit 1 when `run` would compact (any file, with several), 0 otherwise.")
+@opt(
+    "--check",
+    is_flag=True,
+    help="Exit 10 when `run` would compact (any file, with several), 0 otherwise; invalid input is still 1.",
+)
 @opt(
     "-r", "--recursive", is_flag=True, help="Directories: also their subdirectories; globs: ** matches them."
 )
@@ -188,7 +192,7 @@ def estimate(
     Example:
       ctxcompact estimate samples/openai-long.jsonl --window 32000
       ctxcompact estimate session.jsonl --json | jq .tokens.calibrated
-      ctxcompact estimate session.jsonl --check --threshold 80% || echo "time to compact"
+      ctxcompact estimate session.jsonl --check --threshold 80%; [ $? = 10 ] && echo "time to compact"
       ctxcompact estimate ~/.claude/projects -r --exact none --json | jq -c '{file, percent_used}'
     """
     opts = options_from(**kw)
@@ -203,7 +207,7 @@ def estimate(
     else:
         click.echo(render_estimate(report))
     if check and report.would_compact:
-        raise SystemExit(ExitCode.INVALID_INPUT)
+        raise SystemExit(ExitCode.WOULD_COMPACT)
 
 
 def _is_many(arg: str) -> bool:
@@ -269,8 +273,10 @@ def _estimate_many(
                 f"{tj['would_compact']}",
             )
         )
-    if totals.failed or (check and compact):
+    if totals.failed:  # a broken file matters more to a script than a full one
         raise SystemExit(ExitCode.INVALID_INPUT)
+    if check and compact:
+        raise SystemExit(ExitCode.WOULD_COMPACT)
 
 
 
@@ -394,8 +400,16 @@ def eval_command(
 @trailing_option
 @summary_options
 @opt("--dry-run", is_flag=True, help="Print what would happen; write nothing.")
-@opt("--json", "as_json", is_flag=True, envvar=env_name("json"), help="With --dry-run: a JSON report.")
-@opt("-q", "--quiet", is_flag=True, help="No summary or repairs line on stderr.")
+@opt(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar=env_name("json"),
+    help="Print the run's report as one JSON object on stdout (decision, tokens before and after, repairs, "
+    "summary, what was kept, state). Needs -o FILE, since without it stdout carries the transcript; "
+    "with --dry-run, the report of what would happen.",
+)
+@opt("-q", "--quiet", is_flag=True, help="No summary, repairs line or progress on stderr.")
 def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quiet: bool, **kw: Any) -> None:
     """Validate, clean, apply the state, estimate, and compact if over the threshold; write the transcript
     and the state.
@@ -411,17 +425,22 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
     """
     from .. import api
 
+    out_path = Path(output) if output and output != "-" else None
+    if as_json and not dry_run and out_path is None:
+        raise UsageError("run --json prints the report on stdout, where the transcript goes without -o: "
+                         "give -o FILE for the transcript (or --dry-run --json for a report alone)")
     source = source_of(file)
     opts = options_from(**kw)
-    out_path = Path(output) if output and output != "-" else None
     if dry_run:
         result = api.run(source, opts, dry_run=True, warn=echo_err)
         if as_json:
-            click.echo(to_json(dry_run_json(result)))
+            click.echo(to_json(run_json(result, dry_run=True, output=None)))
         else:
             click.echo(render_dry_run(result))
         return
     result = api.run(source, opts, output=out_path or stdout(), warn=echo_err)
+    if as_json:
+        click.echo(to_json(run_json(result, dry_run=False, output=output)))
     for problem in result.problems:
         echo_err(str(problem))
     for warning in result.warnings:
@@ -494,6 +513,28 @@ def state_show(path: str) -> None:
     if st is None:
         raise UsageError(f"no state file at {path}")
     click.echo(to_json(st.to_json()))
+
+
+@state.command("path")
+@click.argument("file", type=click.Path(dir_okay=False))
+@opt(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    help="The folder `run --state-dir` keeps states in (default: beside the input).",
+)
+def state_path_command(file: str, state_dir: str | None) -> None:
+    """Print where `run` keeps the state of FILE (whether or not it exists yet): for `calibrate --state`,
+    `state show` and `state reset` when the states live in a --state-dir.
+
+    \b
+    Example:
+      ctxcompact calibrate --state "$(ctxcompact state path session.jsonl --state-dir ~/.cache/ctx)" \\
+        --prompt-tokens 48213
+    """
+    from .. import api
+
+    path = api.state_path(file, options_from(state_dir=state_dir))
+    click.echo(str(path))
 
 
 @state.command("reset")

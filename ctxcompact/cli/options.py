@@ -236,11 +236,18 @@ def state_options(f: F) -> F:
     )
     f = opt("--no-state", is_flag=True, help="Neither read nor write a state file.")(f)
     f = opt(
+        "--state-dir",
+        type=click.Path(file_okay=False),
+        help="Keep the state, its lock and its count cache in this existing folder, named "
+        "<input name>.<digest of the input's path>.ctxstate.json, instead of beside the input. "
+        "--state wins over it.",
+    )(f)
+    f = opt(
         "--state",
         "state_path",
         type=click.Path(dir_okay=False),
         envvar=env_name("state"),
-        help="State file (default <input>.ctxstate.json; required for stdin).",
+        help="State file (default <input>.ctxstate.json, or one in --state-dir; required for stdin).",
     )(f)
     return f
 
@@ -260,7 +267,7 @@ def options_from(**kw: Any) -> Options:
         if value is None:
             continue
         name = mapping.get(key, key)
-        if name in ("state_path", "config_path", "todos_file"):
+        if name in ("state_path", "state_dir", "config_path", "todos_file"):
             value = Path(value)
         if name == "no_state":
             opts.use_state = not value
