@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .atomic import write_lines
-from .batch import Row, Totals, expand
+from .batch import Row, Totals, error_row, expand
 from .batch import estimate_many as _estimate_many
 from .clean import CleanResult, Repair
 from .clean import clean as _clean
@@ -44,6 +44,8 @@ from .formats.convert import lines_in
 from .model import Transcript
 from .options import Options
 from .paths import check_paths
+from .progress import bar as progress_bar
+from .progress import set_quiet as quiet_progress
 from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, load_state, save_state, state_lock
@@ -145,6 +147,7 @@ __all__ = [
     "check_paths",
     "clean",
     "clean_file",
+    "error_row",
     "estimate",
     "estimate_many",
     "eval_chart",
@@ -155,6 +158,8 @@ __all__ = [
     "load_probes",
     "load_state",
     "load_transcript",
+    "progress_bar",
+    "quiet_progress",
     "replay",
     "reset_state",
     "run",

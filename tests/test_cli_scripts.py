@@ -220,3 +220,27 @@ def test_state_dir_with_several_files(tmp_path: Path) -> None:
     assert code == 0, stderr
     rows = [orjson.loads(line) for line in stdout.splitlines()][:-1]
     assert len({r["state"] for r in rows}) == 2 and all(r["state"].startswith(str(states)) for r in rows)
+
+
+# ------------------------------------------------------------------------------------ version, completion
+
+
+def test_version() -> None:
+    from ctxcompact import __version__
+
+    code, stdout, _ = call("--version")
+    assert code == 0 and stdout.decode().strip() == f"ctxcompact, version {__version__}"
+
+
+def test_shell_completion_is_clicks_own() -> None:
+    from helpers import ctxcompact
+
+    script = ctxcompact(env={"_CTXCOMPACT_COMPLETE": "bash_source"})
+    assert script.returncode == 0 and b"_ctxcompact_completion()" in script.stdout
+    words = ctxcompact(env={"_CTXCOMPACT_COMPLETE": "bash_complete",
+                            "COMP_WORDS": "ctxcompact estimate --sta", "COMP_CWORD": "2"})
+    assert words.returncode == 0
+    assert set(words.stdout.decode().split()) >= {"plain,--state", "plain,--state-dir"}
+    fmt = ctxcompact(env={"_CTXCOMPACT_COMPLETE": "zsh_complete", "COMP_WORDS": "ctxcompact run --format c",
+                          "COMP_CWORD": "3"})
+    assert b"claude-code" in fmt.stdout and b"codex" in fmt.stdout and b"openai" not in fmt.stdout

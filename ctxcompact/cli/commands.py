@@ -71,7 +71,12 @@ def cli() -> None:
       ctxcompact estimate samples/openai-long.jsonl --window 32000
       ctxcompact run samples/openai-long.jsonl --window 32000 -o compacted.jsonl
     Every option can also be set as CTXCOMPACT_<OPTION> (e.g. CTXCOMPACT_WINDOW=32000).
+    Shell completion: eval "$(_CTXCOMPACT_COMPLETE=bash_source ctxcompact)" (zsh_source, fish_source).
+    Colour and progress only on a terminal; NO_COLOR=1 turns colour off.
     """
+    from ..progress import set_quiet
+
+    set_quiet(False)  # -q of an earlier in-process call does not carry over
 
 
 @cli.command(epilog=EXIT_CODES)
@@ -179,8 +184,10 @@ def clean(
     type=click.IntRange(min=1),
     help="Processes for several files (default: all cores); 1 runs them in turn.",
 )
+@opt("-q", "--quiet", is_flag=True, help="No progress on stderr (it is shown only on a terminal anyway).")
 def estimate(
-    files: tuple[str, ...], as_json: bool, check: bool, recursive: bool, jobs: int | None, **kw: Any
+    files: tuple[str, ...], as_json: bool, check: bool, recursive: bool, jobs: int | None, quiet: bool,
+    **kw: Any
 ) -> None:
     """Dry run: counts, tokens (heuristic, exact, calibrated), the budget, and whether `run` would compact.
 
@@ -195,11 +202,13 @@ def estimate(
       ctxcompact estimate session.jsonl --check --threshold 80%; [ $? = 10 ] && echo "time to compact"
       ctxcompact estimate ~/.claude/projects -r --exact none --json | jq -c '{file, percent_used}'
     """
+    from .. import api
+
+    api.quiet_progress(quiet)
     opts = options_from(**kw)
     if len(files) > 1 or recursive or (files and files[0] != "-" and _is_many(files[0])):
         _estimate_many(files, opts, as_json, check, recursive, jobs)
         return
-    from .. import api
 
     report = api.estimate(source_of(files[0] if files else None), opts)
     if as_json:
@@ -232,30 +241,12 @@ def _estimate_many(
         click.echo(
             ROW.format("file", "format", "records", "heuristic", "exact", "calibrated", "used", "compact")
         )
-    for row in api.estimate_many(paths, opts, jobs):
-        totals.add(row)
-        if row.report is not None:
-            compact = compact or bool(row.report["would_compact"])
-        if as_json:
-            click.echo(orjson.dumps(row.to_json()).decode())
-        elif row.report is not None:
-            r, t = row.report, row.report["tokens"]
-            click.echo(
-                ROW.format(
-                    row.path,
-                    r["format"],
-                    f"{r['records']:,}",
-                    f"{t['heuristic']:,}",
-                    "-" if t["exact"] is None else f"{t['exact']:,}",
-                    f"{t['calibrated']:,}",
-                    f"{r['percent_used']:.1f}%",
-                    "yes" if r["would_compact"] else "no",
-                )
-            )
-        else:
-            click.echo(ROW.format(row.path, "error", "", "", "", "", "", ""))
-        if row.error is not None:
-            echo_err(f"error: {row.path}: {row.error}")
+    with api.progress_bar(len(paths), "estimating") as bar:
+        for row in api.estimate_many(paths, opts, jobs):
+            bar.hide()  # the rows and the bar share a terminal: the bar is redrawn below the row
+            _estimate_row(row, as_json, totals)
+            bar.advance(row.path)
+            compact = compact or bool(row.report is not None and row.report["would_compact"])
     tj = totals.to_json()
     if as_json:
         click.echo(orjson.dumps({"totals": tj}).decode())
@@ -278,6 +269,32 @@ def _estimate_many(
     if check and compact:
         raise SystemExit(ExitCode.WOULD_COMPACT)
 
+
+def _estimate_row(row: Any, as_json: bool, totals: Any) -> None:
+    """One file's row of `estimate` with several files (its error on stderr too)."""
+    import orjson
+
+    totals.add(row)
+    if as_json:
+        click.echo(orjson.dumps(row.to_json()).decode())
+    elif row.report is not None:
+        r, t = row.report, row.report["tokens"]
+        click.echo(
+            ROW.format(
+                row.path,
+                r["format"],
+                f"{r['records']:,}",
+                f"{t['heuristic']:,}",
+                "-" if t["exact"] is None else f"{t['exact']:,}",
+                f"{t['calibrated']:,}",
+                f"{r['percent_used']:.1f}%",
+                "yes" if r["would_compact"] else "no",
+            )
+        )
+    else:
+        click.echo(ROW.format(row.path, "error", "", "", "", "", "", ""))
+    if row.error is not None:
+        echo_err(f"error: {row.path}: {row.error}")
 
 
 
@@ -326,6 +343,7 @@ def _estimate_many(
     type=click.Path(dir_okay=False, writable=True),
     help="Also write one self-contained HTML page (tables, inline SVG chart) here.",
 )
+@opt("-q", "--quiet", is_flag=True, help="No progress on stderr (it is shown only on a terminal anyway).")
 def eval_command(
     files: tuple[str, ...],
     strategies: str,
@@ -335,6 +353,7 @@ def eval_command(
     recursive: bool,
     html_file: str | None,
     judge: str | None,
+    quiet: bool,
     **kw: Any,
 ) -> None:
     """Measure what a compaction keeps, offline: compact in memory exactly as `run` would (writing nothing,
@@ -350,6 +369,7 @@ def eval_command(
 
     from .. import api
 
+    api.quiet_progress(quiet)
     opts = options_from(**kw)
     names = [n.strip() for n in strategies.split(",") if n.strip()]
     for name in names:
@@ -361,31 +381,62 @@ def eval_command(
     paths = api.expand_paths(files, recursive) if many else [source_of(files[0] if files else None)]
     if not paths:
         raise UsageError(f"no *.jsonl files in {' '.join(files)}")
-    rows = []
-    for path in paths:
-        source: Any = path
-        if path == "-":
-            import sys
-
-            source = sys.stdin.buffer.read()
-        for name in names:
-            o = dataclasses.replace(opts, strategy=name)
-            r = api.evaluate(source, o, probes, judge=judge)
+    rows: list[dict[str, Any]] = []
+    failed = 0
+    items = len(paths) * len(names)  # one item: its replay has the bar (over the turns), else the items do
+    with api.progress_bar(items, "evaluating", enabled=items > 1) as bar:
+        for path in paths:
+            source: Any = path
             if path == "-":
-                r["file"] = "-"
-            if replay:
-                r["replay"] = api.replay(source, o, probes)
-            rows.append(r)
+                import sys
+
+                source = sys.stdin.buffer.read()
+            for name in names:
+                o = dataclasses.replace(opts, strategy=name)
+                bar.hide()
+                try:
+                    rows.append(_eval_one(api, source, path, o, probes, judge, replay, single=items == 1))
+                except Exception as exc:
+                    if not many:  # one file: its error is the command's (message and exit code)
+                        raise
+                    err = api.error_row(path, exc)
+                    failed += 1
+                    echo_err(f"error: {path} ({name}): {err.error}")
+                    rows.append({"file": path, "strategy": name, "error": err.error,
+                                 "exit_code": err.exit_code})
+                bar.advance(f"{path} ({name})")
     if html_file:
         api.write_output([api.eval_html(rows).encode().rstrip(b"\n")], html_file)
     if as_json:
         click.echo(to_json(rows[0] if len(rows) == 1 else rows))
-        return
-    click.echo(api.eval_table(rows))
-    for r in rows:
-        if "replay" in r:
-            click.echo(f"\nreplay of {r['file']} ({r['strategy']}):")
-            click.echo(api.eval_chart(r["replay"]))
+    else:
+        click.echo(api.eval_table(rows))
+        for r in rows:
+            if "replay" in r:
+                click.echo(f"\nreplay of {r['file']} ({r['strategy']}):")
+                click.echo(api.eval_chart(r["replay"]))
+    if failed:
+        raise SystemExit(ExitCode.INVALID_INPUT)
+
+
+def _eval_one(api: Any, source: Any, path: str, opts: Options, probes: Any, judge: str | None, replay: bool,
+              single: bool) -> dict[str, Any]:
+    """One file and strategy of `eval`: the scores, and with --replay the replay (a bar over its turns when
+    it is the only item)."""
+    r: dict[str, Any] = api.evaluate(source, opts, probes, judge=judge)
+    if path == "-":
+        r["file"] = "-"
+    if replay:
+        if single:
+            with api.progress_bar(0, "replaying") as turns:
+                def on_turn(done: int, total: int) -> None:
+                    turns.total = total
+                    turns.advance("turn", n=done - turns.done)
+
+                r["replay"] = api.replay(source, opts, probes, on_turn=on_turn)
+        else:
+            r["replay"] = api.replay(source, opts, probes)
+    return r
 
 
 @cli.command(epilog=EXIT_CODES)
@@ -425,6 +476,7 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
     """
     from .. import api
 
+    api.quiet_progress(quiet)
     out_path = Path(output) if output and output != "-" else None
     if as_json and not dry_run and out_path is None:
         raise UsageError("run --json prints the report on stdout, where the transcript goes without -o: "

@@ -3,6 +3,7 @@ groups the commands share, and turning flags into :class:`~ctxcompact.options.Op
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -278,8 +279,29 @@ def options_from(**kw: Any) -> Options:
     return opts
 
 
+_COLOURS = {"error:": "red", "internal error:": "red", "warning:": "yellow"}
+
+
+def colour(stream: Any) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set to anything (https://no-color.org) or
+    the terminal is ``dumb``."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def echo_err(message: str) -> None:
-    click.echo(f"ctxcompact: {message}", err=True)
+    """``ctxcompact: <message>`` on stderr; an ``error:`` or ``warning:`` in colour on a terminal."""
+    err = sys.stderr
+    if colour(err):
+        for word, fg in _COLOURS.items():
+            if message.startswith(word):
+                message = click.style(word, fg=fg, bold=True) + message[len(word):]
+                break
+    click.echo(f"ctxcompact: {message}", err=True, color=colour(err))
 
 
 def stdout() -> Any:
