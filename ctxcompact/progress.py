@@ -28,17 +28,23 @@ def _shown(stream: TextIO) -> bool:
 
 
 @contextmanager
-def progress(label: str, stream: TextIO | None = None, interval: float = 0.2) -> Iterator[None]:
-    """Show ``label`` with a spinner and elapsed seconds while the block runs; nothing when not a TTY."""
+def progress(label: str, stream: TextIO | None = None, interval: float = 0.2,
+             delay: float = 0.5) -> Iterator[None]:
+    """Show ``label`` with a spinner and elapsed seconds while the block runs, from ``delay`` seconds on;
+    nothing when not a TTY."""
     out = stream if stream is not None else sys.stderr
     if not _shown(out):
         yield
         return
     stop = threading.Event()
     start = time.monotonic()
+    drawn = threading.Event()
 
     def spin() -> None:
         i = 0
+        if stop.wait(delay):
+            return
+        drawn.set()
         while not stop.wait(interval):
             out.write(f"\r{_FRAMES[i % len(_FRAMES)]} {label} {time.monotonic() - start:5.1f}s")
             out.flush()
@@ -51,8 +57,9 @@ def progress(label: str, stream: TextIO | None = None, interval: float = 0.2) ->
     finally:
         stop.set()
         thread.join()
-        out.write("\r\x1b[K")
-        out.flush()
+        if drawn.is_set():
+            out.write("\r\x1b[K")
+            out.flush()
 
 
 class Bar:

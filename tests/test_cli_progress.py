@@ -110,14 +110,18 @@ def test_bar_edges_zero_items_more_than_total_and_hide() -> None:
 def test_spinners_inside_a_shown_bar_stay_silent() -> None:
     out = Tty()
     with bar(1, "files", stream=out, delay=0, interval=0) as b, \
-            progress("counting", stream=out, interval=0.01):
+            progress("counting", stream=out, interval=0.01, delay=0):
         time.sleep(0.05)
         b.advance("a")
     assert "counting" not in out.getvalue()
     alone = Tty()
-    with progress("counting", stream=alone, interval=0.01):
+    with progress("counting", stream=alone, interval=0.01, delay=0):
         time.sleep(0.05)
-    assert "counting" in alone.getvalue()
+    assert "counting" in alone.getvalue() and alone.getvalue().endswith("\r\x1b[K")
+    quick = Tty()
+    with progress("counting", stream=quick, interval=0.01, delay=60):
+        pass
+    assert quick.getvalue() == ""  # a quick step leaves no trace, not even a cleared line
 
 
 # --------------------------------------------------------------------------------------------- the commands
