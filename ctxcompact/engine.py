@@ -348,6 +348,9 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
         if state_path is not None:
             check_state_path(state_path)
     inp = InputData.load(source)
+    if inp.document is not None:
+        warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
+             "(line N is its record N), and written as JSONL")
     if state_path is None or dry_run:
         return _run_locked(inp, opts, budget, state_path, output, dry_run, warn)
     with state_lock(state_path, timeout=opts.lock_timeout):
