@@ -93,6 +93,17 @@ def test_run_json_without_a_file_output_is_a_usage_error(log: Path, output: str 
     assert not Path(str(log) + ".ctxstate.json").exists()  # refused before any work
 
 
+def test_ctxcompact_json_in_the_environment_does_not_break_a_run_to_stdout(log: Path) -> None:
+    """CTXCOMPACT_JSON=1 set for estimate's sake: `run` without -o still writes the transcript on stdout."""
+    env = {"CTXCOMPACT_JSON": "1"}
+    code, stdout, stderr = call("run", str(log), "--no-state", "--exact", "none", env=env)
+    assert code == 0, stderr
+    assert stdout == log.read_bytes()  # the transcript, not a report
+    code, stdout, _ = call("run", str(log), "--no-state", "--exact", "none", "-o", str(log.with_suffix(".o")),
+                           env={"CTXCOMPACT_JSON": "1"})
+    assert code == 0 and orjson.loads(stdout)["decision"] == "pass"  # with -o the variable asks for it
+
+
 def test_run_dry_run_json_has_the_same_keys(log: Path, tmp_path: Path) -> None:
     code, stdout, _ = call("run", str(log), "--window", "8000", "--exact", "none", "--dry-run", "--json")
     dry = orjson.loads(stdout)

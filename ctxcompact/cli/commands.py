@@ -219,6 +219,13 @@ def estimate(
         raise SystemExit(ExitCode.WOULD_COMPACT)
 
 
+def _from_environment(param: str) -> bool:
+    """The option came from its CTXCOMPACT_* variable, not from the command line."""
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(param) is ParameterSource.ENVIRONMENT
+
+
 def _is_many(arg: str) -> bool:
     """A directory, or a glob that is not itself a file name."""
     path = Path(arg)
@@ -457,8 +464,8 @@ def _eval_one(api: Any, source: Any, path: str, opts: Options, probes: Any, judg
     is_flag=True,
     envvar=env_name("json"),
     help="Print the run's report as one JSON object on stdout (decision, tokens before and after, repairs, "
-    "summary, what was kept, state). Needs -o FILE, since without it stdout carries the transcript; "
-    "with --dry-run, the report of what would happen.",
+    "summary, what was kept, state). Needs -o FILE, since without it stdout carries the transcript (set "
+    "by CTXCOMPACT_JSON alone, it is then ignored); with --dry-run, the report of what would happen.",
 )
 @opt("-q", "--quiet", is_flag=True, help="No summary, repairs line or progress on stderr.")
 def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quiet: bool, **kw: Any) -> None:
@@ -478,6 +485,8 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
 
     api.quiet_progress(quiet)
     out_path = Path(output) if output and output != "-" else None
+    if as_json and not dry_run and out_path is None and _from_environment("as_json"):
+        as_json = False  # CTXCOMPACT_JSON set for the other commands: run's stdout stays the transcript
     if as_json and not dry_run and out_path is None:
         raise UsageError("run --json prints the report on stdout, where the transcript goes without -o: "
                          "give -o FILE for the transcript (or --dry-run --json for a report alone)")

@@ -17,7 +17,9 @@ from ..strategies import NAMES as STRATEGY_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_CODES = "\b\nExit codes:\n" + "".join(f"  {int(code)}  {text}\n" for code, text in EXIT_MEANINGS.items())
+EXIT_CODES = "\b\nExit codes:\n" + "".join(
+    f"  {int(code):>2}  {text}\n" for code, text in EXIT_MEANINGS.items()
+)
 
 FORMAT_NAMES = ["auto", "openai", "anthropic", "genai", "claude-code", "codex"]
 
