@@ -122,6 +122,14 @@ def test_spinners_inside_a_shown_bar_stay_silent() -> None:
     with progress("counting", stream=quick, interval=0.01, delay=60):
         pass
     assert quick.getvalue() == ""  # a quick step leaves no trace, not even a cleared line
+    set_quiet(True)  # run -q
+    try:
+        hushed = Tty()
+        with progress("counting", stream=hushed, interval=0.01, delay=0):
+            time.sleep(0.05)
+        assert hushed.getvalue() == ""
+    finally:
+        set_quiet(False)
 
 
 # --------------------------------------------------------------------------------------------- the commands
