@@ -234,6 +234,8 @@ def split_document(data: bytes) -> Document | None:
         return None  # JSONL (several values), or broken: the line reader reports it
     lines = body.strip().count(b"\n") + 1
     if isinstance(doc, list):
+        if lines == 1 and not all(isinstance(x, dict) for x in doc):
+            return None  # one JSONL line that is not an object: the line reader says so, with its number
         return _records(doc, f"a JSON array of {len(doc):,} items", "'.[]'")
     if not isinstance(doc, dict):  # pragma: no cover - starts with [ or {
         return None

@@ -221,6 +221,7 @@ def test_a_document_splits_into_its_records_one_per_line(items: list, indent: in
 
 def test_refusals_are_input_errors() -> None:
     with pytest.raises(InputError, match="item 1 is a number"):
-        split_document(b"[1, 2]")
+        split_document(b"[1,\n 2]")
+    assert split_document(b"[1, 2]") is None  # one line: a JSONL line that is not an object (line 1: ...)
     with pytest.raises(InputError, match="one JSON object over 3 lines"):
         split_document(b'{\n"a": 1\n}')
