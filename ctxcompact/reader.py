@@ -217,10 +217,11 @@ _CONTAINERS = (
 def split_document(data: bytes) -> Document | None:
     """``data`` as JSONL when it is one JSON document holding a transcript, not JSONL
     (docs/reference/formats.md#whole-file-json): an array of records (``[{...}, {...}]``, pretty-printed or
-    not), an ADK session export ``{"events": [...]}``, a request body ``{"messages": [...]}`` (its top-level
-    ``system`` becomes the first record) or ``{"contents": [...]}``, a Gemini chat history
-    ``{"history": [...]}``. None for JSONL (or anything that is not one JSON document: the line reader then
-    says what is wrong, line by line).
+    not), an ADK session export ``{"events": [...]}`` (pretty-printed or not), and spread over several
+    lines, a request body ``{"messages": [...]}`` (its top-level ``system`` becomes the first record) or
+    ``{"contents": [...]}``, a Gemini chat history ``{"history": [...]}`` (on one line those are fine-tuning
+    records, JSONL). None for JSONL (or anything that is not one JSON document: the line reader then says
+    what is wrong, line by line).
 
     A document that is clearly not JSONL but cannot be read as records (a Gemini CLI chat file, an array of
     strings, any other object spread over lines) is an InputError of one line saying what it is."""
@@ -247,6 +248,10 @@ def split_document(data: bytes) -> Document | None:
                          "Anthropic or Gemini API messages)")
     for key, what, noun in _CONTAINERS:
         items = doc.get(key)
+        if lines == 1 and key != "events":
+            # one line of {"messages": …} or {"contents": …} is a fine-tuning record (OpenAI, Vertex AI):
+            # a JSONL line whose format says what is wrong with it
+            break
         if isinstance(items, list) and all(isinstance(x, dict) for x in items):
             if key == "messages" and isinstance(doc.get("system"), (str, list)):  # an Anthropic request
                 items = [{"role": "system", "content": doc["system"]}, *items]

@@ -122,9 +122,14 @@ def test_request_bodies(tmp_path: Path) -> None:
     # an Anthropic request: its top-level system prompt becomes the first record
     anthropic = tmp_path / "anthropic.json"
     anthropic.write_text(json.dumps({"model": "claude", "system": "You are terse.", "max_tokens": 10,
-                                     "messages": [{"role": "user", "content": "hi"}]}))
+                                     "messages": [{"role": "user", "content": "hi"}]}, indent=2))
     records = api.load_transcript(str(anthropic)).records
     assert [r.message.role.value for r in records if r.message] == ["system", "user"]
+    # on one line, {"messages": [...]} is a fine-tuning record: a JSONL line, refused as one (line 1)
+    finetune = tmp_path / "finetune.jsonl"
+    finetune.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    code, out, err = call("validate", str(finetune))
+    assert code == 1 and b"line 1: $: this line holds a whole conversation" in out + err
     # a Gemini API request body: contents are Content lines
     gemini = tmp_path / "gemini.json"
     gemini.write_text(json.dumps({"contents": [{"role": "user", "parts": [{"text": "hi"}]},
@@ -214,6 +219,9 @@ def test_a_document_splits_into_its_records_one_per_line(items: list, indent: in
     doc = items if key is None else {"id": "s", key: items}
     data = json.dumps(doc, indent=indent, ensure_ascii=False).encode()
     split = split_document(data)
+    if key not in (None, "events") and b"\n" not in data:
+        assert split is None  # one line of {"contents": [...]}: a fine-tuning record, JSONL
+        return
     assert split is not None
     assert split.lines == jsonl_of(items)  # each record once, in order, compact: line N is record N
     assert [orjson.loads(x) for x in split.lines.splitlines()] == items
