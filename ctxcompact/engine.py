@@ -10,6 +10,7 @@ lives in the module it names.
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -310,7 +311,7 @@ class RunResult:
 
     def lines(self) -> Iterator[bytes]:
         if self.passthrough is not None:
-            return iter(self.passthrough.splitlines(keepends=True))
+            return iter(io.BytesIO(self.passthrough).readlines())  # lines end at \n only, never at a CR
         return lines_in(self.transcript, self.output_format)
 
 

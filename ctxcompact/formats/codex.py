@@ -345,11 +345,9 @@ class CodexFormat(Format):
             return records
         history: list[Record] = []
         stamp: Any = None
-        for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
-            try:
-                data = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                data = None
+        from .jsonl import history_lines  # the reader's rule for which lines are records
+
+        for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
             if isinstance(data, dict) and isinstance(data.get("timestamp"), str):
                 stamp = data["timestamp"]
             history.append(Record(index=i, line=i + 1, raw=raw, data=data))
