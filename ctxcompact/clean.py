@@ -59,6 +59,7 @@ from .model import (
     Transcript,
     blocks_text,
 )
+from .secrets import scrub_credentials
 
 NO_RESPONSE = "Tool no response"
 UNDERSTOOD = "Understood."
@@ -94,6 +95,9 @@ class Repair:
     line: int
     detail: str
     call_id: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "detail", scrub_credentials(self.detail))  # a repair quotes ids and text
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "input"

@@ -30,6 +30,7 @@ from .options import Options
 from .paths import check_paths, check_state_path
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
+from .secrets import scrub_credentials
 from .source import InputData, Source, is_file
 from .state import (
     InputInfo,
@@ -64,7 +65,7 @@ Warn = Callable[[str], None]
 
 def stderr_warn(message: str) -> None:
     """The default place for warnings: one ``ctxcompact: …`` line on stderr."""
-    sys.stderr.write(f"ctxcompact: {message}\n")
+    sys.stderr.write(f"ctxcompact: {scrub_credentials(message)}\n")
 
 
 def resolve_state_path(source: Source, opts: Options, *, required: bool) -> Path | None:

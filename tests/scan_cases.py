@@ -13,6 +13,7 @@ from typing import Any
 
 from ctxcompact.evaluate import identifiers
 from ctxcompact.facts import files, outcomes, rules, text
+from ctxcompact.secrets import scrub_credentials
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,12 @@ CASES: tuple[Case, ...] = (
     Case("anthropic: a system message inside every turn (run)", _system_mid_conversation, _anthropic_run,
          1_500),
     Case("eval: many failed commands", _failed_commands, _eval, 400),
+    # the credential scrubber on what looks almost like a credential, over and over
+    Case("credentials: a-a-a… names before '='", lambda n: "a-" * n + "=", scrub_credentials, 50_000),
+    Case("credentials: many near-miss keys", lambda n: "sk-abc ghp_x Bearer x key= " * n, scrub_credentials,
+         20_000),
+    Case("credentials: one long URL user part", lambda n: "https://" + "u" * n + ":p", scrub_credentials,
+         100_000),
 )
 
 

@@ -12,6 +12,7 @@ import click
 
 from ..errors import EXIT_MEANINGS, UsageError
 from ..options import Options
+from ..secrets import scrub_credentials
 from ..strategies import NAMES as STRATEGY_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -272,7 +273,7 @@ def options_from(**kw: Any) -> Options:
 
 
 def echo_err(message: str) -> None:
-    click.echo(f"ctxcompact: {message}", err=True)
+    click.echo(f"ctxcompact: {scrub_credentials(message)}", err=True)
 
 
 def stdout() -> Any:

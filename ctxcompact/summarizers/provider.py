@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import SummarizerError
+from ..secrets import redact, scrub  # re-exported: the one scrubber lives in the low layer
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .prompt import (
     MIN_INPUT_BUDGET,
@@ -82,21 +83,6 @@ def resolve_api_key(explicit: str | None, provider_var: str) -> str | None:
         if value and value.strip():
             return value.strip()
     return None
-
-
-def redact(text: str, secrets: list[str | None]) -> str:
-    """``text`` with every secret replaced by ``***`` and nothing else changed."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    return text
-
-
-def scrub(text: str, secrets: list[str | None]) -> str:
-    """Remove any secret from a message meant for users, state or logs (belt and braces: reasons are built
-    from status codes and error types, never from headers, but servers sometimes echo a key back), on one
-    line of at most 300 characters."""
-    return " ".join(redact(text, secrets).split())[:300]
 
 
 def redact_result(result: SummaryResult, secrets: list[str]) -> SummaryResult:
