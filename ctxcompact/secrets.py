@@ -17,6 +17,7 @@ Every pattern is bounded and starts at a fixed prefix: the scan is linear in the
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -47,6 +48,8 @@ _ANNOUNCED = (
     r"|(?P<head3>\b[a-zA-Z][\w+.\-]{0,20}://[^\s/:@\"'<>]{1,200}:)(?P<value3>[^\s@/\"'<>]{1,200})(?=@)"
 )
 _CREDENTIAL = re.compile(f"{_TOKEN}|{_ANNOUNCED}")
+# every pattern above needs one of these: most text has none, and one literal scan is much cheaper
+_TRIGGER = re.compile(r"sk-|gh[pousr]_|github_pat_|AKIA|AIza|xox|eyJ|bearer|token|basic|://|[:=]", re.I)
 
 
 def _replace(m: re.Match[str]) -> str:
@@ -61,8 +64,15 @@ def _replace(m: re.Match[str]) -> str:
 
 def scrub_credentials(text: str) -> str:
     """``text`` with every credential it quotes replaced by ``***`` (see the module docstring)."""
-    if not text:
+    if not text or _TRIGGER.search(text) is None:
         return text
+    if len(text) <= 2_000:  # the facts carried from one summary to the next repeat their strings
+        return _scrub_short(text)
+    return _CREDENTIAL.sub(_replace, text)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _scrub_short(text: str) -> str:
     return _CREDENTIAL.sub(_replace, text)
 
 

@@ -169,7 +169,7 @@ CASES: tuple[Case, ...] = (
          files.command_paths, 4_000),
     Case("heredoc: many closed here-documents",
          lambda n: "".join(f"cat << E{i}\nbody\nE{i}\n" for i in range(n)), files.command_paths, 4_000),
-    Case("sliding window: first run over many invocations", _invocations, _sliding_window, 300),
+    Case("sliding window: first run over many invocations", _invocations, _sliding_window, 600),
     Case("anthropic: a system message inside every turn (run)", _system_mid_conversation, _anthropic_run,
          1_500),
     Case("eval: many failed commands", _failed_commands, _eval, 400),

@@ -420,6 +420,9 @@ class _Planner:
         self.si = si
         self.view = view
         self.events: list[Event] = list(si.state.events) if si.state is not None else []
+        # the visible events, kept as events are added (a new event hides those it contains; a hidden one
+        # never shows again): recomputing them at every window made a long first run quadratic
+        self.visible: list[Event] = [self.events[i] for i in _visible(self.events)]
         self.new: list[Event] = []
         self.summaries: list[SummaryResult] = []
         self.windows: list[Window] = []
@@ -451,7 +454,7 @@ class _Planner:
         return self._prefix[hi] - self._prefix[lo]
 
     def make(self, w: Window) -> None:
-        vis = [self.events[i] for i in _visible(self.events) if self.events[i].end > self.si.ctx.covered]
+        vis = [e for e in self.visible if e.end > self.si.ctx.covered]
         used = sum(heuristic.text_tokens(e.summary) for e in vis)
         room = self.cap - used
         prior: str | None = None
@@ -486,6 +489,8 @@ class _Planner:
         if prior is not None and summary.facts is not None:
             self.rollup_facts[id(ev)] = summary.facts
         self.events.append(ev)
+        self.visible = sorted([e for e in self.visible if not (ev.start <= e.start and e.end <= ev.end)] + [ev],
+                              key=lambda e: (e.start, e.end))
         self.new.append(ev)
         self.summaries.append(summary)
         self.windows.append(w)
