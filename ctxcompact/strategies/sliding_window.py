@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from typing import Any
 from ..budget import Budget
 from ..clean import clean
 from ..errors import ExitCode, UsageError
-from ..facts.text import SUMMARY_MARKER, latest_request, typed_text
+from ..facts.text import SUMMARY_MARKER, continuation_text, latest_request, typed_text
 from ..facts.todos import load_todos_file, open_todos
 from ..formats import get_format
 from ..formats.base import new_record
@@ -52,6 +53,7 @@ from ..summarizers.fallback import summarize
 from ..tokens import heuristic
 from ..tokens.counts import count_records
 from .base import Outcome, StrategyInput, Written
+from .ranges import union_points, visible_events
 
 NAME = "sliding-window"
 
@@ -150,16 +152,7 @@ def unsafe_splits(records: list[Record]) -> set[int]:
         if ri is None or ri == ci:
             continue
         spans.append((min(ci, ri) + 1, max(ci, ri) + 1))
-    # the union of the spans, each point added once (adding every span's range is quadratic when many
-    # calls are answered far from where they were made)
-    bad: set[int] = set()
-    reach = -1
-    for lo, hi in sorted(spans):
-        lo = max(lo, reach)
-        if lo < hi:
-            bad.update(range(lo, hi))
-            reach = hi
-    return bad
+    return union_points(spans)
 
 
 def _safe_point(p: int, lo: int, hi: int, bad: set[int] | frozenset[int]) -> int:
@@ -252,31 +245,6 @@ def token_limit(budget: Budget, ratio: float) -> int:
     return limit
 
 
-def _visible(events: list[Event]) -> list[int]:
-    """Indexes of the events no later event contains, ordered by where they start.
-
-    From the last event back, each asks whether an event after it starts at or before its start and ends at
-    or after its end: a prefix maximum of ends over the starts seen (a Fenwick tree), O(E log E) where
-    comparing every pair took O(E²) per run (a long session's state holds thousands of events)."""
-    starts = sorted({e.start for e in events})
-    rank = {s: k + 1 for k, s in enumerate(starts)}
-    tree = [-1] * (len(starts) + 1)  # prefix maximum of the ends of the events seen, by start rank
-    keep: list[int] = []
-    for i in range(len(events) - 1, -1, -1):
-        e = events[i]
-        k = rank[e.start]
-        best, q = -1, k
-        while q > 0:
-            best = max(best, tree[q])
-            q -= q & -q
-        if best < e.end:
-            keep.append(i)
-        while k < len(tree):
-            tree[k] = max(tree[k], e.end)
-            k += k & -k
-    return sorted(keep, key=lambda i: (events[i].start, events[i].end, i))
-
-
 # --------------------------------------------------------------------------------------------------
 # The context: events applied
 
@@ -288,7 +256,7 @@ def apply_events(records: list[Record], state: State, fmt_name: str) -> list[Rec
     records dropped are kept on the summary records' meta, so the strategy can summarize an overlap
     again without re-reading the input."""
     events = state.events
-    order = [i for i in _visible(events) if events[i].end > state.watermark]
+    order = [i for i in visible_events(events) if events[i].end > state.watermark]
     if not order:
         return records
     fmt = get_format(fmt_name)
@@ -332,6 +300,11 @@ def _summary_records(fmt: Any, event: Event, _rest: list[int], dropped: list[Rec
     # "covers": the input records it stands for, which a format writing events needs (ADK's time range)
     meta = {META_KEY: {"start": event.start, "end": event.end, "dropped": dropped},
             "covers": (event.start, event.end)}
+    if fmt.layout.agent_log:
+        # an agent's own log (Claude Code, Codex) gets the summary as the threshold output writes it: the
+        # agent's own opening, the summary, the closing continuation
+        made = fmt.summary_records(text, continuation_text(None))
+        return [dataclasses.replace(r, meta={**r.meta, **meta}) for r in made]
     return [new_record(fmt.make_message(Role.USER, text), Origin.SUMMARY, meta)]
 
 
@@ -422,7 +395,7 @@ class _Planner:
         self.events: list[Event] = list(si.state.events) if si.state is not None else []
         # the visible events, kept as events are added (a new event hides those it contains; a hidden one
         # never shows again): recomputing them at every window made a long first run quadratic
-        self.visible: list[Event] = [self.events[i] for i in _visible(self.events)]
+        self.visible: list[Event] = [self.events[i] for i in visible_events(self.events)]
         self.new: list[Event] = []
         self.summaries: list[SummaryResult] = []
         self.windows: list[Window] = []
@@ -489,8 +462,8 @@ class _Planner:
         if prior is not None and summary.facts is not None:
             self.rollup_facts[id(ev)] = summary.facts
         self.events.append(ev)
-        self.visible = sorted([e for e in self.visible if not (ev.start <= e.start and e.end <= ev.end)] + [ev],
-                              key=lambda e: (e.start, e.end))
+        shown = [e for e in self.visible if not (ev.start <= e.start and e.end <= ev.end)]
+        self.visible = sorted([*shown, ev], key=lambda e: (e.start, e.end))
         self.new.append(ev)
         self.summaries.append(summary)
         self.windows.append(w)
