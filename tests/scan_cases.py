@@ -170,8 +170,9 @@ CASES: tuple[Case, ...] = (
     Case("heredoc: many closed here-documents",
          lambda n: "".join(f"cat << E{i}\nbody\nE{i}\n" for i in range(n)), files.command_paths, 4_000),
     Case("sliding window: first run over many invocations", _invocations, _sliding_window, 600),
+    # (sizes under 200,000 characters: above it the exact counter changes gear, a step and no trend)
     Case("anthropic: a system message inside every turn (run)", _system_mid_conversation, _anthropic_run,
-         1_500),
+         500),
     Case("eval: many failed commands", _failed_commands, _eval, 400),
     # the credential scrubber on what looks almost like a credential, over and over
     Case("credentials: a-a-a… names before '='", lambda n: "a-" * n + "=", scrub_credentials, 50_000),
