@@ -15,6 +15,7 @@ from ..formats import read_transcript
 from ..formats.convert import lines_in
 from ..model import Message, Record, Role, TextBlock, Transcript
 from ..options import Options
+from ..secrets import scrub_json
 from ..source import InputData, Source, is_file
 from ..tokens.counts import count_records
 from .baseline import heads, truncate
@@ -174,4 +175,4 @@ def evaluate(
 
         out["judge"] = ask_judge(judge, probes, compare(original, written).text, opts)
     out["warnings"] = warnings + result.warnings
-    return out
+    return scrub_json(out)  # eval quotes the transcript (identifiers, requests, rules): never a credential
