@@ -10,12 +10,13 @@ lives in the module it names.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
@@ -288,9 +289,38 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
 # run
 
 
-@dataclass(slots=True)
+class _Deferred:
+    """A ``Transcript`` field the fast run may fill with a loader instead (``RunResult.defer``): the loader
+    runs (the full path's parse) the first time a caller reads the field, so the usual hook call parses
+    nothing, and every caller gets a plain ``Transcript`` (``dataclasses.replace`` works on it)."""
+
+    def __init__(self, required: bool) -> None:
+        self.required = required
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj: object, owner: type | None = None) -> Transcript | None:
+        if obj is None:
+            if self.required:
+                raise AttributeError(self.slot)  # no class-level default: the dataclass field stays required
+            return None
+        value = getattr(obj, self.slot)
+        if callable(value):
+            value = value()
+            setattr(obj, self.slot, value)
+        return value
+
+    def __set__(self, obj: object, value: Transcript | Callable[[], Transcript] | None) -> None:
+        setattr(obj, self.slot, value)
+
+
+@dataclass
 class RunResult:
-    transcript: Transcript  # what was (or would be) written
+    if TYPE_CHECKING:
+        transcript: Transcript  # what was (or would be) written
+    else:
+        transcript: Transcript = _Deferred(required=True)
     output_format: str
     compacted: bool
     tokens_before: int
@@ -303,14 +333,22 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     state: State | None = None
     state_path: Path | None = None
-    context: Transcript | None = None  # the effective context the strategy was given (before compacting)
-    # the fast path's output: the input, unchanged, written as it is (the transcript then holds no records)
+    if TYPE_CHECKING:
+        context: Transcript | None = None  # the effective context the strategy was given (before compacting)
+    else:
+        context: Transcript | None = _Deferred(required=False)
+    # the fast path's output: the input, unchanged, written as it is (the transcripts are parsed if read)
     passthrough: bytes | None = None
 
     @property
     def summary(self) -> SummaryResult | None:
         """The summary the compaction made, or None."""
         return self.outcome.summary if self.outcome is not None else None
+
+    def defer(self, load: Callable[[], Transcript]) -> None:
+        """Both transcripts (the same one on the fast run) are made by ``load`` when first read."""
+        object.__setattr__(self, "_transcript", load)
+        object.__setattr__(self, "_context", load)
 
     def lines(self) -> Iterator[bytes]:
         if self.passthrough is not None:
@@ -456,27 +494,6 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
         written.forget()
 
 
-class _LazyTranscript(Transcript):
-    """The transcript of a fast run: parsed (the full path's way) only if a caller asks for its records."""
-
-    __slots__ = ("_load", "_loaded")
-
-    def __init__(self, format: str, source: str, load: Callable[[], list[Record]]) -> None:
-        self.format, self.source, self._load = format, source, load
-        self._loaded: list[Record] | None = None
-
-    @property
-    def records(self) -> list[Record]:
-        loaded = self._loaded
-        if loaded is None:
-            loaded = self._loaded = self._load()
-        return loaded
-
-    @records.setter
-    def records(self, value: list[Record]) -> None:
-        self._loaded = value
-
-
 def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
               output: Path | BinaryIO | None) -> RunResult | None:
     """The usual hook call, without building the model (README "Performance"): a transcript the streaming
@@ -521,11 +538,16 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
         # the state has nothing that changes the context here (fast_path_allowed): without it, the same
         return build_context(inp, opts, None, schema=True, reapply=reapply_all).transcript.records
 
-    transcript = _LazyTranscript(fc.format, str(inp.path), parse)
-    result = RunResult(transcript=transcript, output_format=fc.format, compacted=False,
+    @functools.cache
+    def loaded() -> Transcript:  # one parse, shared by the two fields
+        return Transcript(fc.format, parse(), str(inp.path))
+
+    result = RunResult(transcript=Transcript(fc.format, [], str(inp.path)), output_format=fc.format,
+                       compacted=False,
                        tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,
                        estimate=report, repairs=[], problems=[], state=state, state_path=state_path,
-                       context=transcript, passthrough=data)
+                       passthrough=data)
+    result.defer(loaded)
     _write_both(result, output, state_path)  # the same write order as the full path
     if state_path is not None:
         assert cache is not None
