@@ -22,9 +22,9 @@ from .atomic import write_lines
 from .budget import Budget, make_budget
 from .clean import Repair
 from .context import Context, build_context
+from .convert import lines_in
 from .errors import ExitCode, OutputError, Problem, StateError, SummarizerError, UsageError
 from .formats import get_format, is_unchanged
-from .formats.convert import lines_in
 from .model import Origin, Record, Transcript
 from .options import Options
 from .paths import check_paths, check_state_path, state_path_in

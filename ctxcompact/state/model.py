@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import UsageError
-from ..summarizers.base import SummaryResult
 from ..tokens.calibration import FIT_POINTS, clamp_factor, fit_affine
 
 STATE_VERSION = 2
@@ -105,20 +104,6 @@ class Summary:
     #: (offset, length) of the input lines whose images and documents the continuation carries (the latest
     #: request's), re-read from the verified prefix by later runs instead of copying the payloads here
     attachment_lines: list[tuple[int, int]] = field(default_factory=list)
-
-    @classmethod
-    def from_result(cls, result: SummaryResult, *, records_covered: int, latest_request: str | None = None,
-                    continuation: str | None = None,
-                    attachment_lines: list[tuple[int, int]] | None = None) -> Summary:
-        """The state's record of a summarizer's result covering the first ``records_covered`` records."""
-        return cls(text=result.text, summarizer=result.summarizer, model=result.model,
-                   fallback=result.fallback, fallback_reason=result.fallback_reason,
-                   records_covered=records_covered, latest_request=latest_request,
-                   facts=copy.deepcopy(result.facts), input_tokens=result.input_tokens,
-                   output_tokens=result.output_tokens, duration_s=float(result.duration_s),
-                   continuation=continuation, truncated=result.truncated,
-                   check=copy.deepcopy(result.check), chunks=result.chunks, window=result.window,
-                   window_source=result.window_source, attachment_lines=list(attachment_lines or []))
 
     def to_json(self) -> dict[str, Any]:
         out = self._to_json()
