@@ -28,6 +28,7 @@ from .formats import get_format, is_unchanged
 from .model import Origin, Record, Transcript
 from .options import Options
 from .paths import check_paths, check_state_path, state_path_in
+from .plugins import FAST_RUN, STRATEGIES
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
 from .source import InputData, Source, is_file
@@ -506,8 +507,9 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
     from .tokens.fast import NotFast, walk_bytes
 
     data = inp.data
-    if (inp.path is None or opts.strategy != "threshold" or opts.prune or opts.to not in (None, opts.format)
-            or not fast_path_allowed(inp.path, opts, state) or not data.endswith(b"\n")
+    if (inp.path is None or not STRATEGIES.has(opts.strategy, FAST_RUN) or opts.prune
+            or opts.to not in (None, opts.format) or not fast_path_allowed(inp.path, opts, state)
+            or not data.endswith(b"\n")
             or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
         return None
     encoding = encoding_name(opts) if opts.exact == "tiktoken" else None
