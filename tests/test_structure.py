@@ -224,3 +224,36 @@ def test_the_layer_map_reader_sees_what_it_should() -> None:
     assert layers["ctxcompact.formats.claude_code"] > layers["ctxcompact.clean"]
     assert _layer_of("ctxcompact.strategies.sliding_window.plan", layers) == strategies  # a split module
     assert _layer_of("ctxcompact.nowhere", layers) is None  # the root package's entry is its __init__ only
+
+
+def _resolve_reference(ref: str) -> bool:
+    """Whether ``ref`` (``pkg/module.py``, ``module.name``, ``pkg/module.Class.attr``, ``Format.method``)
+    names something that exists in the package."""
+    import importlib
+
+    path = ref.replace("/", ".").removesuffix(".py").split(".")
+    if path[0] in ("Format", "Layout"):
+        path = ["formats", "base", *path]
+    for cut in range(len(path), 0, -1):
+        module = "ctxcompact." + ".".join(path[:cut])
+        if module in MODULES:
+            obj: object = importlib.import_module(module)
+            for attr in path[cut:]:
+                if not hasattr(obj, attr):
+                    return False
+                obj = getattr(obj, attr)
+            return True
+    return False
+
+
+def test_the_rule_table_names_what_exists() -> None:
+    """Every module or name in DESIGN.md's "Where each rule lives" column exists (a rule whose owner moved
+    must move in the table too)."""
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text.split("\n## Where each rule lives\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|") and not line.startswith("|--")]
+    refs = [ref for row in rows[1:] for ref in re.findall(r"`([^`]+)`", row.rsplit("|", 2)[1])
+            if "." in ref or "/" in ref]
+    assert len(refs) >= 30
+    assert [r for r in refs if not _resolve_reference(r)] == []
+    assert not _resolve_reference("summarizers/provider.error_reason")  # the check can fail
