@@ -5,7 +5,8 @@ through :func:`call`, so a failure reads the same everywhere (docs/reference/saf
 - the reason is built from the status code and the error's type only (plus, for Anthropic, its message on
   400/404/413, e.g. "prompt is too long" or an unknown model; never OpenAI's, whose 401 echoes part of the
   key), never from headers or the request;
-- any key is scrubbed from it, and it fits on one line of at most 300 characters;
+- the key in use and any credential it quotes are scrubbed from it (:func:`ctxcompact.secrets.scrub`), and it
+  fits on one line of at most 300 characters;
 - it is raised outside the ``except`` block, so the SDK's exception (whose text may echo the key or the
   request) is not attached as ``__context__`` for a traceback printer to show.
 
@@ -20,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
+
+from .secrets import scrub
 
 T = TypeVar("T")
 
@@ -122,18 +125,3 @@ def resolve_api_key(explicit: str | None, provider_var: str) -> str | None:
         if value and value.strip():
             return value.strip()
     return None
-
-
-def redact(text: str, secrets: list[str | None]) -> str:
-    """``text`` with every secret replaced by ``***`` and nothing else changed."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    return text
-
-
-def scrub(text: str, secrets: list[str | None]) -> str:
-    """Remove any secret from a message meant for users, state or logs (belt and braces: reasons are built
-    from status codes and error types, never from headers, but servers sometimes echo a key back), on one
-    line of at most 300 characters."""
-    return " ".join(redact(text, secrets).split())[:300]

@@ -14,6 +14,7 @@ import click
 from ..errors import EXIT_MEANINGS, UsageError
 from ..options import Options
 from ..plugins import FORMATS, STRATEGIES, SUMMARIZERS
+from ..secrets import scrub_credentials
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -299,7 +300,9 @@ def colour(stream: Any) -> bool:
 
 
 def echo_err(message: str) -> None:
-    """``ctxcompact: <message>`` on stderr; an ``error:`` or ``warning:`` in colour on a terminal."""
+    """``ctxcompact: <message>`` on stderr; an ``error:`` or ``warning:`` in colour on a terminal. A message
+    never quotes a credential (secrets.scrub_credentials)."""
+    message = scrub_credentials(message)
     err = sys.stderr
     if colour(err):
         for word, fg in _COLOURS.items():

@@ -29,6 +29,7 @@ from ..formats import get_format
 from ..model import ImageBlock, Origin, Record, Role, Transcript
 from ..options import Options
 from ..progress import progress
+from ..secrets import scrub_credentials, scrub_json
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
@@ -79,6 +80,7 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         attached, spans = [], []
     else:
         continuation = continuation_text(latest)
+    continuation = scrub_credentials(continuation)  # composed by ctxcompact: the quote keeps no credential
     out = [*system, *fmt.summary_records(summary.text, continuation, attached)]
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
 
@@ -109,12 +111,15 @@ def summary_from_result(result: SummaryResult, *, records_covered: int, latest_r
                         continuation: str | None = None,
                         attachment_lines: list[tuple[int, int]] | None = None) -> Summary:
     """The state's record of a summarizer's result covering the first ``records_covered`` records."""
-    return Summary(text=result.text, summarizer=result.summarizer, model=result.model,
+    scrub = scrub_credentials  # the state holds what ctxcompact composed: never a credential
+    return Summary(text=scrub(result.text), summarizer=result.summarizer, model=result.model,
                    fallback=result.fallback, fallback_reason=result.fallback_reason,
-                   records_covered=records_covered, latest_request=latest_request,
-                   facts=copy.deepcopy(result.facts), input_tokens=result.input_tokens,
+                   records_covered=records_covered,
+                   latest_request=scrub(latest_request) if latest_request is not None else None,
+                   facts=scrub_json(copy.deepcopy(result.facts)), input_tokens=result.input_tokens,
                    output_tokens=result.output_tokens, duration_s=float(result.duration_s),
-                   continuation=continuation, truncated=result.truncated,
+                   continuation=scrub(continuation) if continuation is not None else None,
+                   truncated=result.truncated,
                    check=copy.deepcopy(result.check), chunks=result.chunks, window=result.window,
                    window_source=result.window_source, attachment_lines=list(attachment_lines or []))
 

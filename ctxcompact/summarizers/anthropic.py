@@ -13,9 +13,10 @@ from typing import Any
 
 from .. import sdk
 from ..errors import SummarizerError, UsageError
-from ..sdk import resolve_api_key, scrub
+from ..sdk import resolve_api_key
+from ..secrets import scrub
 from .base import SummaryResult, fit_summary
-from .prompt import SYSTEM_PROMPT
+from .prompt import system_prompt
 from .provider import ProviderSummarizer, context_overflow
 
 DEFAULT_CONTEXT_WINDOW = 200_000
@@ -52,7 +53,7 @@ class AnthropicSummarizer(ProviderSummarizer):
             return client.messages.create(
                 model=self.model or "",
                 max_tokens=budget_tokens,
-                system=SYSTEM_PROMPT,
+                system=system_prompt(self.context_window),
                 messages=[{"role": "user", "content": prompt}],
             )
 

@@ -21,9 +21,10 @@ from urllib.parse import urlsplit
 
 from .. import sdk
 from ..errors import SummarizerError, UsageError
-from ..sdk import resolve_api_key, scrub
+from ..sdk import resolve_api_key
+from ..secrets import scrub
 from .base import SummaryResult, fit_summary
-from .prompt import SYSTEM_PROMPT
+from .prompt import system_prompt
 from .provider import ProviderSummarizer, context_overflow
 from .server_window import server_window
 
@@ -112,7 +113,7 @@ class OpenAISummarizer(ProviderSummarizer):
             return client.chat.completions.create(
                 model=self.model or "",
                 messages=[
-                    {"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "system", "content": system_prompt(self.context_window)},
                     {"role": "user", "content": prompt},
                 ],
                 **limit,

@@ -12,15 +12,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import SummarizerError
-from ..sdk import redact, scrub
+from ..secrets import redact, scrub  # re-exported: the one scrubber lives in the low layer
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .prompt import (
-    MIN_INPUT_BUDGET,
-    SYSTEM_PROMPT,
     build_user_prompt,
     chunk_records,
     estimate_input_tokens,
     input_budget,
+    min_input_budget,
+    system_prompt,
 )
 
 
@@ -176,7 +176,7 @@ class ProviderSummarizer(Summarizer):
             result = self._summarize_within(window, request, key)
         except ContextTooLong as exc:
             # retry once, the input cut to fit the window the server named (or half of what was sent)
-            sent = self.last_stats.estimated_tokens + estimate_input_tokens(SYSTEM_PROMPT) \
+            sent = self.last_stats.estimated_tokens + estimate_input_tokens(system_prompt(window)) \
                 + request.budget_tokens if self.last_stats is not None else window
             smaller = exc.window if exc.window and exc.window < window else min(window, sent) // 2
             self.context_window, self.window_source = smaller, "the server's context-length error"
@@ -197,7 +197,7 @@ class ProviderSummarizer(Summarizer):
         if output < request.budget_tokens:  # a small model's window: ask for a shorter summary
             request = dataclasses.replace(request, budget_tokens=output)
         budget = input_budget(window, request.budget_tokens)
-        if budget < MIN_INPUT_BUDGET:
+        if budget < min_input_budget(window):
             raise SummarizerError(
                 f"{self.name}: the summarizer window ({window:,} tokens) leaves no room for input "
                 f"after the {request.budget_tokens:,}-token summary budget")
