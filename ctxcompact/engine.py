@@ -341,7 +341,7 @@ def output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:
 
 def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO | None = None,
         dry_run: bool = False, warn: Warn = stderr_warn) -> RunResult:
-    """validate → clean → apply state → estimate → compact if over the threshold → write output and state.
+    """validate → apply the state → clean → estimate → compact if over the threshold → write output and state.
 
     ``output``: a path (written atomically), a binary stream, or None (nothing written; the caller can use
     ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.

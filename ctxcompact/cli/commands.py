@@ -479,7 +479,7 @@ def _eval_one(api: Any, source: Any, path: str, opts: Options, probes: Any, judg
 )
 @opt("-q", "--quiet", is_flag=True, help="No summary, repairs line or progress on stderr.")
 def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quiet: bool, **kw: Any) -> None:
-    """Validate, clean, apply the state, estimate, and compact if over the threshold; write the transcript
+    """Validate, apply the state, clean, estimate, and compact if over the threshold; write the transcript
     and the state.
 
     The output is `[system messages] + [summary] + [continuation quoting the latest request]` when it
