@@ -10,15 +10,16 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from ..engine import ReplayPoint, RunResult, output_format, replay_calibration, run
+from ..convert import lines_in
+from ..engine import RunResult, output_format, run
 from ..formats import read_transcript
-from ..formats.convert import lines_in
 from ..model import Message, Record, Role, TextBlock, Transcript
 from ..options import Options
 from ..secrets import scrub_json
 from ..source import InputData, Source, is_file
 from ..tokens.counts import count_records
 from .baseline import heads, truncate
+from .calibration import ReplayPoint, replay_calibration
 from .handoff import handoff_scores
 from .probes import Probe
 from .scores import compare, score

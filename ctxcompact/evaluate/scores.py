@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..convert import lines_in
 from ..facts.outcomes import errors_seen
 from ..facts.rules import user_rules
 from ..facts.text import latest_request_record, typed_text
 from ..facts.todos import open_todos
-from ..formats.convert import lines_in
 from ..model import Record, Transcript, token_text
 from ..validate import live_calls
 from ..validate import validate as validate_file
