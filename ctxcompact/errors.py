@@ -26,7 +26,8 @@ EXIT_MEANINGS: dict[ExitCode, str] = {
     ExitCode.DOES_NOT_FIT: "written, but the result still does not fit the window (a warning says why)",
     ExitCode.OUTPUT: "cannot write the output or the state (full disk, read-only folder, closed pipe)",
 }
-"""What each exit code means, as ``--help`` shows it (README "Exit codes" says the same in more words)."""
+"""What each exit code means, as ``--help`` shows it (docs/reference/exit-codes.md#the-codes says the same in
+more words)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +86,8 @@ class SummarizerError(CtxCompactError):
 
 class OutputError(CtxCompactError):
     """The output or the state could not be written: a full disk, a read-only or vanished folder, a closed
-    pipe. The message names the path; no file is left half written or out of step with the other (README
-    "Exit codes"). ``errno`` is the failing call's."""
+    pipe. The message names the path; no file is left half written or out of step with the other
+    (docs/reference/exit-codes.md#the-codes). ``errno`` is the failing call's."""
 
     exit_code = ExitCode.OUTPUT
 

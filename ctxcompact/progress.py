@@ -1,4 +1,5 @@
-"""A progress indicator on stderr for long work, shown only when stderr is a terminal (README "Commands")."""
+"""A progress indicator on stderr for long work, shown only when stderr is a terminal
+(docs/reference/cli.md#input-output-and-options)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Errors at the output (README "Exit codes", 6): a full disk, a folder where nothing can be made, a closed
-pipe. Each names the path, exits 6, and leaves neither the output nor the state changed or half written;
-temporary files a killed run left are removed by the next write of the same file."""
+"""Errors at the output (docs/reference/exit-codes.md#the-codes, 6): a full disk, a folder where nothing can
+be made, a closed pipe. Each names the path, exits 6, and leaves neither the output nor the state changed or
+half written; temporary files a killed run left are removed by the next write of the same file."""
 
 from __future__ import annotations
 

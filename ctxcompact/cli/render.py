@@ -109,8 +109,8 @@ def _added(added: dict[str, int]) -> str:
 
 
 def repairs_line(repairs: list[Any]) -> str:
-    """One line on stderr saying what ``run`` repaired, by kind in order of first appearance (README
-    "`ctxcompact run`": every repair is reported; `clean --report` lists each one)."""
+    """One line on stderr saying what ``run`` repaired, by kind in order of first appearance
+    (docs/reference/cli.md#ctxcompact-run-file: every repair is reported; `clean --report` lists each one)."""
     by_kind: dict[str, int] = {}
     for r in repairs:
         by_kind[r.kind] = by_kind.get(r.kind, 0) + 1

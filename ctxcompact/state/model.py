@@ -1,5 +1,5 @@
-"""The state file's content as typed objects (README "The state file"), and the updates every run makes to
-it: calibration, the compaction history, the watermark. Reading, writing and locking the file is
+"""The state file's content as typed objects (docs/concepts/state.md#the-state-file), and the updates every
+run makes to it: calibration, the compaction history, the watermark. Reading, writing and locking the file is
 :mod:`.store`; hashing the covered prefix is :mod:`.fingerprint`."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class Summary:
 
 @dataclass(slots=True)
 class Calibration:
-    """What was measured of the requests sent (README "Token estimation and calibration").
+    """What was measured of the requests sent (docs/concepts/calibration.md#calibration).
 
     ``real`` and ``last_estimate`` describe the last request: our estimate of what we wrote and, once
     ``ctxcompact calibrate`` reported it, what the provider billed. ``points`` are the measured requests
@@ -218,8 +218,8 @@ class Compaction:
 
 @dataclass(slots=True)
 class Event:
-    """A sliding-window compaction event (README "Strategies"): input records ``[start, end)`` replaced by
-    ``summary``."""
+    """A sliding-window compaction event (docs/guides/strategies.md#sliding-window): input records ``[start,
+    end)`` replaced by ``summary``."""
 
     start: int
     end: int
@@ -457,7 +457,7 @@ def record_estimate(state: State, estimate: int, estimator: str) -> Calibration:
 
 
 def reset_calibration(state: State) -> Calibration:
-    """After a compaction (README "Token estimation and calibration"): the last request's pair and factor are
+    """After a compaction (docs/concepts/calibration.md#calibration): the last request's pair and factor are
     forgotten, so a factor measured on the large pre-compaction request cannot scale the small compacted one
     into a loop. The affine model and its points stay: the hidden part (system prompt and tools the log does
     not hold) is in every request, before and after a compaction, and the slope is a property of the
