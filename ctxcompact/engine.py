@@ -394,10 +394,14 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     if not dry_run:
         result.output_format = output_format(opts, result.transcript, warn)
     _judge_fit(result, out_counts, budget, decided_upfront=not dropped)
-    if result.summary is not None and result.output_format == ctx.input_format:
-        # an append-only log (Claude Code) keeps its lines and records the compaction after them
-        fmt = get_format(ctx.input_format)
-        written = fmt.compaction_output(inp.data, result.transcript.records, result.tokens_before)
+    fmt = get_format(ctx.input_format)
+    if result.output_format == ctx.input_format and (
+            result.summary is not None or (result.compacted and fmt.layout.agent_log)):
+        # an append-only log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after
+        # them; an agent's own log records a masking that way too, so the agent's meter starts from the
+        # compacted size (docs/guides/claude-code-codex.md#what-the-clients-meters-show)
+        written = fmt.compaction_output(inp.data, result.transcript.records, result.tokens_before,
+                                        result.tokens_after)
         if written is not result.transcript.records and fmt.compaction_note:
             warn(fmt.compaction_note)
         result.transcript = dataclasses.replace(result.transcript, records=written)

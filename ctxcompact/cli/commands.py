@@ -78,10 +78,15 @@ def cli() -> None:
 @input_argument
 @format_options
 @opt("--json", "as_json", is_flag=True, envvar=env_name("json"), help="Machine-readable report on stdout.")
-def validate(file: str | None, fmt: str, lenient: bool, as_json: bool) -> None:
+@opt("-v", "--verbose", is_flag=True,
+     help="Also name the lines passed through unchecked: not part of the conversation, of a type ctxcompact "
+          "does not know.")
+def validate(file: str | None, fmt: str, lenient: bool, as_json: bool, verbose: bool) -> None:
     """Check every line against its format's JSON Schema and the cross-record rules.
 
-    Each problem is printed as `line N: <json path>: <what>`. Exit 1 when the input is invalid.
+    Each problem is printed as `line N: <json path>: <what>`. Exit 1 when the input is invalid. Lines that
+    are not part of the conversation, of a type ctxcompact does not know (a newer client's), are not
+    checked: they pass through as they are and are not counted (--verbose names them).
 
     \b
     Example:
@@ -103,6 +108,10 @@ def validate(file: str | None, fmt: str, lenient: bool, as_json: bool) -> None:
             f"{sum(p.severity == 'warning' for p in report.problems)} warnings"
             + (f", {report.dropped} lines dropped" if report.dropped else "")
         )
+        if verbose and report.passed_through:
+            kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(report.passed_through.items()))
+            click.echo("passed through, not part of the conversation (types ctxcompact does not know): "
+                       + kinds)
     if not report.ok:
         raise SystemExit(ExitCode.INVALID_INPUT)
 

@@ -35,6 +35,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import uuid as uuidlib
 from collections.abc import Iterator, Sequence
@@ -69,6 +70,8 @@ KNOWN_TYPES = frozenset({
     "user", "assistant", "system", "summary", "progress", "file-history-snapshot", "queue-operation",
     "attachment", "custom-title", "ai-title", "agent-name", "last-prompt", "pr-link", "permission-mode",
     "agent-setting", "bridge-session", "worktree-state", "file-history-delta",
+    # CLI 2.1.328 (written while resuming, tests/clients): the request it sent, beside the conversation
+    "api-request", "api-request-shape", "api-request-blob", "atis-latch", "cost-state", "mode",
 })
 # Only these carry no uuid/sessionId yet are unmistakably Claude Code.
 _DISTINCT_BARE_TYPES = frozenset({"file-history-snapshot", "queue-operation", "file-history-delta"})
@@ -225,12 +228,12 @@ class ClaudeCodeFormat(Format):
     # On disk each parallel tool result is its own user line and an API response is split one block per
     # line, so a valid log needs no merging: describing it as it is keeps unchanged logs unchanged.
     layout = Layout(results_per_message=True, result_role=Role.USER, alternate=False, split_turns=True,
-                    tree=True)
+                    tree=True, agent_log=True)
     schema_file = "claude-code.schema.json"
     carries_attachments = False  # its compact summary line is text, as Claude Code writes its own
-    compaction_note = ("note: the compaction is written as Claude Code 2.1.39 writes its own /compact (a "
-                       "compact_boundary line, then the summary); that Claude Code resumes from it could not "
-                       "be verified here (docs/reference/formats.md#claude-code-logs)")
+    compaction_note = ("note: the compaction is written after the log as Claude Code writes its own (a "
+                       "compact_boundary line, then the context); Claude Code 2.1.328 resumes it "
+                       "(docs/guides/claude-code-codex.md)")
 
     def sniff(self, obj: Any) -> int:
         if not isinstance(obj, dict):
@@ -312,6 +315,10 @@ class ClaudeCodeFormat(Format):
                     r.usage = None
                 seen.add(key)
         return records
+
+    def foreign_type(self, record: Record) -> str | None:
+        kind = record.meta.get("type")
+        return kind if record.message is None and isinstance(kind, str) and kind not in KNOWN_TYPES else None
 
     def api_turns(self, records: list[Record]) -> list[Record]:
         """One record per API message: Claude Code writes a streamed response one content block per line
@@ -411,11 +418,18 @@ class ClaudeCodeFormat(Format):
         return [new_record(self.make_message(Role.USER, text), Origin.SUMMARY,
                            {"compact_summary": True, "injected": True})]
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
+                          post_tokens: int | None = None) -> list[Record]:
         """The input's lines as read (the log stays append-only), then a ``compact_boundary`` line, then the
         context the model now sees: summaries as ``isCompactSummary`` lines, kept messages as copies under
-        fresh uuids (their usage zeroed, as Claude Code zeroes a preserved segment's, so the old prompt sizes
-        do not trigger the next compaction). :meth:`link_records` chains them."""
+        fresh uuids. :meth:`link_records` chains them.
+
+        Claude Code's meter (``/context``, its auto-compact trigger) takes the last assistant usage after the
+        last boundary, skipping usage whose input is 0, and estimates the lines after it. So the copies' usage
+        is zeroed (as Claude Code zeroes a preserved segment's) and the meter counts the compacted context
+        afresh; the originals before the boundary keep what the provider billed. A copy also gets a fresh
+        ``message.id`` (one per original id, so the lines of one response stay one response): Claude Code
+        merges the lines that share an id, and a copy under its original's id sent its blocks twice."""
         history: list[Record] = []
         for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
             try:
@@ -424,7 +438,8 @@ class ClaudeCodeFormat(Format):
                 data = None
             history.append(Record(index=i, line=i + 1, raw=raw, data=data, meta={"history": True}))
         boundary = Record(index=-1, line=0, raw=None, data=None, origin=Origin.SUMMARY, dirty=True,
-                          meta={"compact_boundary": True, "pre_tokens": pre_tokens})
+                          meta={"compact_boundary": True, "pre_tokens": pre_tokens,
+                                "post_tokens": post_tokens})
         after: list[Record] = []
         for rec in records:
             message = rec.message
@@ -439,9 +454,13 @@ class ClaudeCodeFormat(Format):
             data = dict(rec.data) if isinstance(rec.data, dict) else {}
             for key in ("uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp"):
                 data.pop(key, None)
-            if message.extra.get("usage") is not None:
-                usage = _zeroed(message.extra["usage"])
-                message = dataclasses.replace(message, extra={**message.extra, "usage": usage})
+            extra = dict(message.extra)
+            if extra.get("usage") is not None:
+                extra["usage"] = _zeroed(extra["usage"])
+            if isinstance(extra.get("id"), str):
+                extra["id"] = copy_message_id(extra["id"])
+            if extra != message.extra:
+                message = dataclasses.replace(message, extra=extra)
             after.append(dataclasses.replace(rec, raw=None, data=data, message=message, dirty=True,
                                              meta={**rec.meta, "copy": True}))
         return [*history, boundary, *after]
@@ -462,7 +481,7 @@ class ClaudeCodeFormat(Format):
                     env = {**env, "parentUuid": None, "logicalParentUuid": parent, "type": "system",
                            "subtype": "compact_boundary", "content": "Conversation compacted",
                            "isMeta": False, "level": "info",
-                           "compactMetadata": {"trigger": "auto", "preTokens": rec.meta.get("pre_tokens", 0)}}
+                           "compactMetadata": _compact_metadata(rec.meta)}
                 elif data is not None:  # a kept line copied after a boundary: its own fields, a new place
                     env = {**data, **env, "type": data.get("type", env["type"])}
                 if rec.meta.get("compact_summary"):
@@ -527,6 +546,29 @@ def _raw_result_text(content: Any) -> str:
 #: how Claude Code opens its own compact summary (CLI 2.1.39, the spotter compact excerpt)
 COMPACT_SUMMARY_OPENING = ("This session is being continued from a previous conversation that ran out of "
                            "context. The summary below covers the earlier portion of the conversation.")
+
+
+def copy_message_id(original: str) -> str:
+    """The ``message.id`` of a kept line's copy after a boundary: derived from the original (the same input
+    gives the same output), distinct from it, shaped like the provider's (``msg_`` and base62)."""
+    digest = int.from_bytes(hashlib.sha256(f"ctxcompact-copy:{original}".encode()).digest()[:16], "big")
+    chars = []
+    while digest:
+        digest, r = divmod(digest, 62)
+        chars.append(_BASE62[r])
+    return "msg_" + "".join(chars).rjust(22, "0")
+
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _compact_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """``compactMetadata`` as Claude Code 2.1.x writes it: the trigger, the size before and (newer builds)
+    after, which its meter falls back on when no usage follows the boundary."""
+    out: dict[str, Any] = {"trigger": "auto", "preTokens": meta.get("pre_tokens", 0)}
+    if isinstance(meta.get("post_tokens"), int):
+        out["postTokens"] = meta["post_tokens"]
+    return out
 
 
 def _zeroed(usage: Any) -> Any:
