@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .plugins import STRATEGIES, SUMMARIZERS
+
 
 @dataclass(slots=True)
 class Options:
@@ -34,8 +36,8 @@ class Options:
     # (the model's next turn answers them)
     keep_trailing_results: bool = False
     # compaction (docs/concepts/summary.md#the-extractive-summary, docs/concepts/summary.md#llm-summarizers)
-    strategy: str = "threshold"
-    summarizer: str = "extractive"
+    strategy: str = STRATEGIES.default
+    summarizer: str = SUMMARIZERS.default
     summary_model: str | None = None
     summary_window: int | None = None  # the summarizer's own window (None: table/config, then the server)
     base_url: str | None = None
@@ -45,15 +47,15 @@ class Options:
     instructions: str | None = None
     no_fallback: bool = False
     todos_file: Path | None = None
-    # masking (docs/guides/strategies.md#mask-and-prune-the-masking-rules): --strategy mask, or the first tier
-    # of threshold with --prune
+    # masking (docs/guides/strategies.md#the-four-strategies): --strategy mask, or the first tier of threshold
+    # with --prune
     prune: bool = False
     keep_results: int = 3
     protect_tokens: int | None = None  # None: the strategy's documented default
     exclude_tools: tuple[str, ...] = ()
     min_savings: int | None = None  # None: the strategy's documented default
     clear_thinking: bool = False
-    # sliding window (docs/guides/strategies.md#sliding-window)
+    # sliding window (docs/guides/strategies.md#the-four-strategies)
     invocation_threshold: int = 5
     overlap: int = 2
     safety_ratio: float = 0.7
