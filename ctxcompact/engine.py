@@ -134,7 +134,28 @@ def _calibrate(counts: Counts, usage: list[UsagePoint], opts: Options, state: St
         counts.base, usage=usage, real_tokens=opts.real_tokens,
         stored=state.calibration if state is not None else None, estimator=counts.estimator,
         default=_default(opts, counts),
-        default_source="default" if opts.default_factor is None else "--default-factor")
+        default_source="default" if opts.default_factor is None else "--default-factor",
+        compacted_away=compacted_away(state))
+
+
+def compacted_away(state: State | None) -> int:
+    """The provider tokens the state's compactions removed from the context (what an agent that still sends
+    the uncompacted context sends on top of what was written)."""
+    if state is None:
+        return 0
+    return sum(max(0, c.tokens_before - c.tokens_after) for c in state.compactions)
+
+
+def ignored_usage_warning(cal: Calibrated) -> str | None:
+    """The warning for recorded usage the calibration did not learn (tokens.calibration.not_for_written)."""
+    if not cal.ignored:
+        return None
+    lines = ", ".join(f"{line} ({real:,})" for line, real in cal.ignored[:3])
+    more = f" and {len(cal.ignored) - 3} more" if len(cal.ignored) > 3 else ""
+    return (f"the usage recorded at line {lines}{more} is for a larger context than the compacted one "
+            "ctxcompact wrote: your agent is not sending the compacted context (or the log is a replay of "
+            "the original session); not learned from it (docs/concepts/calibration.md"
+            "#usage-that-is-not-for-the-written-context)")
 
 
 def _anthropic_count(transcript: Transcript, opts: Options) -> int:
@@ -384,6 +405,9 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         report = _estimate_context(ctx, opts, state, budget, state_path)
+    ignored = ignored_usage_warning(report.calibrated)
+    if ignored is not None:
+        warn(ignored)
     si = StrategyInput(ctx, opts, budget, state, report, warn)
     _describe(report, si)
     result = RunResult(

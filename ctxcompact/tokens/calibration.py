@@ -53,6 +53,7 @@ Against what providers bill, chars/4
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
@@ -87,6 +88,8 @@ class Calibrated:
     points: int = 0  # measured requests behind the model
     default: float = 1.0  # the default factor of the counter (for projections under the factor rule)
     measured: tuple[tuple[int, int], ...] = ()  # the measured requests (visible, real), oldest first
+    # usage the transcript records that cannot be for the compacted context written (line, real): not learned
+    ignored: tuple[tuple[int, int], ...] = ()
 
     @property
     def affine(self) -> bool:
@@ -245,6 +248,28 @@ class StoredCalibration(Protocol):
     points: list[tuple[int, int]]
 
 
+def _predict(stored: StoredCalibration | None, same: bool, default: float, visible: int) -> int:
+    """What a request of ``visible`` estimated tokens costs by what was measured before it (the state's
+    model, else its factor, else the default)."""
+    if stored is not None and same and stored.slope is not None and stored.hidden is not None:
+        return math.ceil(stored.hidden + _exact(stored.slope) * visible)
+    factor = stored.factor if stored is not None and same and stored.factor else default
+    return math.ceil(_exact(factor) * visible)
+
+
+def not_for_written(real: int, predicted: int, compacted_away: int) -> bool:
+    """A bill that cannot be for the compacted context ctxcompact wrote (docs/concepts/calibration.md
+    #usage-that-is-not-for-the-written-context).
+
+    After compactions removed ``compacted_away`` provider tokens, a request that extends what was written
+    costs about ``predicted``, one that extends the uncompacted context about ``predicted +
+    compacted_away``. A bill nearer the second is the agent still sending the uncompacted context (or a
+    replay feeding the original session's bills back); learning it would read the removed part as a hidden
+    prompt. Only when the compactions removed :data:`MIN_SPREAD_TOKENS` or more: less cannot be told from
+    noise."""
+    return compacted_away >= MIN_SPREAD_TOKENS and real > predicted + compacted_away / 2
+
+
 def _prefix_sums(base: Sequence[int]) -> list[int]:
     sums = [0]
     for n in base:
@@ -261,9 +286,14 @@ def calibrate_request(
     estimator: str,
     default: float,
     default_source: str,
+    compacted_away: int = 0,
 ) -> Calibrated:
     """Calibrate a context counted ``base`` (tokens per record) from what was measured
     (docs/concepts/calibration.md#calibration).
+
+    ``compacted_away``: the provider tokens earlier compactions removed from the context this one extends (0
+    without one); a recorded usage that :func:`not_for_written` says belongs to the uncompacted context, and
+    every later one at least as large, is not measured and no floor, and is returned in ``ignored``.
 
     Measured requests ``(visible, real)``: those the state kept (same estimator), every usage the transcript
     records (``usage``, each against the prefix that request saw), and ``--real-tokens`` (against what we
@@ -281,8 +311,18 @@ def calibrate_request(
     measured: list[tuple[int, int]] = list(kept)
     floor: int | None = None
     last_source = ""
+    ignored: list[tuple[int, int]] = []
+    accepted: list[UsagePoint] = []
     for u in usage:
         visible = sums[min(u.position, len(base))]
+        if compacted_away and (
+                not_for_written(u.prompt_tokens, _predict(stored, same, default, visible), compacted_away)
+                # a context never shrinks by itself: a bill as large as one already found to be for the
+                # uncompacted context is for the uncompacted context too
+                or (ignored and u.prompt_tokens >= min(real for _, real in ignored))):
+            ignored.append((u.line, u.prompt_tokens))
+            continue
+        accepted.append(u)
         if visible > 0:
             if (visible, u.prompt_tokens) not in kept:  # a point of this transcript kept by an earlier run
                 measured.append((visible, u.prompt_tokens))
@@ -296,6 +336,15 @@ def calibrate_request(
         last_source = "state"
     prior = stored.slope if stored is not None and same and stored.slope else default
     model = fit_affine(measured, prior)
+    result = _calibrated(current, model, measured, kept, accepted, real_tokens, floor, last_source, stored,
+                         same, default, default_source)
+    return dataclasses.replace(result, ignored=tuple(ignored)) if ignored else result
+
+
+def _calibrated(current: int, model: Affine | None, measured: list[tuple[int, int]],
+                kept: list[tuple[int, int]], usage: Sequence[UsagePoint], real_tokens: int | None,
+                floor: int | None, last_source: str, stored: StoredCalibration | None, same: bool,
+                default: float, default_source: str) -> Calibrated:
     if model is not None:
         new = len(measured) - len(kept)
         where = (f"transcript usage up to line {usage[-1].line}" if usage else
