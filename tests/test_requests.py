@@ -124,7 +124,13 @@ def test_real_custom_command_stays_among_the_goals() -> None:
     goals = section(summary, "User goals and rules")
     assert "- /handgemacht:create-beads websearch to learn how to fastest setup credo" in goals
     assert section(summary, "Latest request") == "create the beads"
-    assert "Create beads (epic + tasks" not in summary  # the expansion
+    # the expansion is no goal of the user's: it is kept whole among the instructions in force, marked as
+    # not typed by the user (issue 23 item 6)
+    assert "Create beads (epic + tasks" not in goals
+    instructions = section(summary, "Instructions in force (from an active skill or command; not typed by "
+                                    "the user)")
+    assert "DO NOT create any beads until the user explicitly approves the plan" in instructions
+    assert instructions.startswith("> Create beads (epic + tasks")
     assert "create the beads" in continuation
 
 
