@@ -67,7 +67,8 @@ def _is_noise(rec: Record) -> bool:
         return True
     if msg.role is Role.USER and not msg.is_tool_result_only and typed_text(rec) is None:
         return True
-    return msg.role is Role.ASSISTANT and is_machine_reply(rec)
+    # a reply no model wrote: Claude Code's <synthetic> notices, cleaning's "Understood." after a closed call
+    return msg.role is Role.ASSISTANT and (is_machine_reply(rec) or rec.origin is Origin.SYNTHETIC)
 
 
 def _assistant_text(rec: Record) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..budget import Budget
 from ..facts.handoff import in_flight_start
-from ..model import Record, TextBlock, ToolCall, ToolResult, message_chars
+from ..model import Origin, Record, Role, TextBlock, ToolCall, ToolResult, message_chars
 from ..state import MaskedResult
 
 
@@ -33,10 +33,11 @@ class Tail:
 
 
 def tail_budget(budget: Budget) -> int:
-    """Characters the tail may take: a quarter of what the threshold leaves after the summary's budget (so
-    the compacted context stays far below the threshold whatever the correction factor)."""
+    """Characters the tail may take: a quarter of the tokens the threshold leaves after the summary's budget,
+    at 4 characters a token (so the compacted context stays far below the threshold whatever the correction
+    factor), and never less than a quarter of the summary's own budget."""
     room = (budget.threshold or budget.window) - budget.summary_budget
-    return max(0, room)  # a quarter of the tokens left, at 4 characters a token
+    return max(room, budget.summary_budget, 0)
 
 
 def trim_marker(chars: int, source: str, line: int) -> str:
@@ -52,6 +53,8 @@ def in_flight(records: Sequence[Record], budget: Budget, source: str) -> Tail:
     if start is None:
         return Tail()
     tail = list(records[start:])
+    while tail and tail[-1].origin is Origin.SYNTHETIC and tail[-1].role is Role.ASSISTANT:
+        tail.pop()  # cleaning's closing "Understood.": the next turn is the model's answer to the results
     limit = tail_budget(budget)
     results = [(i, b) for i, r in enumerate(tail) if r.message is not None
                for b in r.message.blocks if isinstance(b, ToolResult)]

@@ -289,6 +289,7 @@ class _Doc:
     latest: str | None
     subagents: list[dict[str, Any]] = field(default_factory=list)
     instructions: list[str] = field(default_factory=list)
+    short_goals: bool = False  # the user's requests cut to GOAL_CHARS (FIRST_GOAL_CHARS for the first)
 
 
 def _render(doc: _Doc) -> str:
@@ -305,8 +306,9 @@ def _render(doc: _Doc) -> str:
     goal_lines: list[str] = []
     if doc.goals:
         goal_lines.append("Goals (the user's requests, oldest first):")
-        goal_lines += [f"- {shorten(g, FIRST_GOAL_CHARS if i == 0 else GOAL_CHARS)}"
-                       for i, g in enumerate(doc.goals)]
+        # the user's own words whole while they fit; cut to a fixed length only when the budget asks
+        caps = (FIRST_GOAL_CHARS, GOAL_CHARS) if doc.short_goals else (STORED_GOAL_CHARS, STORED_GOAL_CHARS)
+        goal_lines += [f"- {shorten(g, caps[0] if i == 0 else caps[1])}" for i, g in enumerate(doc.goals)]
     if doc.rules:
         goal_lines.append("Rules and constraints (verbatim):")
         goal_lines += [f"- {r}" for r in doc.rules]
@@ -453,6 +455,7 @@ def _shrink(doc: _Doc, budget: int) -> None:
         lambda: _drop_front(doc, budget, lambda: doc.timeline, put_timeline),
         lambda: _drop_front(doc, budget, lambda: doc.commands, set_("commands")),
         lambda: _drop_front(doc, budget, lambda: doc.subagents, set_("subagents")),
+        lambda: setattr(doc, "short_goals", True),
         lambda: _drop_resolved(doc, budget),
         lambda: _drop_front(doc, budget, lambda: doc.errors[:-1], put_older_errors),
         lambda: _cut_text(doc, budget, lambda: doc.last_action, set_("last_action")),
