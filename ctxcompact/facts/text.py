@@ -286,9 +286,9 @@ def continuation_text(latest: str | None, removed: str | None = None, *, status:
         parts.append(f"The user's latest request, quoted verbatim:\n\n{latest}{note}")
     if status == ANSWERED:
         if answer:
-            parts.append(f"The assistant already answered it. The answer, quoted:\n\n{answer}")
-        parts.append("That request is done: do not redo it or run its commands again. Wait for the user's "
-                     "next message and answer that.")
+            parts.append(f"The assistant already answered it:\n\n{answer}")
+        parts.append("That request is done: do not redo it or rerun its commands. Wait for the user's next "
+                     "message.")
     elif status == INTERRUPTED_STATUS:
         parts.append("The user interrupted the work on this request before it was finished. Do not resume "
                      "it on your own: wait for the user's next message and follow it.")

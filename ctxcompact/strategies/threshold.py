@@ -31,6 +31,7 @@ from ..formats import get_format
 from ..model import ImageBlock, Origin, Record, Role, Transcript
 from ..options import Options
 from ..progress import progress
+from ..secrets import scrub_credentials
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
@@ -73,12 +74,16 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     status = request_status(body)
     tail = in_flight(body, budget, ctx.transcript.source) if status.status == IN_PROGRESS else Tail()
     summarized = body[: len(body) - len(tail.records)] if tail.records else body
+    answer = _quoted_answer(status.answer, budget.summary_budget)
     fmt = get_format(ctx.transcript.format)
     attached, spans = _attached(ctx.transcript.records, body, prior)
     todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
     request = SummaryRequest(
         records=summarized,
-        budget_tokens=budget.summary_budget,
+        # the answer the continuation quotes (and the words around it) is paid from the summary's budget,
+        # at most half of it
+        budget_tokens=budget.summary_budget - min(budget.summary_budget // 2,
+                                                  (len(answer) + 200) // 4 if answer else 0),
         prior_summary=prior.text if prior is not None else None,
         prior_facts=prior.facts if prior is not None else None,
         latest_request=latest,
@@ -86,13 +91,13 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         instructions=opts.instructions,
     )
     summary = summarize(request, opts, warn)
-    answer = _quoted_answer(status.answer, budget.summary_budget)
     removed = None
     if not fmt.carries_attachments:  # named instead, never dropped without a word
         removed = removed_attachments_note(attached)
         attached, spans = [], []
     continuation = continuation_text(latest, removed, status=status.status, answer=answer,
                                      in_flight=bool(tail.records))
+    continuation = scrub_credentials(continuation)  # composed by ctxcompact: the quote keeps no credential
     out = [*system, *opaque, *fmt.summary_records(summary.text, continuation, attached), *tail.records]
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
     # the tail stays after the watermark (the next run reads it from the input again) when its place in the
