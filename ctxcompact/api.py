@@ -1,4 +1,4 @@
-"""The library API (README "Library API"): everything the CLI does, callable in-process.
+"""The library API (docs/guides/frameworks.md#the-library-api): everything the CLI does, callable in-process.
 
 An agent framework calls :func:`run` from its before-model hook and :func:`calibrate` from its after-model
 hook; a batch job calls :func:`estimate` (or :func:`estimate_many`) over many files without a subprocess per

@@ -1,5 +1,5 @@
-"""The composition of every part (README "What `run` does"): read → validate → apply the state → clean →
-estimate → compact if over the threshold → write the output and the state.
+"""The composition of every part (docs/concepts/state.md#the-watermark): read → validate → apply the state →
+clean → estimate → compact if over the threshold → write the output and the state.
 
 ``estimate`` and ``run`` build the same effective context (:mod:`.context`), count it (:mod:`.tokens`),
 calibrate it and take the threshold decision (:mod:`.report`); ``run`` then hands it to the chosen strategy
@@ -120,7 +120,7 @@ def _default(opts: Options, counts: Counts) -> float:
 
 
 def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State | None) -> Calibrated:
-    """The context's tokens in the provider's space (README "Token estimation and calibration")."""
+    """The context's tokens in the provider's space (docs/concepts/calibration.md#calibration)."""
     if opts.exact == "anthropic":
         current = sum(counts.base)
         real = _anthropic_count(ctx.transcript, opts)
@@ -430,7 +430,8 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
 
 
 def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: Path | None) -> None:
-    """The output and the state change together or not at all (README "The state file").
+    """The output and the state change together or not at all
+    (docs/reference/safety.md#atomic-writes-output-and-state-together).
 
     The state is staged first (written and fsynced beside its path, not yet in place), so a full disk or a
     read-only folder fails before anything is visible. Then the output is written, then the state renamed
@@ -467,11 +468,12 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
 
 def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
               output: Path | BinaryIO | None) -> RunResult | None:
-    """The usual hook call, without building the model (README "Performance"): a transcript the streaming
-    walk reads as it is (nothing to repair, every line conforming, no blank line, no CR, no BOM), below the
-    threshold, with no summary or masking in the state, written out unchanged. The walk's snapshot is kept
-    beside the state, so the next call on the grown file reads only the appended bytes. None: the full path
-    decides (it gives the same answer, and the reports, repairs and compactions the fast one leaves to it)."""
+    """The usual hook call, without building the model (docs/measurements/performance.md#a-hooks-call): a
+    transcript the streaming walk reads as it is (nothing to repair, every line conforming, no blank line, no
+    CR, no BOM), below the threshold, with no summary or masking in the state, written out unchanged. The
+    walk's snapshot is kept beside the state, so the next call on the grown file reads only the appended
+    bytes. None: the full path decides (it gives the same answer, and the reports, repairs and compactions the
+    fast one leaves to it)."""
     from .schemacheck import conforms, load
     from .state.cache import cache_path, load_counts, save_counts
     from .tokens.fast import NotFast, walk_bytes

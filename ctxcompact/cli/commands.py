@@ -45,7 +45,7 @@ from .render import ROW, compaction_line, render_dry_run, render_estimate, repai
 
 class _Group(click.Group):
     """Writing to stdout can fail too (``| head`` closed the pipe, ``> /dev/full``): that is exit 6 with a
-    message, not click's silent exit 1 (README "Exit codes")."""
+    message, not click's silent exit 1 (docs/reference/exit-codes.md#the-codes)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

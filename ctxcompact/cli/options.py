@@ -33,7 +33,8 @@ def env_name(name: str) -> str:
 
 
 def opt(*decls: str, **kw: Any) -> Callable[[F], F]:
-    """click.option with the CTXCOMPACT_<OPTION> variable every option has (README "Commands")."""
+    """click.option with the CTXCOMPACT_<OPTION> variable every option has
+    (docs/reference/cli.md#input-output-and-options)."""
     long = next(d for d in decls if d.startswith("--"))
     kw.setdefault("envvar", env_name(long[2:].split("/")[0]))
     kw.setdefault("show_envvar", True)
@@ -104,7 +105,8 @@ def estimate_options(f: F) -> F:
     f = opt(
         "--default-factor",
         type=click.FloatRange(min=1.0, max=5.0),
-        help="Correction factor when nothing was reported (default 2.0 heuristic, see README for exact).",
+        help="Correction factor when nothing was reported (default 2.0 heuristic, 1.25 exact; "
+        "docs/concepts/calibration.md#calibration).",
     )(f)
     f = opt(
         "--encoding",
@@ -129,7 +131,7 @@ def strategy_options(f: F) -> F:
         type=click.Choice(list(STRATEGY_NAMES)),
         default=DEFAULTS.strategy,
         show_default=True,
-        help="Compaction strategy (see README: when to use which).",
+        help="Compaction strategy (docs/guides/strategies.md: when to use which).",
     )(f)
     return f
 

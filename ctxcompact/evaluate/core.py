@@ -1,4 +1,4 @@
-"""`ctxcompact eval` on one input (README "Measuring a compaction: ctxcompact eval"): compact in memory with
+"""`ctxcompact eval` on one input (docs/guides/eval.md#what-it-reports): compact in memory with
 exactly what ``run`` does (``engine.run`` with ``dry_run``: same options, same state rules, nothing written,
 not even a state), score the result against the original, score the naive truncation baseline at the same
 budget, and replay the calibration on the usage the log records."""
@@ -79,7 +79,7 @@ def calibration_of(points: Sequence[ReplayPoint]) -> dict[str, Any] | None:
     """How well the estimate before each recorded request matched its bill; None when the log records none.
 
     The first request is reported apart (``first``): nothing before it says how large the prompt the log
-    does not hold is (README "Token estimation and calibration"), so it measures the default, not the
+    does not hold is (docs/concepts/calibration.md#calibration), so it measures the default, not the
     calibration. ``mape``, ``undercounts`` and ``worst`` are over the requests after it (null with one)."""
     if not points:
         return None
@@ -110,7 +110,7 @@ def evaluate(
     calibration: bool = True,
     judge: str | None = None,
 ) -> dict[str, Any]:
-    """The `eval --json` object for one input (README "Measuring a compaction: ctxcompact eval")."""
+    """The `eval --json` object for one input (docs/guides/eval.md#what-it-reports)."""
     opts = opts or Options()
     run_source, data = _input(source)
     warnings: list[str] = []

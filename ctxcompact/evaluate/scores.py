@@ -1,6 +1,6 @@
-"""What a compacted context kept of the original, scored offline by exact string match (README "Measuring a
-compaction: ctxcompact eval"): the latest request, the user's rules, the open todos, the last error and
-its status, the identifiers of the part replaced, the user's probes, and whether the result is valid."""
+"""What a compacted context kept of the original, scored offline by exact string match
+(docs/guides/eval.md#what-it-reports): the latest request, the user's rules, the open todos, the last error
+and its status, the identifiers of the part replaced, the user's probes, and whether the result is valid."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The sidecar state file (README "The state file"): watermark, prefix fingerprint, summary, calibration
-and history.
+"""The sidecar state file (docs/concepts/state.md#the-state-file): watermark, prefix fingerprint, summary,
+calibration and history.
 
 Why it exists: the transcript is append-only and ctxcompact never rewrites its input, so a compaction only
 lasts if the next run knows which records the summary already covers. That count is the *watermark*: on the

@@ -1,5 +1,6 @@
-"""Strategy ``threshold``, the default (README "`ctxcompact run`"): over the threshold, summarize everything
-since the last summary and write ``[system messages, verbatim] + [summary] + [continuation]``.
+"""Strategy ``threshold``, the default (docs/concepts/handoff.md#the-compacted-context): over the threshold,
+summarize everything since the last summary and write ``[system messages, verbatim] + [summary] +
+[continuation]``.
 
 Nothing of the old conversation is kept verbatim: a kept "recent tail" can hold one giant tool result and
 never shrink (the original design measured exactly that failure), so the output is always the system
@@ -131,9 +132,10 @@ def _quoted_answer(answer: str | None, summary_budget: int) -> str | None:
 
 def _attached(records: list[Record], body: list[Record],
               prior: Summary | None) -> tuple[list[ImageBlock], list[tuple[int, int]]]:
-    """The images and documents attached to the latest request (README "`ctxcompact run`"), and the input
-    lines they are read from: the latest request's own record, or, when the person typed nothing since the
-    last compaction, what the earlier continuation carried."""
+    """The images and documents attached to the latest request
+    (docs/concepts/handoff.md#the-compacted-context), and the input lines they are read from: the latest
+    request's own record, or, when the person typed nothing since the last compaction, what the earlier
+    continuation carried."""
     rec = latest_request_record(body)
     if rec is not None:
         found = attachments(rec)

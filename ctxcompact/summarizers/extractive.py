@@ -1,5 +1,5 @@
-"""The offline, deterministic summarizer (README "LLM summarizers"): a structured summary built from the
-transcript itself.
+"""The offline, deterministic summarizer (docs/concepts/summary.md#llm-summarizers): a structured summary
+built from the transcript itself.
 
 Sections, in order, each only when it has something to say: Earlier summary (an LLM summary carried
 forward), User goals and rules, Timeline, Files and commands, Subagents (what each subagent run did: the

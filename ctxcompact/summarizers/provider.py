@@ -25,10 +25,10 @@ from .prompt import (
 
 
 def redact_result(result: SummaryResult, secrets: list[str]) -> SummaryResult:
-    """The one boundary every summary crosses before it is stored or written (README "LLM summarizers and
-    provider token counts"): a server that answers 200 with the request's headers inside the summary (a
-    misconfigured proxy, an echo endpoint) must not get the key into the output or the state. Every text a
-    provider sent back is redacted: the summary, the model name, the fallback reason."""
+    """The one boundary every summary crosses before it is stored or written
+    (docs/reference/safety.md#api-keys): a server that answers 200 with the request's headers inside the
+    summary (a misconfigured proxy, an echo endpoint) must not get the key into the output or the state. Every
+    text a provider sent back is redacted: the summary, the model name, the fallback reason."""
     if not secrets:
         return result
     return dataclasses.replace(
@@ -55,9 +55,10 @@ class ContextTooLong(Exception):
         self.window = window
 
 
-# What servers say when a request does not fit the window (README "Local models"): OpenAI and vLLM
-# "maximum context length is N tokens", llama-cpp-python "context_length_exceeded" with the same words,
-# llama.cpp's server "exceed_context_size_error" with ``n_ctx``, Anthropic "prompt is too long: X > N".
+# What servers say when a request does not fit the window
+# (docs/guides/local-models.md#requests-that-fit-and-chunks): OpenAI and vLLM "maximum context length is N
+# tokens", llama-cpp-python "context_length_exceeded" with the same words, llama.cpp's server
+# "exceed_context_size_error" with ``n_ctx``, Anthropic "prompt is too long: X > N".
 _OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error", "context_window_exceeded")
 _OVERFLOW_WORDS = re.compile(r"context (?:length|window|size)|prompt is too long|too many tokens|"
                              r"maximum context|exceeds? the (?:available )?context", re.I)
@@ -119,7 +120,8 @@ class ProviderSummarizer(Summarizer):
         self.base_url = base_url
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
-        # the summarizer's own window: its input must fit 80 % of it (README "Budget"); None until known
+        # the summarizer's own window: its input must fit 80 % of it (docs/concepts/calibration.md#budget);
+        # None until known
         self.context_window: int | None = int(context_window) if context_window else None
         self.window_source: str | None = window_source if context_window else None
         self.instructions = instructions
