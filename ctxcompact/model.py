@@ -175,6 +175,29 @@ SUBAGENT_RUN = "subagent_run"
 SUBAGENT_CALL = "subagent_call"
 
 
+# Record.meta keys of the handoff (docs/concepts/handoff.md), set by each format's parser from where a line
+# came from, never from how its text starts. EARLIER_SUMMARY: the record carries a summary of the earlier
+# conversation that an agent, a framework or ctxcompact wrote (the value names who: "claude-code", "codex",
+# "adk", "anthropic", "openai", "ctxcompact"); OPAQUE_SUMMARY: that summary is encrypted (kept as it is, never
+# read or dropped); INTERRUPTED: the client's own "request interrupted" marker; INSTRUCTIONS: text the client
+# expanded from an active skill or slash command (instructions in force, not typed by the user).
+EARLIER_SUMMARY = "earlier_summary"
+OPAQUE_SUMMARY = "opaque_summary"
+INTERRUPTED = "interrupted"
+INSTRUCTIONS = "instructions"
+#: the whole text of the interruption markers a client writes as a text block of their own (Claude Code); a
+#: person's text that merely starts like one is a request
+INTERRUPTION_TEXTS = frozenset({"[Request interrupted by user]",
+                                "[Request interrupted by user for tool use]"})
+
+
+def is_interruption_message(message: Message) -> bool:
+    """A user message made only of whole interruption markers (:data:`INTERRUPTION_TEXTS`)."""
+    if message.role is not Role.USER or not message.blocks:
+        return False
+    return all(isinstance(b, TextBlock) and b.text.strip() in INTERRUPTION_TEXTS for b in message.blocks)
+
+
 class _NoMeta(dict[str, Any]):
     """The one empty ``meta`` shared by every record that has none (most lines of most formats): a fresh
     ``{}`` per record is 64 bytes of each of millions of records (memory per record,

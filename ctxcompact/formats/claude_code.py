@@ -51,6 +51,9 @@ import orjson
 
 from ..errors import LineError
 from ..model import (
+    EARLIER_SUMMARY,
+    INSTRUCTIONS,
+    INTERRUPTED,
     SUBAGENT_CALL,
     SUBAGENT_MESSAGE,
     SUBAGENT_RUN,
@@ -66,6 +69,7 @@ from ..model import (
     ToolCall,
     ToolResult,
     Usage,
+    is_interruption_message,
 )
 from ..reader import encode_json
 from .base import Format, Layout, new_record
@@ -319,8 +323,13 @@ class ClaudeCodeFormat(Format):
             rec.usage = _usage(msg)
         elif obj.get("isMeta") or obj.get("isCompactSummary"):
             meta["injected"] = True  # the texts it wraps (command echoes, reminders…): facts.text
+            if obj.get("isMeta") and not obj.get("isCompactSummary"):
+                meta[INSTRUCTIONS] = True  # a skill's or command's expansion, if text is left: facts.handoff
+        elif is_interruption_message(rec.message):
+            meta[INTERRUPTED] = True  # Claude Code's own marker, a text block of its own
         if obj.get("isCompactSummary"):
             meta["compact_summary"] = True
+            meta[EARLIER_SUMMARY] = "claude-code"
         if in_main_session_sidechain(obj):
             # what a subagent did: not the model's context, but what the summary says of it (facts.subagents)
             meta[SUBAGENT_MESSAGE] = rec.message

@@ -37,6 +37,7 @@ import orjson
 
 from ..errors import LineError
 from ..model import (
+    EARLIER_SUMMARY,
     Block,
     ImageBlock,
     Message,
@@ -194,7 +195,8 @@ class GenaiFormat(Format):
             ranged = isinstance(start, (int, float)) and isinstance(end, (int, float))
             if ranged and isinstance(summary, dict):
                 rec.message = _parse_content(summary, "$.actions.compaction.compacted_content")
-                meta.update(compaction=(float(start), float(end)), injected=True)
+                meta.update({"compaction": (float(start), float(end)), "injected": True,
+                             EARLIER_SUMMARY: "adk"})
         um = _get(obj, "usage_metadata")
         if isinstance(um, dict) and isinstance(_get(um, "prompt_token_count"), int):
             out = _get(um, "candidates_token_count")
