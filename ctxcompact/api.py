@@ -34,10 +34,10 @@ from .formats import read_transcript
 from .formats.convert import lines_in
 from .model import Transcript
 from .options import Options
-from .paths import check_paths
+from .paths import check_paths, check_writes
 from .report import EstimateReport
 from .source import InputData, Source
-from .state import State, load_state, save_state, state_lock
+from .state import State, check_is_state, load_state, save_state, state_lock
 from .state import reset_state as _reset_state
 from .validate import ValidationReport
 from .validate import validate as _validate
@@ -106,6 +106,8 @@ def calibrate(state_path: Path | str, prompt_tokens: int) -> State:
 
 def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
     """Delete a state file (the next run starts from scratch), under its lock; True when there was one."""
+    if not check_is_state(path):  # before the lock: a slip of the tab key leaves no lock file behind
+        return False
     with state_lock(Path(path), timeout=lock_timeout):
         return _reset_state(Path(path))
 
@@ -128,6 +130,7 @@ __all__ = [
     "UsageError",
     "calibrate",
     "check_paths",
+    "check_writes",
     "clean",
     "clean_file",
     "estimate",

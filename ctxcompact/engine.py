@@ -26,7 +26,7 @@ from .formats import get_format, is_unchanged
 from .formats.convert import lines_in
 from .model import Origin, Record, Transcript
 from .options import Options
-from .paths import check_paths, check_state_path
+from .paths import check_paths, check_side_files
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
 from .source import InputData, Source, is_file
@@ -77,6 +77,18 @@ def resolve_state_path(source: Source, opts: Options, *, required: bool) -> Path
     if required:
         raise UsageError("reading stdin: give --state PATH to keep the state, or --no-state")
     return None
+
+
+def input_path(source: Source) -> Path | None:
+    """The input as a path for the write check: a file, ``-`` for stdin, None for bytes or a stream."""
+    if isinstance(source, (str, Path)):
+        return Path(source)
+    return None
+
+
+def option_reads(opts: Options) -> list[tuple[str, Path | None]]:
+    """The files the options name for reading: no command may write over them (paths.check_writes)."""
+    return [("--todos file", opts.todos_file), ("config file", opts.config_path)]
 
 
 def _budget(opts: Options) -> Budget:
@@ -339,10 +351,10 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=not dry_run)
     if not dry_run:
-        check_paths(input=Path(source) if is_file(source) else None,  # type: ignore[arg-type]
-                    output=output if isinstance(output, Path) else None, state=state_path)
+        check_paths(input=input_path(source), output=output if isinstance(output, Path) else None,
+                    state=state_path, reads=option_reads(opts))
         if state_path is not None:
-            check_state_path(state_path)
+            check_side_files(state_path)
     inp = InputData.load(source)
     if state_path is None or dry_run:
         return _run_locked(inp, opts, budget, state_path, output, dry_run, warn)
@@ -591,6 +603,7 @@ def record_real_tokens(state_path: Path, prompt_tokens: int, lock_timeout: float
     """``ctxcompact calibrate``: store what the provider reported for the last request (after-model hook)."""
     if prompt_tokens < 0:
         raise UsageError("--prompt-tokens must be 0 or more")
+    check_side_files(state_path)
     with state_lock(state_path, timeout=lock_timeout):
         state = load_state(state_path)
         if state is None:

@@ -132,8 +132,8 @@ def clean(
     """
     from .. import api
 
-    api.check_paths(input=Path(file) if file and file != "-" else None,
-                    output=Path(output) if output and output != "-" else None, state=None)
+    api.check_paths(input=Path(source_of(file)), output=Path(output) if output and output != "-" else None,
+                    state=None)
     result = api.clean_file(
         source_of(file),
         fmt=fmt,
@@ -355,6 +355,12 @@ def eval_command(
     paths = api.expand_paths(files, recursive) if many else [source_of(files[0] if files else None)]
     if not paths:
         raise UsageError(f"no *.jsonl files in {' '.join(files)}")
+    if html_file:  # the one check of every written file: never a file eval reads (docs/reference/safety.md)
+        reads: list[tuple[str, Path | None]] = [("input", Path(p)) for p in paths]
+        reads += [("--probes file", Path(probes_file) if probes_file else None),
+                  ("--todos file", opts.todos_file), ("config file", opts.config_path),
+                  ("state", opts.state_path)]
+        api.check_writes([("HTML report", Path(html_file))], reads)
     rows = []
     for path in paths:
         source: Any = path

@@ -45,6 +45,7 @@ from .model import (
     utc_now,
 )
 from .store import (
+    check_is_state,
     default_state_path,
     dump_state,
     load_state,
@@ -71,6 +72,7 @@ __all__ = [
     "TokenCache",
     "add_compaction",
     "check_fingerprint",
+    "check_is_state",
     "default_state_path",
     "dump_state",
     "load_state",

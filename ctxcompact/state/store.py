@@ -8,6 +8,7 @@ import copy
 import functools
 import os
 import re
+import stat
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -17,6 +18,7 @@ import orjson
 
 from ..atomic import Staged, output_error, stage
 from ..errors import StateError, UsageError
+from ..paths import STATE_FILE_LIMIT, check_side_files, read_regular
 from ..reader import json_type_phrase
 from ..schemacheck import conforms
 from ..schemacheck import load as load_schema
@@ -33,6 +35,8 @@ from .model import (
 )
 
 STATE_SUFFIX = ".ctxstate.json"
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @functools.lru_cache(maxsize=1)
@@ -155,18 +159,26 @@ def load_state(path: str | os.PathLike[str]) -> State | None:
     A file that cannot be read, is not JSON, does not match the schema or comes from a newer ctxcompact
     raises StateError naming the file and the problem."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
+    data = _read_state_file(p)
+    if data is None:
         return None
-    except OSError as exc:
-        raise StateError(f"cannot read state file {p}: {exc.strerror or exc}") from None
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         what = "is empty" if not data.strip() else f"is not valid JSON ({exc})"
         raise StateError(f"state file {p} {what}; fix it or use --reset-state to start over") from None
     return parse_state(obj, f"state file {p}")
+
+
+def _read_state_file(p: Path) -> bytes | None:
+    """The bytes of the state file, None when there is none; a FIFO, a device or a file over
+    ``STATE_FILE_LIMIT`` is a StateError before any blocking or unbounded read (docs/reference/safety.md)."""
+    try:
+        return read_regular(p, f"cannot read state file {p}", STATE_FILE_LIMIT, error=StateError)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read state file {p}: {exc.strerror or exc}") from None
 
 
 def dump_state(state: State) -> bytes:
@@ -201,10 +213,33 @@ def stage_state(path: str | os.PathLike[str], state: State) -> Staged:
     return stage(path, dump_state(state), what="state")
 
 
-def reset_state(path: str | os.PathLike[str]) -> bool:
-    """Delete the state file; True when there was one. The lock file is left alone (another run may be
-    holding it)."""
+def check_is_state(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` holds a ctxcompact state (a JSON object with the state's ``version``, ``watermark``
+    and ``fingerprint``: valid or not, old or new), False when there is no file; StateError (exit 3) for
+    anything else, so ``state reset`` never deletes a transcript given by a slip of tab completion."""
     p = Path(path)
+    check_side_files(p)
+    data = _read_state_file(p)
+    if data is None:
+        return False
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        obj = None
+    if not (isinstance(obj, dict) and isinstance(obj.get("version"), int) and "watermark" in obj
+            and "fingerprint" in obj):
+        raise StateError(f"{p} is not a ctxcompact state file; not removed (delete it yourself if you "
+                         "mean to)")
+    return True
+
+
+def reset_state(path: str | os.PathLike[str]) -> bool:
+    """Delete the state file; True when there was one. Only a file that is a ctxcompact state is deleted
+    (:func:`check_is_state`, exit 3 otherwise). The lock file is left alone (another run may be holding
+    it)."""
+    p = Path(path)
+    if not check_is_state(p):
+        return False
     try:
         p.unlink()
     except FileNotFoundError:
@@ -223,10 +258,16 @@ def state_lock(path: str | os.PathLike[str], timeout: float = 10.0) -> Iterator[
     from filelock import FileLock, Timeout
 
     lock_path = os.fspath(path) + ".lock"
+    check_side_files(Path(path))  # a link, FIFO or device as a side file: exit 3 before anything opens it
     try:  # a folder where no file can be made (read-only, /proc) is not "locked by another run"
-        os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644))
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _NONBLOCK, 0o644)
     except OSError as exc:
         raise output_error(exc, "state lock", lock_path) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in since the check
+            raise StateError(f"the state lock {lock_path} is not a regular file")
+    finally:
+        os.close(fd)
     lock = FileLock(lock_path, timeout=timeout)
     try:
         lock.acquire()

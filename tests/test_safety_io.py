@@ -1,0 +1,308 @@
+"""Nothing ctxcompact does destroys a file it was not asked to write, hangs on a FIFO or a device, or reads
+without bound (issue 26; docs/reference/safety.md). Each test is the repro of a class."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ctxcompact import paths
+from ctxcompact.errors import StateError, UsageError
+from ctxcompact.source import InputData
+
+SAMPLE = Path(__file__).parent.parent / "samples" / "openai-session.jsonl"
+TIMEOUT = 60  # every subprocess here would hang without the fix: the timeout turns a hang into a failure
+
+
+def ctxcompact(*args: str, cwd: Path | None = None, pass_fds: tuple[int, ...] = (),
+               stdin: object = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "ctxcompact", *args], capture_output=stdin is None,
+                          stdout=subprocess.PIPE if stdin is not None else None,
+                          stderr=subprocess.PIPE if stdin is not None else None, stdin=stdin,  # type: ignore[arg-type]
+                          cwd=cwd, timeout=TIMEOUT, pass_fds=pass_fds)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(SAMPLE.read_bytes())
+    return p
+
+
+# --- 1, 2: the input overwritten through another name -------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["/proc/self/fd/{fd}", "/dev/fd/{fd}"])
+@pytest.mark.parametrize("command", ["run", "clean", "eval-html"])
+def test_an_open_descriptor_of_the_input_is_the_input(log: Path, form: str, command: str) -> None:
+    original = log.read_bytes()
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        target = form.format(fd=fd)
+        if command == "eval-html":
+            args = ["eval", str(log), "--window", "3000", "--html", target]
+        else:
+            args = [command, str(log), "-o", target] + (["--window", "3000", "--no-state"]
+                                                          if command == "run" else [])
+        done = ctxcompact(*args, pass_fds=(fd,))
+    finally:
+        os.close(fd)
+    assert done.returncode == 2, done.stderr
+    assert b"is the input" in done.stderr
+    assert log.read_bytes() == original
+
+
+def test_stdin_redirected_from_the_input_is_the_input(log: Path) -> None:
+    original = log.read_bytes()
+    with open(log, "rb") as f:
+        done = ctxcompact("run", "-", "--window", "3000", "--no-state", "-o", str(log), stdin=f)
+    assert done.returncode == 2, done.stderr
+    assert b"is the input" in done.stderr and log.read_bytes() == original
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm here")
+def test_a_regular_file_under_dev_is_compared_and_replaced_atomically(tmp_path: Path) -> None:
+    folder = Path("/dev/shm") / f"ctxcompact-test-{os.getpid()}-{tmp_path.name}"
+    folder.mkdir()
+    try:
+        src = folder / "in.jsonl"
+        src.write_bytes(SAMPLE.read_bytes())
+        done = ctxcompact("run", str(src), "--window", "3000", "--no-state", "-o", str(src))
+        assert done.returncode == 2 and b"is the input" in done.stderr
+        assert src.read_bytes() == SAMPLE.read_bytes()
+        out = folder / "out.jsonl"
+        out.write_bytes(b"old\n")
+        inode = out.stat().st_ino
+        done = ctxcompact("run", str(src), "--window", "3000", "--no-state", "-o", str(out))
+        assert done.returncode == 0, done.stderr
+        assert b"ctxcompact summary" in out.read_bytes()
+        assert out.stat().st_ino != inode  # renamed into place, not truncated and rewritten
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_a_bind_mounted_name_is_the_input(log: Path, tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "--bind", str(log.parent), str(mnt)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip("mount --bind is not allowed here")
+    try:
+        done = ctxcompact("run", str(log), "--window", "3000", "--no-state", "-o", str(mnt / "in.jsonl"))
+        assert done.returncode == 2 and b"is the input" in done.stderr
+        assert log.read_bytes() == SAMPLE.read_bytes()
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("spelling", ["same", "symlink", "hardlink"])
+def test_eval_html_never_replaces_a_file_eval_reads(log: Path, spelling: str) -> None:
+    probes = log.parent / "probes.jsonl"
+    probes.write_bytes(b'{"expect": "cafe"}\n')
+    for victim in (log, probes):
+        name = {"same": str(victim), "symlink": str(log.parent / "link"),
+                "hardlink": str(log.parent / "hard")}[spelling]
+        if spelling == "symlink":
+            Path(name).unlink(missing_ok=True)
+            Path(name).symlink_to(victim)
+        if spelling == "hardlink":
+            Path(name).unlink(missing_ok=True)
+            os.link(victim, name)
+        before = victim.read_bytes()
+        done = ctxcompact("eval", str(log), "--window", "3000", "--probes", str(probes), "--html", name)
+        assert done.returncode == 2, done.stderr
+        assert b"never overwrites" in done.stderr
+        assert victim.read_bytes() == before
+
+
+def test_eval_html_to_a_new_file_is_written(log: Path) -> None:
+    done = ctxcompact("eval", str(log), "--window", "3000", "--html", str(log.parent / "report.html"))
+    assert done.returncode == 0, done.stderr
+    assert (log.parent / "report.html").read_bytes().startswith(b"<!doctype html>")
+
+
+@pytest.mark.parametrize("reader", ["--todos", "--config"])
+def test_run_never_writes_over_a_file_an_option_reads(log: Path, reader: str) -> None:
+    side = log.parent / ("todos.md" if reader == "--todos" else "config.json")
+    side.write_bytes(b"- [ ] ship it\n" if reader == "--todos" else b'{"models": {}}\n')
+    before = side.read_bytes()
+    done = ctxcompact("run", str(log), "--window", "3000", "--no-state", reader, str(side), "-o", str(side))
+    assert done.returncode == 2, done.stderr
+    assert b"never overwrites" in done.stderr and side.read_bytes() == before
+
+
+def test_the_count_cache_and_the_lock_are_never_the_input(tmp_path: Path) -> None:
+    # --state s makes the cache s.counts and the lock s.lock: an input with either name is refused
+    for suffix in (".counts", ".lock"):
+        src = tmp_path / f"s{suffix}"
+        src.write_bytes(SAMPLE.read_bytes())
+        done = ctxcompact("run", str(src), "--window", "3000", "--state", str(tmp_path / "s"),
+                          "-o", str(tmp_path / "o.jsonl"))
+        assert done.returncode == 2, done.stderr
+        assert b"is the input" in done.stderr and src.read_bytes() == SAMPLE.read_bytes()
+
+
+def test_check_writes_compares_what_paths_are(tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    a.write_bytes(b"x")
+    os.link(a, tmp_path / "b")
+    (tmp_path / "c").symlink_to(a)
+    for other in ("b", "c", "./a"):
+        with pytest.raises(UsageError, match="is the input"):
+            paths.check_writes([("output", tmp_path / other)], [("input", a)])
+    with pytest.raises(UsageError, match="is the state"):
+        paths.check_writes([("state", tmp_path / "new"), ("output", tmp_path / "sub" / ".." / "new")])
+    paths.check_writes([("output", tmp_path / "new")], [("input", a), ("nothing", None)])
+    assert paths.same_file(a, f"/proc/self/fd/{os.open(a, os.O_RDONLY)}")
+
+
+# --- 3: state reset deletes only a state ---------------------------------------------------------------
+
+
+def test_state_reset_refuses_what_is_not_a_state(log: Path) -> None:
+    done = ctxcompact("state", "reset", str(log))
+    assert done.returncode == 3, done.stderr
+    assert b"not a ctxcompact state" in done.stderr
+    assert log.read_bytes() == SAMPLE.read_bytes()
+    assert not Path(f"{log}.lock").exists()  # refused before the lock: nothing left behind
+    for content in (b"", b"{}", b'{"version": 2}', b"not json"):
+        other = log.parent / "other.json"
+        other.write_bytes(content)
+        assert ctxcompact("state", "reset", str(other)).returncode == 3
+        assert other.read_bytes() == content
+
+
+def test_state_reset_removes_a_state(log: Path) -> None:
+    state = log.parent / "s.json"
+    assert ctxcompact("run", str(log), "--window", "3000", "--state", str(state),
+                      "-o", str(log.parent / "o.jsonl")).returncode == 0
+    # a hand-broken state (newer version, unknown key) is still a state and can be reset
+    obj = orjson.loads(state.read_bytes())
+    obj["version"], obj["typo"] = 99, 1
+    state.write_bytes(orjson.dumps(obj))
+    done = ctxcompact("state", "reset", str(state))
+    assert done.returncode == 0, done.stderr
+    assert not state.exists()
+    done = ctxcompact("state", "reset", str(state))
+    assert done.returncode == 0 and b"no state at" in done.stderr
+
+
+def test_state_reset_refuses_a_link_and_a_fifo(tmp_path: Path) -> None:
+    link = tmp_path / "s.json"
+    link.symlink_to(tmp_path / "target.json")
+    (tmp_path / "target.json").write_bytes(b'{"version": 2, "watermark": 0, "fingerprint": {}}')
+    assert ctxcompact("state", "reset", str(link)).returncode == 3
+    assert (tmp_path / "target.json").exists() and link.is_symlink()
+    fifo = tmp_path / "f.json"
+    os.mkfifo(fifo)
+    assert ctxcompact("state", "reset", str(fifo)).returncode == 3
+    assert fifo.is_fifo()
+
+
+# --- 4: every side file: no symlink -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["", ".lock", ".counts"])
+def test_no_side_file_is_written_through_a_symlink(log: Path, suffix: str) -> None:
+    state = Path(f"{log}.ctxstate.json")
+    precious = log.parent / "precious.txt"
+    precious.write_bytes(b"precious\n")
+    Path(f"{state}{suffix}").symlink_to(precious)
+    for args in (["run", str(log), "--window", "3000", "-o", str(log.parent / "o.jsonl")],
+                 ["run", str(log), "-o", str(log.parent / "o.jsonl")],  # the fast path writes the cache
+                 ["calibrate", "--state", str(state), "--prompt-tokens", "100"]):
+        done = ctxcompact(*args)
+        assert done.returncode == 3, (args, done.stderr)
+        assert b"symbolic link" in done.stderr
+        assert precious.read_bytes() == b"precious\n"
+    assert not (log.parent / "o.jsonl").exists()
+
+
+# --- 8: FIFOs and devices: refused at once or read within a bound -------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["", ".lock", ".counts"])
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_device_side_file_is_refused_at_once(log: Path, suffix: str, kind: str) -> None:
+    side = Path(f"{log}.ctxstate.json{suffix}")
+    if kind == "fifo":
+        os.mkfifo(side)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(side, 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # a private /dev/zero
+    done = ctxcompact("run", str(log), "-o", str(log.parent / "o.jsonl"))
+    assert done.returncode == 3, done.stderr
+    assert b"not a regular file" in done.stderr
+    assert not (log.parent / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("command", [["state", "show"], ["estimate", "--state"],
+                                     ["calibrate", "--prompt-tokens", "5", "--state"]])
+def test_a_fifo_or_device_state_never_blocks_a_reader(log: Path, command: list[str]) -> None:
+    fifo = log.parent / "s.fifo"
+    os.mkfifo(fifo)
+    args = [*command, str(fifo)] if command[0] != "estimate" else ["estimate", str(log), "--state", str(fifo)]
+    done = ctxcompact(*args)
+    assert done.returncode == 3, done.stderr
+    assert b"not a regular file" in done.stderr
+    done = ctxcompact(*([*command, "/dev/zero"] if command[0] != "estimate"
+                        else ["estimate", str(log), "--state", "/dev/zero"]))
+    assert done.returncode == 3, done.stderr
+
+
+def test_a_device_input_is_read_within_a_bound(log: Path) -> None:
+    done = ctxcompact("run", "/dev/zero", "--no-state", "-o", str(log.parent / "o.jsonl"))
+    assert done.returncode == 2, done.stderr
+    assert b"gave more than" in done.stderr and b"Traceback" not in done.stderr
+
+
+def test_the_stream_bound_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(paths, "STREAM_INPUT_LIMIT", 1000)
+    with pytest.raises(UsageError, match="more than 1,000 bytes"):
+        InputData.load("/dev/zero")
+
+
+def test_a_fifo_input_is_read_when_written_and_empty_without_a_writer(log: Path) -> None:
+    fifo = log.parent / "in.fifo"
+    os.mkfifo(fifo)
+    # no writer: an empty input at once, never a hang
+    done = ctxcompact("estimate", str(fifo), "--no-state", "--exact", "none")
+    assert b"Traceback" not in done.stderr
+    # a writer (process substitution, a FIFO fed by another process): the transcript is read whole
+
+    def feed() -> None:
+        with open(fifo, "wb") as f:
+            f.write(SAMPLE.read_bytes())
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    done = ctxcompact("run", str(fifo), "--no-state", "--window", "3000", "-o", str(log.parent / "o.jsonl"))
+    writer.join(TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert b"ctxcompact summary" in (log.parent / "o.jsonl").read_bytes()
+
+
+def test_stdin_still_streams(log: Path) -> None:
+    with open(log, "rb") as f:
+        done = ctxcompact("run", "-", "--window", "3000", "--no-state", stdin=f)
+    assert done.returncode == 0, done.stderr
+    assert b"ctxcompact summary" in done.stdout
+
+
+def test_read_regular_refuses_links_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "t").write_bytes(b"x")
+    (tmp_path / "l").symlink_to(tmp_path / "t")
+    assert paths.read_regular(tmp_path / "l", "x", 10) == b"x"
+    with pytest.raises(StateError, match="symbolic link"):
+        paths.read_regular(tmp_path / "l", "x", 10, error=StateError, follow=False)
+    with pytest.raises(UsageError, match="limit"):
+        paths.read_regular(tmp_path / "t", "x", 0)
