@@ -306,3 +306,44 @@ def test_read_regular_refuses_links_when_asked(tmp_path: Path) -> None:
         paths.read_regular(tmp_path / "l", "x", 10, error=StateError, follow=False)
     with pytest.raises(UsageError, match="limit"):
         paths.read_regular(tmp_path / "t", "x", 0)
+
+
+# --- 11: a glob walk visits each folder once -----------------------------------------------------------
+
+
+def _looping_tree(root: Path) -> None:
+    """Folders whose links point back up, two per level: a walk that follows them blindly never ends."""
+    deep = root / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "x.jsonl").write_bytes(SAMPLE.read_bytes())
+    (root / "top.jsonl").write_bytes(SAMPLE.read_bytes())
+    for folder in (root / "a", root / "a" / "b", deep):
+        (folder / "up1").symlink_to(root, target_is_directory=True)
+        (folder / "up2").symlink_to(root / "a", target_is_directory=True)
+
+
+@pytest.mark.parametrize("arg", ["**/*.jsonl", "{root}/**/*.jsonl", "{root}"])
+def test_a_recursive_walk_ends_on_links_that_loop(tmp_path: Path, arg: str) -> None:
+    _looping_tree(tmp_path)
+    done = ctxcompact("estimate", arg.format(root=tmp_path), "-r", "--no-state", "--exact", "none",
+                      "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert rows[-1]["totals"]["files"] == 2  # each file once, under the first name the walk met
+
+
+def test_the_recursive_glob_matches_what_glob_matches_without_links(tmp_path: Path) -> None:
+    import glob
+
+    from ctxcompact.batch import expand
+
+    for rel in ("a.jsonl", "d/b.jsonl", "d/e/c.jsonl", "d/e/c.txt", "d/.hidden.jsonl", ".h/z.jsonl",
+                "d/e/f/[x].jsonl", "q/w/e/r.jsonl"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"{}\n")
+    for pattern in ("**/*.jsonl", "d/**/*.jsonl", "**/e/*.jsonl", "**/[ab].jsonl", "**/[!a].jsonl",
+                    "q/**/r.jsonl", "**/?.jsonl", "**"):
+        want = sorted(os.path.relpath(m, tmp_path) for m in glob.glob(str(tmp_path / pattern), recursive=True)
+                      if Path(m).is_file())
+        got = sorted(os.path.relpath(m, tmp_path) for m in expand([str(tmp_path / pattern)], True))
+        assert got == want, pattern
