@@ -347,3 +347,91 @@ def test_the_recursive_glob_matches_what_glob_matches_without_links(tmp_path: Pa
                       if Path(m).is_file())
         got = sorted(os.path.relpath(m, tmp_path) for m in expand([str(tmp_path / pattern)], True))
         assert got == want, pattern
+
+
+# --- 13: a hand-edited state that passes the schema is exit 3 with a message, never a crash -------------
+
+
+@pytest.fixture(scope="module")
+def compacted_state(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    folder = tmp_path_factory.mktemp("state")
+    src = folder / "in.jsonl"
+    src.write_bytes(SAMPLE.read_bytes())
+    done = ctxcompact("run", str(src), "--window", "3000", "-o", str(folder / "o.jsonl"))
+    assert done.returncode == 0, done.stderr
+    return src, Path(f"{src}.ctxstate.json").read_bytes()
+
+
+def _deep(depth: int) -> dict[str, object]:
+    root: dict[str, object] = {}
+    cur = root
+    for _ in range(depth):
+        nxt: dict[str, object] = {}
+        cur["a"] = nxt
+        cur = nxt
+    return root
+
+
+def _edit(raw: bytes, how: str) -> bytes:
+    from ctxcompact.reader import encode_json
+
+    obj = orjson.loads(raw)
+    nbytes = obj["fingerprint"]["bytes"]
+    if how == "bytes 1e19":
+        return raw.replace(b'"bytes": %d' % nbytes, b'"bytes": 1e19')
+    if how == "bytes 10**20":
+        return raw.replace(b'"bytes": %d' % nbytes, b'"bytes": 100000000000000000000')
+    if how == "x- 1,000 deep":
+        obj["x-notes"] = _deep(1000)
+    if how == "points 1e308":
+        obj["calibration"]["points"] = [[1e308, 1e308]]
+    if how == "negative huge":
+        obj["calibration"]["last_estimate"] = -(2**62)
+    if how == "unknown format":
+        obj["fingerprint"]["format"] = "nope"
+    return encode_json(obj)
+
+
+@pytest.mark.parametrize("how", ["bytes 1e19", "bytes 10**20", "x- 1,000 deep", "points 1e308",
+                                 "negative huge",
+                                 "unknown format"])
+def test_a_hand_edited_state_is_exit_3(compacted_state: tuple[Path, bytes], tmp_path: Path, how: str) -> None:
+    src, raw = compacted_state
+    edited = _edit(raw, how)
+    assert edited != raw
+    log = tmp_path / "in.jsonl"
+    log.write_bytes(src.read_bytes())
+    state = Path(f"{log}.ctxstate.json")
+    for args in (["state", "show", str(state)],
+                 ["run", str(log), "--window", "3000", "-o", str(tmp_path / "o")], ["estimate", str(log)],
+                 ["calibrate", "--state", str(state), "--prompt-tokens", "100"]):
+        state.write_bytes(edited)
+        done = ctxcompact(*args)
+        assert done.returncode == 3, (how, args, done.stderr)
+        assert b"not a valid ctxcompact state" in done.stderr and b"internal error" not in done.stderr
+        assert len(done.stderr) < 600  # a clear message, not the whole path of a deep key
+        assert state.read_bytes() == edited
+
+
+def test_a_whole_number_written_as_a_float_is_read(compacted_state: tuple[Path, bytes],
+                                                   tmp_path: Path) -> None:
+    src, raw = compacted_state
+    nbytes = orjson.loads(raw)["fingerprint"]["bytes"]
+    log = tmp_path / "in.jsonl"
+    log.write_bytes(src.read_bytes())
+    Path(f"{log}.ctxstate.json").write_bytes(raw.replace(b'"bytes": %d' % nbytes, b'"bytes": %d.0' % nbytes))
+    done = ctxcompact("run", str(log), "--window", "3000", "-o", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_modest_x_key_is_kept(compacted_state: tuple[Path, bytes], tmp_path: Path) -> None:
+    src, raw = compacted_state
+    obj = orjson.loads(raw)
+    obj["x-notes"] = {"tree": _deep(20), "big": 2**63, "float": 1e300}
+    log = tmp_path / "in.jsonl"
+    log.write_bytes(src.read_bytes())
+    state = Path(f"{log}.ctxstate.json")
+    state.write_bytes(orjson.dumps(obj))
+    done = ctxcompact("run", str(log), "--window", "3000", "-o", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(state.read_bytes())["x-notes"] == {"tree": _deep(20), "big": 2**63, "float": 1e300}
