@@ -25,7 +25,7 @@ from .errors import ExitCode, OutputError, Problem, StateError, SummarizerError,
 from .formats import get_format, is_unchanged
 from .formats.convert import lines_in
 from .model import Origin, Record, Transcript
-from .options import Options
+from .options import MAX_TOKENS, Options, check_options
 from .paths import check_paths, check_side_files
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
@@ -101,7 +101,8 @@ def budget_from_transcript(budget: Budget, opts: Options, records: list[Record])
     if opts.window is not None or opts.model is not None or budget.window_source != "default":
         return budget
     for rec in reversed(records):
-        if rec.usage is not None and rec.usage.context_window:
+        # a window no model has (a corrupt or hostile log) is not taken: the default stays
+        if rec.usage is not None and rec.usage.context_window and 0 < rec.usage.context_window <= MAX_TOKENS:
             found = make_budget(rec.usage.context_window, None, opts.threshold, opts.config_path)
             return dataclasses.replace(found, window_source=f"transcript (line {rec.line})")
     return budget
@@ -276,6 +277,7 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
 
     Reads the state (if any) but writes nothing."""
     opts = opts or Options()
+    check_options(opts)
     check_exact(opts)
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=False)
@@ -346,6 +348,7 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.
     """
     opts = opts or Options()
+    check_options(opts)
     check_exact(opts)
     get_strategy(opts.strategy)  # an unknown name is a usage error before any work
     budget = _budget(opts)
@@ -601,8 +604,8 @@ def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult,
 
 def record_real_tokens(state_path: Path, prompt_tokens: int, lock_timeout: float = 10.0) -> State:
     """``ctxcompact calibrate``: store what the provider reported for the last request (after-model hook)."""
-    if prompt_tokens < 0:
-        raise UsageError("--prompt-tokens must be 0 or more")
+    if not 0 <= prompt_tokens <= MAX_TOKENS:
+        raise UsageError(f"--prompt-tokens must be between 0 and {MAX_TOKENS:,}, got {prompt_tokens}")
     check_side_files(state_path)
     with state_lock(state_path, timeout=lock_timeout):
         state = load_state(state_path)

@@ -435,3 +435,165 @@ def test_a_modest_x_key_is_kept(compacted_state: tuple[Path, bytes], tmp_path: P
     done = ctxcompact("run", str(log), "--window", "3000", "-o", str(tmp_path / "o"))
     assert done.returncode == 0, done.stderr
     assert orjson.loads(state.read_bytes())["x-notes"] == {"tree": _deep(20), "big": 2**63, "float": 1e300}
+
+
+# --- 21: a provider that drips bytes: a wall-clock deadline per call, then the documented fallback --------
+
+
+class _Drip:
+    """An OpenAI-compatible server on 127.0.0.1 that sends its headers at once, then one byte of a body
+    every ``interval`` seconds: every read succeeds, so a per-read timeout never fires."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        import socketserver
+        from http.server import BaseHTTPRequestHandler
+
+        stop = self.stop = threading.Event()
+        self.requests = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _drip(self) -> None:
+                outer.requests += 1
+                length = int(self.headers.get("content-length") or 0)
+                self.rfile.read(length)
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", "100000")
+                self.end_headers()
+                try:
+                    while not stop.wait(interval):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except OSError:
+                    pass
+
+            do_POST = _drip
+            do_GET = _drip
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("window", [["--summary-window", "16000"], []])  # [] asks the server for the window
+def test_a_dripping_provider_falls_back_within_the_timeout(log: Path, window: list[str]) -> None:
+    import time
+
+    drip = _Drip()
+    try:
+        started = time.monotonic()
+        done = ctxcompact("run", str(log), "--window", "3000", "--no-state", "-o", str(log.parent / "o"),
+                          "--summarizer", "openai", "--summary-model", "m", "--base-url", drip.url,
+                          "--timeout", "2", "--max-retries", "3", *window)
+        took = time.monotonic() - started
+    finally:
+        drip.close()
+    assert done.returncode == 0, done.stderr
+    assert b"fallback" in done.stderr and b"within 2 s" in done.stderr
+    assert took < 2 * 2 + 15  # the window question and the call, each within --timeout, plus start-up
+    assert drip.requests >= 1
+    assert b"ctxcompact summary" in (log.parent / "o").read_bytes()
+
+
+def test_no_fallback_is_exit_4_within_the_timeout(log: Path) -> None:
+    drip = _Drip()
+    try:
+        done = ctxcompact("run", str(log), "--window", "3000", "--no-state", "-o", str(log.parent / "o"),
+                          "--summarizer", "openai", "--summary-model", "m", "--base-url", drip.url,
+                          "--summary-window", "16000", "--timeout", "1", "--no-fallback")
+    finally:
+        drip.close()
+    assert done.returncode == 4, done.stderr
+    assert not (log.parent / "o").exists()
+
+
+def test_call_with_deadline_passes_results_and_errors_through() -> None:
+    from ctxcompact.errors import SummarizerError
+    from ctxcompact.summarizers.provider import call_with_deadline
+
+    assert call_with_deadline(lambda: 42, 5, "x") == 42
+    with pytest.raises(KeyError):
+        call_with_deadline(lambda: {}["missing"], 5, "x")
+    with pytest.raises(SummarizerError, match=r"within 0\.2 s"):
+        call_with_deadline(lambda: threading.Event().wait(30), 0.2, "x")
+
+
+# --- 22: numbers that are not sane ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["--threshold", "9" * 5001], ["--threshold", "1" + "0" * 50 + "%"], ["--default-factor", "nan"],
+    ["--default-factor", "inf"], ["--safety-ratio", "nan"], ["--window", "1" + "0" * 30],
+    ["--window", "9" * 5001], ["--real-tokens", "1" + "0" * 20], ["--timeout", "inf"], ["--timeout", "nan"],
+    ["--max-retries", "1000000"], ["--summary-window", "1" + "0" * 20], ["--keep-results", "1" + "0" * 20],
+])
+def test_an_insane_number_is_a_usage_error(log: Path, args: list[str]) -> None:
+    for command in ("run", "estimate"):
+        extra = ["-o", str(log.parent / "o.jsonl")] if command == "run" else []
+        done = ctxcompact(command, str(log), "--no-state", *extra, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert b"internal error" not in done.stderr and len(done.stderr) < 800
+    assert not (log.parent / "o.jsonl").exists()
+
+
+def test_the_library_checks_the_same_ranges() -> None:
+    from ctxcompact import api
+    from ctxcompact.options import LIMITS, Options
+
+    for name, (low, high) in LIMITS.items():
+        too_big = high * 10 if isinstance(high, int) else float("nan")
+        with pytest.raises(UsageError, match=f"--{name.replace('_', '-')}"):
+            api.estimate(SAMPLE, Options(**{name: too_big}))  # type: ignore[arg-type]
+        if low > 0:
+            with pytest.raises(UsageError):
+                api.estimate(SAMPLE, Options(**{name: type(low)(0) if low >= 1 else 0.0}))  # type: ignore[arg-type]
+
+
+def test_calibrate_refuses_an_insane_figure(log: Path) -> None:
+    state = log.parent / "s.json"
+    assert ctxcompact("run", str(log), "--state", str(state), "-o", str(log.parent / "o")).returncode == 0
+    done = ctxcompact("calibrate", "--state", str(state), "--prompt-tokens", "1" + "0" * 30)
+    assert done.returncode == 2 and b"internal error" not in done.stderr
+
+
+def _with_usage(prompt_tokens: int, window: int | None = None) -> bytes:
+    lines = [orjson.loads(line) for line in SAMPLE.read_bytes().splitlines() if line.strip()]
+    for obj in lines:
+        if obj.get("role") == "assistant":
+            obj["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": 5}
+            break
+    return b"".join(orjson.dumps(o) + b"\n" for o in lines)
+
+
+def test_an_enormous_usage_in_a_log_is_no_measurement(tmp_path: Path) -> None:
+    log = tmp_path / "in.jsonl"
+    log.write_bytes(_with_usage(10**18))
+    for _ in range(2):  # the second run reads the state the first wrote
+        done = ctxcompact("run", str(log), "-o", str(tmp_path / "o.jsonl"))
+        assert done.returncode == 0, done.stderr
+    assert 10**18 not in [p[1] for p in orjson.loads(Path(f"{log}.ctxstate.json").read_bytes())
+                          ["calibration"]["points"]]
+
+
+def test_a_server_announcing_an_enormous_window_is_not_taken(tmp_path: Path) -> None:
+    from ctxcompact.summarizers.base import SummaryRequest
+    from ctxcompact.summarizers.openai import OpenAISummarizer
+
+    s = OpenAISummarizer(model="m", base_url="http://127.0.0.1:9/v1")
+    s.discover_window = lambda key: (10**30, "server: /models max_model_len")  # type: ignore[method-assign]
+    window, source = s.window("k")
+    assert window == s.default_context_window and source == "default"
+    assert SummaryRequest  # the request type the flow takes (imported: the module is the one under test)

@@ -29,6 +29,7 @@ from .options import (
     opt,
     options_from,
     output_option,
+    ranged,
     source_of,
     state_options,
     stdout,
@@ -172,7 +173,7 @@ def clean(
 @opt(
     "-j",
     "--jobs",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=1024),
     help="Processes for several files (default: all cores); 1 runs them in turn.",
 )
 def estimate(
@@ -451,7 +452,7 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
 )
 @opt(
     "--prompt-tokens",
-    type=click.IntRange(min=0),
+    type=ranged("real_tokens"),
     required=True,
     help="Prompt tokens the provider reported for the last request.",
 )

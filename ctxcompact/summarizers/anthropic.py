@@ -38,6 +38,7 @@ def anthropic_error_reason(err: BaseException, *, timeout: float, max_retries: i
 class AnthropicSummarizer(ProviderSummarizer):
     name = "anthropic"
     key_variable = "ANTHROPIC_API_KEY"
+    sdk = "anthropic"
     default_context_window = DEFAULT_CONTEXT_WINDOW
 
     def _key(self) -> str:

@@ -76,6 +76,7 @@ def openai_error_reason(err: BaseException, *, timeout: float, max_retries: int,
 class OpenAISummarizer(ProviderSummarizer):
     name = "openai"
     key_variable = "OPENAI_API_KEY"
+    sdk = "openai"
     default_context_window = DEFAULT_CONTEXT_WINDOW
 
     @property

@@ -60,6 +60,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
+from ..options import MAX_TOKENS
+
 DEFAULT_HEURISTIC_FACTOR = 2.0
 DEFAULT_EXACT_FACTOR = 1.25
 MIN_FACTOR = 1.0
@@ -283,7 +285,7 @@ def calibrate_request(
     last_source = ""
     for u in usage:
         visible = sums[min(u.position, len(base))]
-        if visible > 0:
+        if visible > 0 and u.prompt_tokens <= MAX_TOKENS:  # a larger figure is no measurement: ignored
             if (visible, u.prompt_tokens) not in kept:  # a point of this transcript kept by an earlier run
                 measured.append((visible, u.prompt_tokens))
             floor, last_source = u.prompt_tokens, f"transcript usage (line {u.line}, {u.source})"
