@@ -597,3 +597,52 @@ def test_a_server_announcing_an_enormous_window_is_not_taken(tmp_path: Path) -> 
     window, source = s.window("k")
     assert window == s.default_context_window and source == "default"
     assert SummaryRequest  # the request type the flow takes (imported: the module is the one under test)
+
+
+# --- also seen: --to genai on tool arguments nested ~1,023 levels ----------------------------------------
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [1000, 1021, 1022])
+@pytest.mark.parametrize("to", ["genai", "anthropic", "openai"])
+def test_deep_tool_arguments_convert_and_validate(tmp_path: Path, depth: int, to: str) -> None:
+    from ctxcompact.reader import encode_json
+
+    args = encode_json(_nested(depth)).decode()
+    lines = [{"role": "user", "content": "do it"},
+             {"role": "assistant", "content": None,
+              "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+             {"role": "assistant", "content": "done"}]
+    src = tmp_path / "deep.jsonl"
+    src.write_bytes(b"".join(encode_json(line) + b"\n" for line in lines))
+    out = tmp_path / "o.jsonl"
+    done = ctxcompact("run", str(src), "--no-state", "--to", to, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    done = ctxcompact("validate", str(out))
+    assert done.returncode == 0, done.stdout
+
+
+def test_encode_json_keeps_a_line_within_the_readers_depth() -> None:
+    from ctxcompact.reader import ORJSON_MAX_DEPTH, encode_json
+
+    for depth in (10, 300, ORJSON_MAX_DEPTH - 1):  # what fits is written as it is
+        value = _nested(depth)
+        assert encode_json(value, ORJSON_MAX_DEPTH) == encode_json(value)
+    line = {"x": [_nested(ORJSON_MAX_DEPTH + 50)]}
+    data = encode_json(line, ORJSON_MAX_DEPTH)
+    back = orjson.loads(data)  # the reader's parser takes it
+    cur: object = back["x"][0]
+    kept = 0  # dict levels written as objects, below the line's object and its list
+    while isinstance(cur, dict):
+        cur = cur["a"]
+        kept += 1
+    assert isinstance(cur, str) and 2 + kept == ORJSON_MAX_DEPTH  # as deep as the reader goes, no deeper
+    rest = orjson.loads(cur)  # the rest, as its JSON text: nothing lost
+    assert rest == _nested(ORJSON_MAX_DEPTH + 50 - kept)

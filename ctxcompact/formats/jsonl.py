@@ -17,7 +17,7 @@ import orjson
 
 from ..errors import InputError, LineError, Problem, UsageError
 from ..model import Block, ImageBlock, Message, OpaqueBlock, Record, ToolResult, Transcript
-from ..reader import allow_deep_values, decode_line, encode_json, iter_lines_at
+from ..reader import ORJSON_MAX_DEPTH, allow_deep_values, decode_line, encode_json, iter_lines_at
 from ..schemacheck import conforms
 from ..schemacheck import load as load_schema
 from .base import Format
@@ -265,10 +265,10 @@ def write_transcript(transcript: Transcript, fmt: str | None = None) -> Iterator
             if rec.raw is not None and not rec.dirty:
                 yield rec.raw + b"\n"
             else:
-                yield encode_json(target.dump_record(rec)) + b"\n"
+                yield encode_json(target.dump_record(rec), ORJSON_MAX_DEPTH) + b"\n"
         return
     for obj in target.link_converted(_converted(transcript, target)):
-        yield encode_json(obj) + b"\n"
+        yield encode_json(obj, ORJSON_MAX_DEPTH) + b"\n"
 
 
 def _converted(transcript: Transcript, target: Format) -> Iterator[Any]:
