@@ -646,3 +646,19 @@ def test_encode_json_keeps_a_line_within_the_readers_depth() -> None:
     assert isinstance(cur, str) and 2 + kept == ORJSON_MAX_DEPTH  # as deep as the reader goes, no deeper
     rest = orjson.loads(cur)  # the rest, as its JSON text: nothing lost
     assert rest == _nested(ORJSON_MAX_DEPTH + 50 - kept)
+
+
+def test_a_dripping_count_tokens_server_fails_within_the_timeout() -> None:
+    import time
+
+    from ctxcompact.tokens.provider import ProviderCountError, anthropic_count_tokens
+
+    drip = _Drip()
+    try:
+        started = time.monotonic()
+        with pytest.raises(ProviderCountError, match="timed out"):
+            anthropic_count_tokens([{"role": "user", "content": "hi"}], None, "claude-x", api_key="k",
+                                   base_url=drip.url.removesuffix("/v1"), timeout=1.0, max_retries=2)
+        assert time.monotonic() - started < 8
+    finally:
+        drip.close()

@@ -166,8 +166,9 @@ def anthropic_count_tokens(
     Key: ``api_key``, else CTXCOMPACT_API_KEY, else ANTHROPIC_API_KEY. Base URL: ``base_url``, else
     ANTHROPIC_BASE_URL (read by the SDK). Raises :class:`ProviderCountError` with a secret-free reason.
     """
+    from ..errors import SummarizerError
     from ..summarizers.anthropic import anthropic_error_reason
-    from ..summarizers.provider import resolve_api_key, scrub
+    from ..summarizers.provider import call_with_deadline, resolve_api_key, sane_tokens, scrub
 
     if not model or not model.strip():
         raise ProviderCountError("--exact anthropic needs --model MODEL (an Anthropic model name)")
@@ -185,8 +186,12 @@ def anthropic_count_tokens(
         kwargs: dict[str, Any] = {"model": model, "messages": messages_payload}
         if system:
             kwargs["system"] = system
-        result: Any = client.messages.count_tokens(**kwargs)
+        # the whole call, retries included, within --timeout (a server that drips bytes never trips the SDK's)
+        result: Any = call_with_deadline(lambda: client.messages.count_tokens(**kwargs), timeout,
+                                         "--exact anthropic")
         tokens = getattr(result, "input_tokens", None)
+    except SummarizerError as err:
+        reason = str(err).removeprefix("--exact anthropic: ")
     except Exception as err:
         import os
 
@@ -194,8 +199,9 @@ def anthropic_count_tokens(
                                         base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL"))
     if reason is not None:  # raised outside the except block: no SDK error attached as __context__
         raise ProviderCountError(scrub(f"--exact anthropic: token count failed: {reason}", [key]))
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-        raise ProviderCountError("--exact anthropic: token count failed: the reply has no input_tokens")
+    if sane_tokens(tokens) is None:
+        raise ProviderCountError("--exact anthropic: token count failed: the reply has no input_tokens "
+                                 "(or a figure no request has)")
     return tokens
 
 
