@@ -662,3 +662,35 @@ def test_a_dripping_count_tokens_server_fails_within_the_timeout() -> None:
         assert time.monotonic() - started < 8
     finally:
         drip.close()
+
+
+def test_any_spelling_of_the_input_is_the_input(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Property: however a name is built from the input (dots, a detour through a folder, a linked folder,
+    a link, a hard link, an open descriptor), check_writes finds it; a sibling is never confused with it."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    root = tmp_path_factory.mktemp("spell")
+    (root / "d" / "e").mkdir(parents=True)
+    src = root / "d" / "in.jsonl"
+    src.write_bytes(b"{}\n")
+    (root / "d" / "other.jsonl").write_bytes(b"{}\n")
+    (root / "linkdir").symlink_to(root / "d", target_is_directory=True)
+    (root / "link.jsonl").symlink_to(src)
+    os.link(src, root / "hard.jsonl")
+    fd = os.open(src, os.O_RDONLY)
+    names = [str(src), f"{root}/d/./in.jsonl", f"{root}/d/e/../in.jsonl", f"{root}//d//in.jsonl",
+             f"{root}/linkdir/in.jsonl", f"{root}/linkdir/e/../in.jsonl", str(root / "link.jsonl"),
+             str(root / "hard.jsonl"), f"/proc/self/fd/{fd}", f"/dev/fd/{fd}"]
+
+    @settings(max_examples=60, deadline=None)
+    @given(out=st.sampled_from(names), inp=st.sampled_from(names), what=st.sampled_from(["output", "state"]))
+    def check(out: str, inp: str, what: str) -> None:
+        with pytest.raises(UsageError, match="never overwrites"):
+            paths.check_writes([(what, Path(out))], [("input", Path(inp))])
+        paths.check_writes([(what, root / "d" / "other.jsonl")], [("input", Path(inp))])
+
+    try:
+        check()
+    finally:
+        os.close(fd)
