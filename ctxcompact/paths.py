@@ -19,15 +19,17 @@ read up to :data:`STREAM_INPUT_LIMIT` (:func:`read_input`), and a FIFO with no w
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import CtxCompactError, StateError, UsageError
 
 __all__ = ["SIDE_FILE_LIMIT", "STATE_FILE_LIMIT", "STREAM_INPUT_LIMIT", "check_paths", "check_side_files",
-           "check_state_path", "check_writes", "file_identity", "read_input", "read_regular",
+           "check_state_path", "check_writes", "file_identity", "open_input", "read_input", "read_regular",
            "read_side_file", "same_file", "side_files", "stdin_path"]
 
 SIDE_FILE_LIMIT = 4 * 1024 * 1024
@@ -213,6 +215,25 @@ def _read_bounded(fd: int, limit: int) -> bytes | None:
             return bytes(buf)
         buf += chunk
     return None
+
+
+def open_input(path: str | os.PathLike[str]) -> BinaryIO:
+    """The transcript at ``path`` as a binary stream, for a reader that goes line by line (``validate``): a
+    regular file is streamed from disk; a FIFO or a device is read first, within the bound of
+    :func:`read_input`, so opening a FIFO with no writer never blocks. Opening errors propagate."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            if _NONBLOCK:
+                os.set_blocking(fd, True)
+            stream = os.fdopen(fd, "rb")
+            fd = -1  # owned by the stream now
+            return stream
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return io.BytesIO(read_input(Path(path)))
 
 
 def read_input(path: Path) -> bytes:

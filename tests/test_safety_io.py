@@ -694,3 +694,22 @@ def test_any_spelling_of_the_input_is_the_input(tmp_path_factory: pytest.TempPat
         check()
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("command", ["validate", "clean", "estimate"])
+def test_every_reader_of_a_transcript_is_bounded(tmp_path: Path, command: str) -> None:
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    extra = ["--no-state", "--exact", "none"] if command == "estimate" else []
+    done = ctxcompact(command, str(fifo), *extra)  # no writer: an empty input at once, never a hang
+    assert b"Traceback" not in done.stderr
+    done = ctxcompact(command, "/dev/zero", *extra)
+    assert done.returncode == 2, done.stderr
+    assert b"gave more than" in done.stderr
+
+
+def test_a_rank_table_that_is_a_fifo_is_no_table(tmp_path: Path) -> None:
+    from ctxcompact.tokens.bpe import load_table
+
+    os.mkfifo(tmp_path / "t.ranks")
+    assert load_table(tmp_path / "t.ranks", "00" * 32) is None
