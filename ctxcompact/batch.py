@@ -135,6 +135,17 @@ def expand(args: Sequence[str], recursive: bool = False) -> list[str]:
     return out
 
 
+def error_row(path: str, exc: Exception) -> Row:
+    """The row of a file whose work raised ``exc``: what every multi-file command (``estimate``, ``eval``)
+    reports for it before going on with the other files (docs/reference/exit-codes.md)."""
+    if isinstance(exc, CtxCompactError):
+        return Row(path, None, str(exc), int(exc.exit_code))
+    if isinstance(exc, OSError):
+        return Row(path, None, f"cannot read {path}: {exc.strerror or exc}", 1)
+    # a bug of ours must not stop the other files
+    return Row(path, None, f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
 def walk_files(root: Path) -> Iterator[Path]:
     """Every file under ``root``, in name order, each folder visited once: links to folders are followed,
     but a folder already seen (by device and inode) is not entered again, so links that loop end the walk
@@ -218,12 +229,8 @@ def estimate_one(path: str, opts: Options) -> Row:
 
     try:
         return Row(path, estimate(path, opts).to_json())
-    except CtxCompactError as exc:
-        return Row(path, None, str(exc), int(exc.exit_code))
-    except OSError as exc:
-        return Row(path, None, f"cannot read {path}: {exc.strerror or exc}", 1)
-    except Exception as exc:  # a bug of ours must not stop the other files
-        return Row(path, None, f"internal error: {type(exc).__name__}: {exc}", 1)
+    except Exception as exc:
+        return error_row(path, exc)
 
 
 def _work(args: tuple[str, Options]) -> Row:
@@ -234,7 +241,7 @@ def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) 
     """One row per path, in the order given, computed on ``jobs`` processes (default: all cores)."""
     if opts.state_path is not None and len(paths) > 1:
         raise UsageError("--state names one state file; with several inputs each uses its own "
-                         "(<input>.ctxstate.json), or give --no-state")
+                         "(<input>.ctxstate.json, or one in --state-dir), or give --no-state")
     jobs = min(jobs or cores(), len(paths))
     if jobs <= 1:
         for p in paths:

@@ -6,27 +6,31 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from .secrets import scrub_credentials
+
 
 class ExitCode(enum.IntEnum):
     OK = 0
-    INVALID_INPUT = 1  # the input is invalid (nothing written); also `estimate --check`: run would compact
+    INVALID_INPUT = 1  # the input is invalid (nothing written)
     USAGE = 2  # bad options or arguments
     STATE = 3  # the state file belongs to another transcript, or is locked or corrupt (nothing written)
     SUMMARIZER = 4  # the summarizer failed and --no-fallback was given (nothing written)
     DOES_NOT_FIT = 5  # written, but the result still does not fit the window (a warning says why)
     OUTPUT = 6  # the output or the state could not be written (full disk, read-only folder, closed pipe)
+    WOULD_COMPACT = 10  # `estimate --check`: run would compact (not an error; 7-9 stay free for errors)
 
 
 EXIT_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "success",
-    ExitCode.INVALID_INPUT: "the input is invalid (nothing written); `estimate --check`: run would compact",
+    ExitCode.INVALID_INPUT: "the input is invalid (nothing written); with several files: one of them failed",
     ExitCode.USAGE: "usage error (bad option or argument)",
     ExitCode.STATE: "the state file belongs to another transcript, or is locked or corrupt (nothing written)",
     ExitCode.SUMMARIZER: "the summarizer failed and --no-fallback was given (nothing written)",
     ExitCode.DOES_NOT_FIT: "written, but the result still does not fit the window (a warning says why)",
     ExitCode.OUTPUT: "cannot write the output or the state (full disk, read-only folder, closed pipe)",
+    ExitCode.WOULD_COMPACT: "`estimate --check`: run would compact (a failed file gives 1 instead)",
 }
-"""What each exit code means, as ``--help`` shows it (README "Exit codes" says the same in more words)."""
+"""What each exit code means, as ``--help`` shows it (docs/reference/exit-codes.md says it in more words)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,11 @@ class Problem:
     message: str
     severity: str = "error"  # "error" or "warning"
 
+    def __post_init__(self) -> None:
+        # a problem quotes the line's values ("unknown role 'sk-ant-…'"): never a credential
+        object.__setattr__(self, "path", scrub_credentials(self.path))
+        object.__setattr__(self, "message", scrub_credentials(self.message))
+
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "input"
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
@@ -48,6 +57,10 @@ class Problem:
 
 class CtxCompactError(Exception):
     exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, *args: object) -> None:
+        # the message may quote the input or a server's answer: never a credential
+        super().__init__(*(scrub_credentials(a) if isinstance(a, str) else a for a in args))
 
 
 class UsageError(CtxCompactError):

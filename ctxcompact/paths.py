@@ -15,10 +15,15 @@ FIFO or a device would block or never end.
 Every read of a file ctxcompact did not write is bounded: a side file (:func:`read_side_file`,
 :func:`read_regular`) is a regular file under a size limit; a transcript path that is a FIFO or a device is
 read up to :data:`STREAM_INPUT_LIMIT` (:func:`read_input`), and a FIFO with no writer is empty, never a hang.
+
+``--state-dir`` (docs/concepts/state.md#the-state-folder) puts the states in one folder instead of beside
+their inputs: :func:`state_path_in` names each after its input, with a digest of the input's real path so
+that two inputs of the same name in different folders never share a state.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import stat
@@ -30,7 +35,7 @@ from .errors import CtxCompactError, StateError, UsageError
 
 __all__ = ["SIDE_FILE_LIMIT", "STATE_FILE_LIMIT", "STREAM_INPUT_LIMIT", "check_paths", "check_side_files",
            "check_state_path", "check_writes", "file_identity", "open_input", "read_input", "read_regular",
-           "read_side_file", "same_file", "side_files", "stdin_path"]
+           "read_side_file", "same_file", "side_files", "state_path_in", "stdin_path"]
 
 SIDE_FILE_LIMIT = 4 * 1024 * 1024
 """The most ctxcompact reads of a file that is not the transcript (``--todos``, ``--probes``, the config):
@@ -198,6 +203,18 @@ def read_regular(path: str | os.PathLike[str], what: str, limit: int, *,
         return data
     finally:
         os.close(fd)
+
+
+def state_path_in(folder: Path, input_path: Path, beside: Path) -> Path:
+    """The state of ``input_path`` in ``folder`` (``--state-dir``), given ``beside``, the state's default
+    path beside the input (``<input><suffix>``, state/store.py owns the suffix):
+    ``<folder>/<input name>.<digest><suffix>``. The digest is of the input's real path (links resolved,
+    made absolute), so ``a/log.jsonl`` and ``b/log.jsonl`` get two states and a link to a file shares the
+    file's. Moving the input to another folder starts a new state."""
+    name = input_path.name
+    suffix = beside.name[len(name):] if beside.name.startswith(name) else beside.name
+    digest = hashlib.blake2b(os.fsencode(os.path.realpath(input_path)), digest_size=6).hexdigest()
+    return folder / f"{name}.{digest}{suffix}"
 
 
 def read_side_file(path: str | os.PathLike[str], what: str, limit: int = SIDE_FILE_LIMIT) -> bytes:

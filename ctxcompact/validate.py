@@ -8,14 +8,15 @@ Every problem reads ``line N: <json path>: <what>``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from .errors import InputError, Problem
-from .formats import MAX_PROBLEMS, read_lines
-from .model import ToolCall, ToolResult, Transcript
+from .formats import MAX_PROBLEMS, get_format, read_lines
+from .model import Message, ToolCall, ToolResult, Transcript
+from .source import InputData
 
 # Keys under which formats store a call id; used to point a problem at the exact JSON path in its line.
 _CALL_KEYS = ("id", "call_id")
@@ -48,9 +49,29 @@ def _path(data: Any, value: str, keys: tuple[str, ...], nth: int) -> str:
     return "$"
 
 
+def last_turn(messages: Sequence[Message]) -> int:
+    """Index of the last message that is not only tool results (-1: none). In a tree log (Claude Code) the
+    calls from there on, which nothing but their own results follows, are the running session's live calls:
+    no result is missing (the one rule of clean.py's ``answer_missing`` and eval's validity)."""
+    return max((i for i, m in enumerate(messages) if not m.is_tool_result_only), default=-1)
+
+
+def live_calls(transcript: Transcript, fmt: str | None = None) -> set[str]:
+    """The ids of the running session's live calls when ``transcript`` is written as ``fmt`` (its own format
+    by default): the calls of :func:`last_turn` on, in a tree layout; none otherwise."""
+    if not get_format(fmt or transcript.format).layout.tree:
+        return set()
+    messages = [r.message for r in transcript.records if r.message is not None]
+    start = last_turn(messages)
+    return {c.id for m in messages[max(start, 0):] for c in m.tool_calls()} if start >= 0 else set()
+
+
 def cross_record_problems(transcript: Transcript) -> list[Problem]:
     """Problems that span records: a tool-call id used twice; a tool result whose call comes later
-    ("its call comes later, at line N") or does not exist at all."""
+    ("its call comes later, at line N") or does not exist at all. In a tree layout (Claude Code) a result may
+    come before its call in the file: the ``parentUuid`` tree orders the log, and clean.py leaves results
+    where they were written (issue 26 item 7: ``clean`` and ``validate`` agree on what is valid)."""
+    tree = get_format(transcript.format).layout.tree
     first_call: dict[str, int] = {}
     for rec in transcript.records:
         for call in rec.message.tool_calls() if rec.message else []:
@@ -78,6 +99,8 @@ def cross_record_problems(transcript: Transcript) -> list[Problem]:
                     continue
                 path = _path(rec.data, block.call_id, _RESULT_KEYS, n)
                 later = first_call.get(block.call_id)
+                if later is not None and tree:
+                    continue
                 if later is not None:
                     msg = (f"tool result for call {block.call_id!r} comes before its call "
                            f"(the call comes later, at line {later})")
@@ -98,6 +121,9 @@ class ValidationReport:
     problems: list[Problem]
     dropped: int
     ok: bool
+    #: lines of types the format does not know that are not part of the conversation: passed through as
+    #: they are, not counted (type -> lines)
+    passed_through: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def errors(self) -> list[Problem]:
         return [p for p in self.problems if p.severity == "error"]
@@ -116,6 +142,7 @@ class ValidationReport:
             "errors": len(self.errors()),
             "warnings": len(self.warnings()),
             "problems": [p.to_json() for p in self.problems],
+            **({"passed_through": dict(self.passed_through)} if self.passed_through else {}),
         }
 
 
@@ -128,8 +155,9 @@ def validate(source: str | Path | BinaryIO | bytes, fmt: str = "auto",
     Cross-record problems are errors in both modes (they are checked among the lines that were read).
     """
     try:
-        transcript, line_problems, bad = read_lines(source, fmt)
-    except InputError as err:  # the format could not be detected
+        # a whole-file JSON transcript is read as the JSONL of its records (source.InputData)
+        transcript, line_problems, bad = read_lines(InputData.load(source).data, fmt)
+    except InputError as err:  # the format could not be detected, or a document that holds no records
         problems = err.problems or [Problem(0, "", str(err))]
         return ValidationReport(fmt if fmt != "auto" else "unknown", 0, problems, 0, False)
     if lenient:
@@ -139,4 +167,11 @@ def validate(source: str | Path | BinaryIO | bytes, fmt: str = "auto",
         cross = [*cross[:MAX_PROBLEMS], Problem(0, "", f"… and {len(cross) - MAX_PROBLEMS} more problems")]
     problems = sorted([*line_problems, *cross], key=lambda p: p.line or float("inf"))
     ok = not any(p.severity == "error" for p in problems)
-    return ValidationReport(transcript.format, len(transcript.records), problems, bad if lenient else 0, ok)
+    foreign = get_format(transcript.format).foreign_type
+    passed: dict[str, int] = {}
+    for rec in transcript.records:
+        kind = foreign(rec)
+        if kind is not None:
+            passed[kind] = passed.get(kind, 0) + 1
+    return ValidationReport(transcript.format, len(transcript.records), problems, bad if lenient else 0, ok,
+                            passed)

@@ -651,6 +651,8 @@ def test_encode_json_keeps_a_line_within_the_readers_depth() -> None:
 def test_a_dripping_count_tokens_server_fails_within_the_timeout() -> None:
     import time
 
+    import anthropic  # noqa: F401  # loaded before the clock starts: the SDK's import is not the server's time
+
     from ctxcompact.tokens.provider import ProviderCountError, anthropic_count_tokens
 
     drip = _Drip()
@@ -659,7 +661,7 @@ def test_a_dripping_count_tokens_server_fails_within_the_timeout() -> None:
         with pytest.raises(ProviderCountError, match="timed out"):
             anthropic_count_tokens([{"role": "user", "content": "hi"}], None, "claude-x", api_key="k",
                                    base_url=drip.url.removesuffix("/v1"), timeout=1.0, max_retries=2)
-        assert time.monotonic() - started < 8
+        assert time.monotonic() - started < 15  # 1 s of deadline; the rest is slack for a loaded machine
     finally:
         drip.close()
 

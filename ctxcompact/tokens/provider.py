@@ -167,8 +167,9 @@ def anthropic_count_tokens(
     ANTHROPIC_BASE_URL (read by the SDK). Raises :class:`ProviderCountError` with a secret-free reason.
     """
     from ..errors import SummarizerError
+    from ..secrets import scrub
     from ..summarizers.anthropic import anthropic_error_reason
-    from ..summarizers.provider import call_with_deadline, resolve_api_key, sane_tokens, scrub
+    from ..summarizers.provider import call_with_deadline, resolve_api_key, sane_tokens
 
     if not model or not model.strip():
         raise ProviderCountError("--exact anthropic needs --model MODEL (an Anthropic model name)")
