@@ -43,12 +43,12 @@ from .evaluate.replay import replay
 from .formats import read_transcript
 from .model import Transcript
 from .options import Options
-from .paths import check_paths
+from .paths import check_paths, check_writes
 from .progress import bar as progress_bar
 from .progress import set_quiet as quiet_progress
 from .report import EstimateReport
 from .source import InputData, Source
-from .state import State, load_state, save_state, state_lock
+from .state import State, check_is_state, load_state, save_state, state_lock
 from .state import reset_state as _reset_state
 from .validate import ValidationReport
 from .validate import validate as _validate
@@ -123,6 +123,8 @@ def state_path(source: Source, opts: Options) -> Path | None:
 
 def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
     """Delete a state file (the next run starts from scratch), under its lock; True when there was one."""
+    if not check_is_state(path):  # before the lock: a slip of the tab key leaves no lock file behind
+        return False
     with state_lock(Path(path), timeout=lock_timeout):
         return _reset_state(Path(path))
 
@@ -145,6 +147,7 @@ __all__ = [
     "UsageError",
     "calibrate",
     "check_paths",
+    "check_writes",
     "clean",
     "clean_file",
     "error_row",

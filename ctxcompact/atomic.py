@@ -281,12 +281,19 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
 
 
 def is_special_file(path: Path) -> bool:
-    if str(path).startswith(("/dev/", "/proc/")):
-        return True
+    """Written in place, not replaced: a FIFO, a device or a socket (``/dev/null``, a pipe on
+    ``/dev/stdout``), and a name for an open file (``/proc/<pid>/fd/N``, ``/dev/fd/N``, ``/dev/std*``), which
+    no rename can replace. A regular file anywhere else (``/dev/shm/x.jsonl`` too) is replaced atomically.
+    Whether it may be written at all is decided before (``paths.check_writes``, by device and inode)."""
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return True
+    except (OSError, ValueError):
         return False  # a new file
+    return _FD_NAME.match(os.path.abspath(path)) is not None
+
+
+_FD_NAME = re.compile(r"/(?:proc/[^/]+/fd/[0-9]+|dev/fd/[0-9]+|dev/std(?:in|out|err))\Z")
 
 
 def _resolve(path: Path) -> Path:

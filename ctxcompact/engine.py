@@ -27,8 +27,8 @@ from .convert import lines_in
 from .errors import ExitCode, OutputError, Problem, StateError, SummarizerError, UsageError
 from .formats import get_format, is_unchanged
 from .model import Origin, Record, Transcript
-from .options import Options
-from .paths import check_paths, check_state_path, state_path_in
+from .options import MAX_TOKENS, Options, check_options
+from .paths import check_paths, check_side_files, state_path_in
 from .plugins import FAST_RUN, STRATEGIES
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
@@ -87,6 +87,18 @@ def resolve_state_path(source: Source, opts: Options, *, required: bool) -> Path
     return None
 
 
+def input_path(source: Source) -> Path | None:
+    """The input as a path for the write check: a file, ``-`` for stdin, None for bytes or a stream."""
+    if isinstance(source, (str, Path)):
+        return Path(source)
+    return None
+
+
+def option_reads(opts: Options) -> list[tuple[str, Path | None]]:
+    """The files the options name for reading: no command may write over them (paths.check_writes)."""
+    return [("--todos file", opts.todos_file), ("config file", opts.config_path)]
+
+
 def _budget(opts: Options) -> Budget:
     return make_budget(opts.window, opts.model, opts.threshold, opts.config_path)
 
@@ -97,7 +109,8 @@ def budget_from_transcript(budget: Budget, opts: Options, records: list[Record])
     if opts.window is not None or opts.model is not None or budget.window_source != "default":
         return budget
     for rec in reversed(records):
-        if rec.usage is not None and rec.usage.context_window:
+        # a window no model has (a corrupt or hostile log) is not taken: the default stays
+        if rec.usage is not None and rec.usage.context_window and 0 < rec.usage.context_window <= MAX_TOKENS:
             found = make_budget(rec.usage.context_window, None, opts.threshold, opts.config_path)
             return dataclasses.replace(found, window_source=f"transcript (line {rec.line})")
     return budget
@@ -261,6 +274,7 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
 
     Reads the state (if any) but writes nothing."""
     opts = opts or Options()
+    check_options(opts)
     check_exact(opts)
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=False)
@@ -368,15 +382,16 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.
     """
     opts = opts or Options()
+    check_options(opts)
     check_exact(opts)
     get_strategy(opts.strategy)  # an unknown name is a usage error before any work
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=not dry_run)
     if not dry_run:
-        check_paths(input=Path(source) if is_file(source) else None,  # type: ignore[arg-type]
-                    output=output if isinstance(output, Path) else None, state=state_path)
+        check_paths(input=input_path(source), output=output if isinstance(output, Path) else None,
+                    state=state_path, reads=option_reads(opts))
         if state_path is not None:
-            check_state_path(state_path)
+            check_side_files(state_path)
     inp = InputData.load(source)
     if inp.document is not None:
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
@@ -620,8 +635,9 @@ def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult,
 
 def record_real_tokens(state_path: Path, prompt_tokens: int, lock_timeout: float = 10.0) -> State:
     """``ctxcompact calibrate``: store what the provider reported for the last request (after-model hook)."""
-    if prompt_tokens < 0:
-        raise UsageError("--prompt-tokens must be 0 or more")
+    if not 0 <= prompt_tokens <= MAX_TOKENS:
+        raise UsageError(f"--prompt-tokens must be between 0 and {MAX_TOKENS:,}, got {prompt_tokens}")
+    check_side_files(state_path)
     with state_lock(state_path, timeout=lock_timeout):
         state = load_state(state_path)
         if state is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from .plugins import STRATEGIES, SUMMARIZERS
 
@@ -59,3 +60,61 @@ class Options:
     invocation_threshold: int = 5
     overlap: int = 2
     safety_ratio: float = 0.7
+
+
+MAX_TOKENS = 1_000_000_000
+"""The largest token figure ctxcompact takes from anyone (an option, a log's usage, a server's window): no
+model has a window near a billion tokens, and every figure below it is exact in a float and fits the
+state (docs/reference/safety.md)."""
+
+MAX_RETRIES = 10
+MAX_SECONDS = 86_400.0
+
+LIMITS: dict[str, tuple[float, float]] = {
+    "window": (1, MAX_TOKENS),
+    "summary_window": (1, MAX_TOKENS),
+    "real_tokens": (0, MAX_TOKENS),
+    "protect_tokens": (0, MAX_TOKENS),
+    "min_savings": (0, MAX_TOKENS),
+    "keep_results": (0, MAX_TOKENS),
+    "invocation_threshold": (1, MAX_TOKENS),
+    "overlap": (0, MAX_TOKENS),
+    "max_retries": (0, MAX_RETRIES),
+    "default_factor": (1.0, 5.0),
+    "safety_ratio": (0.05, 1.0),
+    "timeout": (0.1, MAX_SECONDS),
+    "lock_timeout": (0.0, MAX_SECONDS),
+}
+"""The range of every numeric option (inclusive): the CLI's types and :func:`check_options` both read it."""
+
+
+def option_flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def range_problem(name: str, value: object) -> str | None:
+    """Why ``value`` is not a sane ``name`` (``window``…), or None. NaN and infinities are never sane."""
+    low, high = LIMITS[name]
+    integral = isinstance(low, int)
+    wrong_type = isinstance(value, bool) or not isinstance(value, (int, float))
+    if wrong_type or (integral and isinstance(value, float)):
+        return f"{option_flag(name)} must be {'a whole number' if integral else 'a number'}, got {value!r}"
+    number = cast(float, value)  # an int or a float, checked just above (an int compares exactly)
+    if number != number or not low <= number <= high:  # number != number: NaN
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:20] + "…"
+        return f"{option_flag(name)} must be between {low:,} and {high:,}, got {shown}"
+    return None
+
+
+def check_options(opts: Options) -> None:
+    """UsageError (exit 2) naming the first numeric option out of its range (:data:`LIMITS`): the library's
+    callers get the same rule as the command line."""
+    from .errors import UsageError
+
+    for name in LIMITS:
+        value = getattr(opts, name)
+        if value is None:
+            continue
+        problem = range_problem(name, value)
+        if problem is not None:
+            raise UsageError(problem)

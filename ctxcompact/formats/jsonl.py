@@ -17,7 +17,8 @@ import orjson
 
 from ..errors import InputError, LineError, Problem, UsageError
 from ..model import Block, ImageBlock, Message, OpaqueBlock, Record, ToolResult, Transcript
-from ..reader import allow_deep_values, decode_line, encode_json, iter_lines_at
+from ..paths import open_input
+from ..reader import ORJSON_MAX_DEPTH, allow_deep_values, decode_line, encode_json, iter_lines_at
 from ..schemacheck import conforms
 from ..schemacheck import load as load_schema
 from .base import Format
@@ -116,8 +117,10 @@ def _open(source: str | Path | BinaryIO | bytes) -> tuple[BinaryIO, str, bool]:
     if isinstance(source, (str, Path)):
         if str(source) == "-":
             return sys.stdin.buffer, "-", False
-        try:
-            return open(source, "rb"), str(source), True  # closed by the caller
+        try:  # a FIFO or a device: read within a bound, never blocking in open() (paths.open_input)
+            return open_input(source), str(source), True  # closed by the caller
+        except IsADirectoryError:
+            raise UsageError(f"{source} is a directory, not a transcript") from None
         except OSError as exc:
             raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
     name = getattr(source, "name", None)
@@ -295,10 +298,10 @@ def write_transcript(transcript: Transcript, fmt: str | None = None) -> Iterator
             if rec.raw is not None and not rec.dirty:
                 yield rec.raw + b"\n"
             else:
-                yield encode_json(target.dump_record(rec)) + b"\n"
+                yield encode_json(target.dump_record(rec), ORJSON_MAX_DEPTH) + b"\n"
         return
     for obj in target.link_converted(_converted(transcript, target)):
-        yield encode_json(obj) + b"\n"
+        yield encode_json(obj, ORJSON_MAX_DEPTH) + b"\n"
 
 
 def _converted(transcript: Transcript, target: Format) -> Iterator[Any]:

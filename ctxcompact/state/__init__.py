@@ -42,6 +42,7 @@ from .model import (
     utc_now,
 )
 from .store import (
+    check_is_state,
     default_state_path,
     dump_state,
     load_state,
@@ -68,6 +69,7 @@ __all__ = [
     "TokenCache",
     "add_compaction",
     "check_fingerprint",
+    "check_is_state",
     "default_state_path",
     "dump_state",
     "load_state",

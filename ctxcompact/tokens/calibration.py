@@ -61,6 +61,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
+from ..options import MAX_TOKENS
+
 DEFAULT_HEURISTIC_FACTOR = 2.0
 DEFAULT_EXACT_FACTOR = 1.25
 MIN_FACTOR = 1.0
@@ -312,6 +314,7 @@ def calibrate_request(
     floor: int | None = None
     last_source = ""
     ignored: list[tuple[int, int]] = []
+    least_ignored: int | None = None  # the smallest bill found to be for the uncompacted context
     accepted: list[UsagePoint] = []
     for u in usage:
         visible = sums[min(u.position, len(base))]
@@ -319,11 +322,12 @@ def calibrate_request(
                 not_for_written(u.prompt_tokens, _predict(stored, same, default, visible), compacted_away)
                 # a context never shrinks by itself: a bill as large as one already found to be for the
                 # uncompacted context is for the uncompacted context too
-                or (ignored and u.prompt_tokens >= min(real for _, real in ignored))):
+                or (least_ignored is not None and u.prompt_tokens >= least_ignored)):
             ignored.append((u.line, u.prompt_tokens))
+            least_ignored = u.prompt_tokens if least_ignored is None else min(least_ignored, u.prompt_tokens)
             continue
         accepted.append(u)
-        if visible > 0:
+        if visible > 0 and u.prompt_tokens <= MAX_TOKENS:  # a larger figure is no measurement: ignored
             if (visible, u.prompt_tokens) not in kept:  # a point of this transcript kept by an earlier run
                 measured.append((visible, u.prompt_tokens))
             floor, last_source = u.prompt_tokens, f"transcript usage (line {u.line}, {u.source})"
