@@ -1,5 +1,5 @@
-"""Files a conversation touched: path-like tool arguments, patch headers, paths in commands and in what the
-user typed."""
+"""Files a conversation's tools touched: path-like tool arguments, patch headers, the files a shell command
+names (docs/concepts/summary.md#files)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..model import Origin, Record, ToolCall
-from .calls import command_of, decode_args, strings
-from .text import typed_text
+from .calls import command_of, decode_args, strings, writes_files
 
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
@@ -83,11 +82,39 @@ def path_tokens(text: str) -> list[str]:
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.S | re.M)
 
 
+# A quoted string in a command (no escapes inside single quotes; backslash escapes inside double ones).
+_QUOTED_ARG = re.compile(r"'([^'\n]*)'" r'|"((?:[^"\\\n]|\\.)*)"')
+
+
+def _quoted_text(m: re.Match[str]) -> str:
+    """A quoted argument that is text (a commit message, ``python -c`` code, an echo): blanked, so the names
+    inside it are not taken for files the command touches. A quoted name (``'LM Studio notes.md'``) stays."""
+    inner = m.group(1) if m.group(1) is not None else m.group(2)
+    words = inner.split()
+    if len(words) <= 1 and inner.strip() == inner:
+        return m.group(0)
+    if _QUOTED.fullmatch(m.group(0)) and not any("." in w or "/" in w for w in words[:-1]):
+        return m.group(0)  # one name with spaces: only its last word has the extension
+    return " "
+
+
+def is_file_name(path: str) -> bool:
+    """A path that names a file, not a folder: a known extension or file name, no trailing ``/``."""
+    if path.endswith("/"):
+        return False
+    base = path.rsplit("/", 1)[-1]
+    ext = base.rsplit(".", 1)[-1].lower() if "." in base.strip(".") else ""
+    return ext in _EXTENSIONS or base in _FILENAMES
+
+
 def command_paths(cmd: str) -> list[str]:
-    """Files a shell command names: path-like tokens of the command itself (a here-document's body
-    left out) and the files a patch in it adds, updates or deletes."""
+    """Files a shell command names (docs/concepts/summary.md#files): the files a patch in it adds, updates
+    or deletes, and the path-like tokens of the command itself that name a file (a known extension or
+    file name), leaving out a here-document's body, quoted text (a commit message, inline code, an echo's
+    words) and folders (``ls src/``, ``grep -r x /home/me/app``)."""
     out = [p for p in _PATCH_FILE.findall(cmd)]
-    out.extend(p for p in path_tokens(_HEREDOC.sub(" ", cmd)) if p not in out)
+    bare = _QUOTED_ARG.sub(_quoted_text, _HEREDOC.sub(" ", cmd))
+    out.extend(p for p in path_tokens(bare) if p not in out and is_file_name(p))
     return out
 
 
@@ -121,29 +148,28 @@ def paths_of_call(call: ToolCall) -> list[str]:
 @dataclass(slots=True)
 class FileTouch:
     path: str
-    tools: list[str] = field(default_factory=list)  # tool names that touched it ("user" when only named)
+    tools: list[str] = field(default_factory=list)  # tool names that touched it
     last_index: int = 0  # index in the records of the last touch (for ordering by recency)
+    changed: bool = False  # a call that changes files touched it (calls.writes_files)
 
 
 def files_touched(records: Sequence[Record]) -> list[FileTouch]:
-    """Files named in tool-call arguments and in what the user typed, in order of first appearance."""
+    """Files tool calls touched (:func:`paths_of_call`), in order of first appearance. Names in what the
+    user or the assistant wrote are not files anyone touched (``Next.js`` in a sentence)."""
     found: dict[str, FileTouch] = {}
-
-    def touch(path: str, tool: str, i: int) -> None:
-        ft = found.setdefault(path, FileTouch(path))
-        if tool not in ft.tools:
-            ft.tools.append(tool)
-        ft.last_index = i
 
     for i, rec in enumerate(records):
         if rec.message is None or rec.origin is not Origin.INPUT:
             continue
         for call in rec.message.tool_calls():
+            changes = None
             for p in paths_of_call(call):
-                touch(p, call.name, i)
-        text = typed_text(rec)
-        if text:
-            for p in path_tokens(text):
-                touch(p, "user", i)
+                ft = found.setdefault(p, FileTouch(p))
+                if call.name not in ft.tools:
+                    ft.tools.append(call.name)
+                ft.last_index = i
+                if changes is None:
+                    changes = writes_files(call)
+                ft.changed = ft.changed or changes
     return list(found.values())
 

@@ -47,7 +47,7 @@ from ..state import Event, State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from ..tokens import heuristic
-from ..tokens.counts import count_records
+from ..tokens.counts import count_records, text_cost
 from .base import Outcome, StrategyInput, Written
 
 NAME = "sliding-window"
@@ -358,7 +358,7 @@ def _summarize(si: StrategyInput, records: list[Record], budget_tokens: int, pri
     request = SummaryRequest(records=body, budget_tokens=budget_tokens, prior_summary=prior,
                              prior_facts=prior_facts, latest_request=latest_request(body),
                              todos=load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body),
-                             instructions=opts.instructions)
+                             instructions=opts.instructions, cost=text_cost(opts, si.report.calibrated))
     return summarize(request, opts, si.warn)
 
 
@@ -373,10 +373,11 @@ class _Planner:
         self.summaries: list[SummaryResult] = []
         self.windows: list[Window] = []
         self.cap = max(1, si.budget.summary_budget)
+        self.cost = text_cost(si.opts, si.report.calibrated)  # as the window counts (the summaries' fit)
 
     def make(self, w: Window) -> None:
         vis = [self.events[i] for i in _visible(self.events) if self.events[i].end > self.si.ctx.covered]
-        used = sum(heuristic.text_tokens(e.summary) for e in vis)
+        used = sum(self.cost(e.summary) for e in vis)
         room = self.cap - used
         prior: str | None = None
         start = w.start

@@ -31,6 +31,8 @@ from ..progress import progress
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
+from ..tokens.calibration import Calibrated
+from ..tokens.counts import text_cost
 from . import mask
 from .base import Outcome, StrategyInput, Warn, Written
 
@@ -55,8 +57,9 @@ def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
 
 
 def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn,
-            tier: str | None = None) -> Outcome:
-    """Summarize the conversation of ``ctx`` (with the state's summary as prior context)."""
+            tier: str | None = None, calibrated: Calibrated | None = None) -> Outcome:
+    """Summarize the conversation of ``ctx`` (with the state's summary as prior context), the summary fitted
+    to its budget as the window counts (``calibrated``: the run's calibration)."""
     system, body = split_context(ctx.transcript.records)
     prior = state.summary if state is not None else None
     latest = latest_request(body) or (prior.latest_request if prior is not None else None)
@@ -71,6 +74,8 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         latest_request=latest,
         todos=todos,
         instructions=opts.instructions,
+        cost=text_cost(opts, calibrated),
+        latest_in_continuation=latest is not None,
     )
     summary = summarize(request, opts, warn)
     if not fmt.carries_attachments:  # named instead, never dropped without a word
@@ -151,7 +156,8 @@ class ThresholdStrategy:
             return None
         with progress(f"summarizing with {si.opts.summarizer}"):
             tier = "summary" if si.opts.prune else None
-            return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier)
+            return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier,
+                           calibrated=si.report.calibrated)
 
 
 STRATEGY = ThresholdStrategy()
