@@ -4,8 +4,9 @@ The log is cut into ``--steps`` growing prefixes (the agent appends to its log b
 goes on each prefix with the same state, at a window that makes every step compact. After each compaction
 the context the next call would see (system + summary + continuation + what follows the watermark) is
 scored against every original record it replaced: identifiers (evaluate.identifiers), the user's rules
-verbatim, the latest request verbatim; and the summary's tokens by the window's counter (tiktoken
-o200k_base) against its budget.
+verbatim, the latest request verbatim; and the summary's tokens as the window counts them (tiktoken
+o200k_base times the run's calibration) against its budget. Usage records are stripped first, so a log's
+own billing does not decide when it compacts.
 
     python bench/growth.py tests/data/codex/localpush-rollout-tools.jsonl --window 12000 --steps 4
 """
@@ -13,6 +14,7 @@ o200k_base) against its budget.
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 import tempfile
@@ -23,6 +25,7 @@ import orjson
 from ctxcompact import api
 from ctxcompact.evaluate.core import original_records
 from ctxcompact.evaluate.scores import compare, identifiers_score, latest_request_score, rules_score
+from ctxcompact.tokens.calibration import fit_factor
 from ctxcompact.tokens.exact import count_text
 
 
@@ -61,7 +64,7 @@ def main() -> int:
         src, out = tmp / "log.jsonl", tmp / "out.jsonl"
         n = 0
         print(f"{'step':>4} {'lines':>6} {'compacted':>9} {'ids kept':>12} {'recall':>7} {'rules':>7} "
-              f"{'latest':>6} {'summary tok':>11} {'budget':>6}")
+              f"{'latest':>6} {'summary':>8} {'budget':>6}")
         for step in range(1, args.steps + 1):
             cut = len(lines) * step // args.steps
             src.write_bytes(b"".join(lines[:cut]))
@@ -78,12 +81,14 @@ def main() -> int:
             latest = latest_request_score(c)
             summary = result.summary
             assert summary is not None
-            tokens = count_text(summary.text)
-            budget = result.estimate.budget.summary_budget if hasattr(result.estimate, "budget") else None
+            cal = result.estimate.calibrated
+            rate = cal.slope if cal.slope is not None else fit_factor(cal.factor, cal.default)
+            tokens = math.ceil(count_text(summary.text) * rate)  # as the window counts (Calibrated.cost)
+            budget = result.estimate.budget.summary_budget
             recall = f"{ids['recall']:.0%}" if ids["recall"] is not None else "-"
             print(f"{step:>4} {cut:>6} {n:>9} {ids['kept']:>5}/{ids['total']:<6} {recall:>7} "
                   f"{rules['kept_verbatim']}/{rules['found']:<5} {latest['kept_verbatim']!s:>6} "
-                  f"{tokens:>11} {budget if budget is not None else '-':>6}")
+                  f"{tokens:>8} {budget:>6}")
             if args.show:
                 print(summary.text)
     finally:

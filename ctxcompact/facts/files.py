@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..model import Origin, Record, ToolCall
-from .calls import command_of, decode_args, strings, writes_files
+from .calls import command_of, decode_args, quoted_spans, strings, writes_files
 
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
@@ -82,20 +82,28 @@ def path_tokens(text: str) -> list[str]:
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.S | re.M)
 
 
-# A quoted string in a command (no escapes inside single quotes; backslash escapes inside double ones).
-_QUOTED_ARG = re.compile(r"'([^'\n]*)'" r'|"((?:[^"\\\n]|\\.)*)"')
-
-
-def _quoted_text(m: re.Match[str]) -> str:
-    """A quoted argument that is text (a commit message, ``python -c`` code, an echo): blanked, so the names
-    inside it are not taken for files the command touches. A quoted name (``'LM Studio notes.md'``) stays."""
-    inner = m.group(1) if m.group(1) is not None else m.group(2)
+def _is_text(quoted: str) -> bool:
+    """A quoted argument that is text (a commit message, ``python -c`` code, an echo's words), not a name:
+    it has spaces, and is not one file name with spaces (``'LM Studio notes.md'``: only its last word has
+    a dot or a slash)."""
+    inner = quoted[1:-1]
     words = inner.split()
     if len(words) <= 1 and inner.strip() == inner:
-        return m.group(0)
-    if _QUOTED.fullmatch(m.group(0)) and not any("." in w or "/" in w for w in words[:-1]):
-        return m.group(0)  # one name with spaces: only its last word has the extension
-    return " "
+        return False
+    return not (_QUOTED.fullmatch(quoted) and not any("." in w or "/" in w for w in words[:-1]))
+
+
+def _without_quoted_text(cmd: str) -> str:
+    """``cmd`` with its quoted text arguments blanked (:func:`_is_text`): the names inside them are not
+    files the command touches."""
+    parts: list[str] = []
+    pos = 0
+    for start, end in quoted_spans(cmd):
+        if _is_text(cmd[start:end]):
+            parts += [cmd[pos:start], " "]
+            pos = end
+    parts.append(cmd[pos:])
+    return "".join(parts)
 
 
 def is_file_name(path: str) -> bool:
@@ -113,7 +121,7 @@ def command_paths(cmd: str) -> list[str]:
     file name), leaving out a here-document's body, quoted text (a commit message, inline code, an echo's
     words) and folders (``ls src/``, ``grep -r x /home/me/app``)."""
     out = [p for p in _PATCH_FILE.findall(cmd)]
-    bare = _QUOTED_ARG.sub(_quoted_text, _HEREDOC.sub(" ", cmd))
+    bare = _without_quoted_text(_HEREDOC.sub(" ", cmd))
     out.extend(p for p in path_tokens(bare) if p not in out and is_file_name(p))
     return out
 
@@ -121,16 +129,29 @@ def command_paths(cmd: str) -> list[str]:
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.M)
 
 
+_SEARCH_WORDS = ("grep", "glob", "search", "find", "list")
+
+
+def _searches(name: str) -> bool:
+    """A tool that searches or lists folders (Grep, Glob, LS, list_dir, find_files…), not one that reads a
+    file."""
+    n = name.lower()
+    return (n == "ls" or any(w in n for w in _SEARCH_WORDS)) and "read" not in n and "view" not in n
+
+
 def paths_of_call(call: ToolCall) -> list[str]:
     """Files a tool call touches: its path-like arguments, files named in a patch, and path-like tokens of
-    its command."""
+    its command (:func:`command_paths`). The folder a search or listing tool (Grep, Glob, LS…) looked in is
+    no file: its path argument counts only when it names a file (:func:`is_file_name`)."""
     out: list[str] = []
     args = decode_args(call)
     if isinstance(args, dict):
+        searches = _searches(call.name)
         for key in PATH_KEYS:
             for v in strings(args.get(key)):
                 v = v.strip()
-                if v.strip("./") and len(v) <= 400 and "\n" not in v and v not in out:
+                if v.strip("./") and len(v) <= 400 and "\n" not in v and v not in out \
+                        and not (searches and not is_file_name(v)):
                     out.append(v)
         for key in ("patch", "input", "diff"):
             for v in strings(args.get(key)):

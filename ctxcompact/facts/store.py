@@ -187,6 +187,8 @@ class NewFacts:
     todos_seen: bool = False  # the records (or --todos) hold a todo list: it replaces the earlier one
     success_keys: frozenset[str] = field(default_factory=frozenset)  # facts.outcomes.success_keys of them
     claimed_fixed: bool = False  # an assistant message says a problem is fixed
+    since: int = -1  # the input position of the first of the records (-1: unknown): older errors only are
+    #                  resolved by their evidence (the records' own errors were resolved as they were read)
 
 
 def merge(old: Facts, new: NewFacts) -> Facts:
@@ -209,8 +211,10 @@ def merge(old: Facts, new: NewFacts) -> Facts:
     instructions += [i for i in n.instructions if i not in instructions]
 
     errors: list[ErrorFact] = []
+    keys = set(new.success_keys)
     for e in old.errors:
-        if not e.resolved and (resolves(set(new.success_keys), e.key, e.tool) or new.claimed_fixed):
+        earlier = new.since < 0 or e.at < new.since
+        if not e.resolved and earlier and (resolves(keys, e.key, e.tool) or new.claimed_fixed):
             e = replace(e, resolved=True)
         errors.append(e)
     errors = _by_key([*errors, *n.errors], lambda e: (e.key, e.text), _newer_error)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..facts.calls import quoted_spans
 from ..facts.store import CommandFact, Entry, ErrorFact, Facts, FileFact, SubagentFact, TodoFact
 from ..facts.text import SUMMARY_MARKER, shorten
 from .base import chars_cost, fit_summary
@@ -70,14 +71,22 @@ class _Doc:
 
 
 _SHAPE_NUMBER = re.compile(r"\d+")
-_SHAPE_QUOTED = re.compile(r"'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"")
 
 
 def command_shape(command: str) -> str:
-    """What near-identical commands share: the command with its numbers and quoted arguments blanked
-    (``curl -s localhost:8080/items/1`` and ``…/items/2`` have one shape)."""
+    """What near-identical commands share: the command with its numbers, and its quoted text or data
+    arguments, blanked (``curl -s localhost:8080/items/1`` and ``…/items/2`` have one shape; ``cat 'a.md'``
+    and ``cat 'b.md'`` do not)."""
     flat = " ".join(command.split())
-    return _SHAPE_NUMBER.sub("#", _SHAPE_QUOTED.sub("''", flat))
+    parts: list[str] = []
+    pos = 0
+    for start, end in quoted_spans(flat):
+        quoted = flat[start:end]
+        if " " in quoted or any(c in quoted for c in "{[=:"):  # text or data, not a name
+            parts += [flat[pos:start], "''"]
+            pos = end
+    parts.append(flat[pos:])
+    return _SHAPE_NUMBER.sub("#", "".join(parts))
 
 
 def group_commands(commands: tuple[CommandFact, ...] | list[CommandFact]) -> list[list[CommandFact]]:
@@ -232,7 +241,9 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _
         files=[f for f in reversed(facts.files) if f.changed]
         + [f for f in reversed(facts.files) if not f.changed],
         commands=group_commands(facts.commands), identifiers=[e.text for e in facts.identifiers],
-        subagents=list(facts.subagents), timeline=_timeline(facts.timeline, latest, {f.at for f in facts.findings if f.at >= 0}), timeline_omitted=0,
+        subagents=list(facts.subagents),
+        timeline=_timeline(facts.timeline, latest, {f.at for f in facts.findings if f.at >= 0}),
+        timeline_omitted=0,
         last_action=last_action, latest=latest,
         latest_note=bool(latest_quoted_after and latest and len(latest) > LONG_LATEST_CHARS))
 
