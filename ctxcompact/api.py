@@ -19,11 +19,20 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .atomic import write_lines
-from .batch import Row, Totals, expand
+from .batch import Row, Totals, error_row, expand
 from .batch import estimate_many as _estimate_many
 from .clean import CleanResult, Repair
 from .clean import clean as _clean
-from .engine import RunResult, Warn, estimate, output_format, record_real_tokens, run, stderr_warn
+from .engine import (
+    RunResult,
+    Warn,
+    estimate,
+    output_format,
+    record_real_tokens,
+    resolve_state_path,
+    run,
+    stderr_warn,
+)
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
 from .evaluate import Probe, evaluate, load_probes
 from .evaluate.html import page as eval_html
@@ -35,6 +44,8 @@ from .formats.convert import lines_in
 from .model import Transcript
 from .options import Options
 from .paths import check_paths
+from .progress import bar as progress_bar
+from .progress import set_quiet as quiet_progress
 from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, load_state, save_state, state_lock
@@ -104,6 +115,12 @@ def calibrate(state_path: Path | str, prompt_tokens: int) -> State:
     return record_real_tokens(Path(state_path), prompt_tokens)
 
 
+def state_path(source: Source, opts: Options) -> Path | None:
+    """Where ``run`` keeps the state of ``source`` with these options (``--state``, ``--state-dir`` or beside
+    the input); None with ``use_state=False``. Stdin without ``--state`` is a UsageError."""
+    return resolve_state_path(source, opts, required=True)
+
+
 def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
     """Delete a state file (the next run starts from scratch), under its lock; True when there was one."""
     with state_lock(Path(path), timeout=lock_timeout):
@@ -130,6 +147,7 @@ __all__ = [
     "check_paths",
     "clean",
     "clean_file",
+    "error_row",
     "estimate",
     "estimate_many",
     "eval_chart",
@@ -140,10 +158,13 @@ __all__ = [
     "load_probes",
     "load_state",
     "load_transcript",
+    "progress_bar",
+    "quiet_progress",
     "replay",
     "reset_state",
     "run",
     "save_state",
+    "state_path",
     "validate",
     "write_output",
 ]

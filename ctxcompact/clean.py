@@ -29,7 +29,9 @@ Repairs, in the order they are made:
    merged (``merged_messages``: blocks concatenated, the first message's fields kept, tool results first in
    a user message). Layouts without alternation (OpenAI, where system and
    developer messages are legal anywhere) keep their role order.
-6. ``appended_reply``: a transcript whose last message is a tool result gets an assistant ``Understood.``.
+6. ``appended_reply``: a transcript whose last message is a tool result gets an assistant ``Understood.``;
+   not in an agent's own log (``layout.agent_log``: Claude Code, Codex), which the agent resumes and where the
+   next model turn is the answer: nothing the model did not say is added.
 
 Tree layouts (``layout.tree``, Claude Code): the log is a tree by ``parentUuid``, so results stay where they
 were written (steps 4 and 6 are no repairs there: order belongs to conversion, ``--to anthropic``), and the
@@ -234,7 +236,7 @@ class _Cleaner:
         if self.layout.alternate:
             out = self.fix_roles(out)
             out = self.merge_runs(out)
-        if self.close_trailing and not self.layout.tree:
+        if self.close_trailing and not (self.layout.tree or self.layout.agent_log):
             out = self.close(out)
         return CleanResult(dataclasses.replace(self.t, records=out), self.repairs)
 

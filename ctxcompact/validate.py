@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .errors import InputError, Problem
-from .formats import MAX_PROBLEMS, read_lines
+from .formats import MAX_PROBLEMS, get_format, read_lines
 from .model import ToolCall, ToolResult, Transcript
+from .source import InputData
 
 # Keys under which formats store a call id; used to point a problem at the exact JSON path in its line.
 _CALL_KEYS = ("id", "call_id")
@@ -98,6 +99,9 @@ class ValidationReport:
     problems: list[Problem]
     dropped: int
     ok: bool
+    #: lines of types the format does not know that are not part of the conversation: passed through as
+    #: they are, not counted (type -> lines)
+    passed_through: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def errors(self) -> list[Problem]:
         return [p for p in self.problems if p.severity == "error"]
@@ -116,6 +120,7 @@ class ValidationReport:
             "errors": len(self.errors()),
             "warnings": len(self.warnings()),
             "problems": [p.to_json() for p in self.problems],
+            **({"passed_through": dict(self.passed_through)} if self.passed_through else {}),
         }
 
 
@@ -128,8 +133,9 @@ def validate(source: str | Path | BinaryIO | bytes, fmt: str = "auto",
     Cross-record problems are errors in both modes (they are checked among the lines that were read).
     """
     try:
-        transcript, line_problems, bad = read_lines(source, fmt)
-    except InputError as err:  # the format could not be detected
+        # a whole-file JSON transcript is read as the JSONL of its records (source.InputData)
+        transcript, line_problems, bad = read_lines(InputData.load(source).data, fmt)
+    except InputError as err:  # the format could not be detected, or a document that holds no records
         problems = err.problems or [Problem(0, "", str(err))]
         return ValidationReport(fmt if fmt != "auto" else "unknown", 0, problems, 0, False)
     if lenient:
@@ -139,4 +145,11 @@ def validate(source: str | Path | BinaryIO | bytes, fmt: str = "auto",
         cross = [*cross[:MAX_PROBLEMS], Problem(0, "", f"… and {len(cross) - MAX_PROBLEMS} more problems")]
     problems = sorted([*line_problems, *cross], key=lambda p: p.line or float("inf"))
     ok = not any(p.severity == "error" for p in problems)
-    return ValidationReport(transcript.format, len(transcript.records), problems, bad if lenient else 0, ok)
+    foreign = get_format(transcript.format).foreign_type
+    passed: dict[str, int] = {}
+    for rec in transcript.records:
+        kind = foreign(rec)
+        if kind is not None:
+            passed[kind] = passed.get(kind, 0) + 1
+    return ValidationReport(transcript.format, len(transcript.records), problems, bad if lenient else 0, ok,
+                            passed)

@@ -117,30 +117,54 @@ def test_a_missing_result_before_a_later_turn_is_still_repaired_and_chained() ->
     assert len(made) == 1 and made[0]["message"]["content"][0]["tool_use_id"] == "ta"
 
 
-# -- item 2: masking in place -----------------------------------------------------------------------------
+# -- item 2: masking, recorded the way Claude Code records a compaction (issue 24 item 3) ------------------
 
 
 def assert_masked_in_place(inp: bytes, out: bytes) -> int:
-    """Same lines, uuids and parents; a changed line differs only in its tool_result contents (now the
-    placeholder) and its toolUseResult. Returns how many lines were masked."""
-    before, after = lines_of(inp), check_claude_code_output(inp, out)
-    assert len(before) == len(after)
+    """The input's lines unchanged, then a ``compact_boundary``, then a copy of each live line in order under
+    a fresh uuid: a copy differs from its original only in its tool_result contents (now the placeholder) and
+    its toolUseResult, and in its envelope (uuid, parent, timestamp), its zeroed usage and its fresh
+    ``message.id``, so Claude Code's meter counts the masked context afresh while the originals keep what the
+    provider billed. Returns how many copies were masked."""
+    if out == inp:
+        return 0  # nothing masked, nothing recorded
+    after = check_claude_code_output(inp, out, added_roots=1)
+    assert out.startswith(inp)
+    before = lines_of(inp)
+    tail = after[len(before):]
+    assert tail, "nothing recorded after the input"
+    boundary, copies = tail[0], tail[1:]
+    assert boundary["type"] == "system" and boundary["subtype"] == "compact_boundary"
+    assert boundary["parentUuid"] is None and boundary["compactMetadata"]["postTokens"] > 0
+    assert boundary["compactMetadata"]["postTokens"] < boundary["compactMetadata"]["preTokens"]
+    parent = boundary["uuid"]
+    by_message = {orjson.dumps(o["message"].get("content")): o for o in before
+                  if isinstance(o.get("message"), dict)}
     masked = 0
-    for a, b in zip(before, after, strict=True):
-        assert (a.get("uuid"), a.get("parentUuid"), a.get("type")) == (b.get("uuid"), b.get("parentUuid"),
-                                                                      b.get("type"))
-        if a == b:
-            continue
+    uuids = {o.get("uuid") for o in before}
+    for b in copies:
+        assert b["parentUuid"] == parent and b["uuid"] not in uuids
+        parent = b["uuid"]
+        if b["type"] == "assistant":
+            usage = b["message"].get("usage") or {}
+            assert usage.get("input_tokens", 0) == 0 and usage.get("cache_read_input_tokens", 0) == 0
+            old_ids = {o["message"].get("id") for o in before if o.get("type") == "assistant"}
+            assert b["message"].get("id") is None or b["message"]["id"] not in old_ids
+        a = by_message.get(orjson.dumps(b["message"].get("content")))
+        if a is not None:
+            continue  # unchanged but for its envelope
         masked += 1
-        assert {k for k in a if a[k] != b.get(k)} <= {"message", "toolUseResult"}, a.get("uuid")
-        assert set(a) == set(b)
-        old, new = a["message"]["content"], b["message"]["content"]
-        assert [x["type"] for x in old] == [x["type"] for x in new] == ["tool_result"] * len(old)
+        ids = [x.get("tool_use_id") for x in b["message"]["content"]]
+        old = next(o for o in before if o.get("type") == "user"
+                   and isinstance(o["message"].get("content"), list)
+                   and [x.get("tool_use_id") for x in o["message"]["content"]] == ids)
+        new = b["message"]["content"]
+        assert [x["type"] for x in new] == ["tool_result"] * len(new)
         # the placeholder keeps the content's shape: a string, or a text block in a list
         texts = [x["content"] if isinstance(x["content"], str) else
                  " ".join(c.get("text", "") for c in x["content"] if isinstance(c, dict)) for x in new]
         assert any(t.startswith("[tool result cleared: ") for t in texts)
-        assert len(orjson.dumps(b.get("toolUseResult"))) <= len(orjson.dumps(a.get("toolUseResult")))
+        assert len(orjson.dumps(b.get("toolUseResult"))) <= len(orjson.dumps(old.get("toolUseResult")))
     return masked
 
 
@@ -148,7 +172,7 @@ MASK = {"strategy": "mask", "keep_results": 1, "protect_tokens": 0, "min_savings
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
-def test_mask_rewrites_real_logs_in_place(path: Path, tmp_path: Path) -> None:
+def test_mask_is_recorded_after_real_logs(path: Path, tmp_path: Path) -> None:
     data = path.read_bytes()
     res, out = run_bytes(data, tmp_path, window=2000, **MASK)
     assert res.output_format == "claude-code"
@@ -156,7 +180,7 @@ def test_mask_rewrites_real_logs_in_place(path: Path, tmp_path: Path) -> None:
     assert masked == (res.outcome.masked if res.outcome is not None else 0)  # type: ignore[attr-defined]
 
 
-def test_prune_tier_masks_in_place(tmp_path: Path) -> None:
+def test_prune_tier_masks_after_the_log(tmp_path: Path) -> None:
     data = (DATA / "spotter-tool-heavy.jsonl").read_bytes()
     res, out = run_bytes(data, tmp_path, window=40000, prune=True, keep_results=1, protect_tokens=0,
                          min_savings=0, threshold="29000")
@@ -179,10 +203,13 @@ def test_mask_keeps_thinking_and_adds_nothing_after_a_live_call(tmp_path: Path) 
     assert res.outcome is not None and res.outcome.masked == 1  # type: ignore[attr-defined]
     assert assert_masked_in_place(data, out) == 1
     objs = lines_of(out)
-    assert objs[-1]["uuid"] == "a5"  # the live call is last: no synthetic result, no "Understood."
-    assert objs[1]["message"]["content"] == lines[1]["message"]["content"]  # thinking and signature kept
-    assert objs[7]["message"]["content"][0] == {"type": "redacted_thinking", "data": "opaque"}
-    masked = next(o for o, x in zip(objs, lines, strict=True) if o != x)
+    copies = objs[len(lines) + 1:]
+    # the live call is last: no synthetic result, no "Understood."
+    assert copies[-1]["message"]["content"] == lines[-1]["message"]["content"]
+    assert copies[1]["message"]["content"] == lines[1]["message"]["content"]  # thinking and signature kept
+    assert lines[7]["message"]["content"][0] == {"type": "redacted_thinking", "data": "opaque"}
+    assert any(c["message"]["content"] == lines[7]["message"]["content"] for c in copies)
+    masked = next(o for o in copies if o["type"] == "user" and "[tool result cleared: " in str(o["message"]))
     assert masked["toolUseResult"]["stdout"].startswith("[tool result cleared: Read(")
 
 
@@ -231,7 +258,8 @@ def test_threshold_compaction_is_appended_like_claude_codes_own(tmp_path: Path) 
     boundary, summary, rest = summary_and_after(objs)
     assert boundary["parentUuid"] is None and boundary["logicalParentUuid"] == lines[-1]["uuid"]
     assert boundary["type"] == "system" and boundary["content"] == "Conversation compacted"
-    assert boundary["compactMetadata"] == {"trigger": "auto", "preTokens": res.tokens_before}
+    assert boundary["compactMetadata"] == {"trigger": "auto", "preTokens": res.tokens_before,
+                                           "postTokens": res.tokens_after}
     assert boundary["sessionId"] == "s1" and boundary["cwd"] == "/p"
     assert summary["parentUuid"] == boundary["uuid"] and summary["isCompactSummary"] is True
     assert summary["isVisibleInTranscriptOnly"] is True and summary["type"] == "user"

@@ -32,6 +32,8 @@ class Layout:
         wherever it hangs off its call (Claude Code writes parallel results in completion order, with progress
         and hook lines between them), so results are not moved or reordered, and a call with no result after
         the last turn is the live call of a running session, not a missing result.
+    agent_log: the file is an agent's own session log that the agent resumes (Claude Code, Codex): the next
+        model turn answers a trailing tool result, so cleaning appends no reply the model did not write.
     """
 
     results_per_message: bool
@@ -39,6 +41,7 @@ class Layout:
     alternate: bool
     split_turns: bool = False
     tree: bool = False
+    agent_log: bool = False
 
 
 def str_field(obj: Any, key: str) -> str | None:
@@ -144,11 +147,18 @@ class Format(abc.ABC):
         return [new_record(self.make_message(Role.USER, summary_text), Origin.SUMMARY),
                 new_record(cont, Origin.CONTINUATION)]
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
-        """What to write for a compaction whose context is ``records``: by default the context itself. A
-        format whose logs are append-only (Claude Code) writes the input's lines, then the compaction after
-        them, the way the agent records its own."""
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
+                          post_tokens: int | None = None) -> list[Record]:
+        """What to write for a compaction whose context is ``records`` (``pre_tokens`` before it,
+        ``post_tokens`` after it, as the next request will count): by default the context itself. A format
+        whose logs are append-only (Claude Code, Codex, ADK events) writes the input's lines, then the
+        compaction after them, the way the agent records its own."""
         return records
+
+    def foreign_type(self, record: Record) -> str | None:
+        """The line type of a record that is not part of the conversation and of a type this format does not
+        know (a newer client's), which is passed through as it is and not counted; None otherwise."""
+        return None
 
     def link_records(self, records: list[Record]) -> list[Record]:
         """Before writing in this format: give the records ctxcompact made (and those it moved them before) a

@@ -15,11 +15,15 @@ Rules:
   summary, progress, file-history-snapshot, queue-operation, attachment, titles, unknown future types)
   is a record with no message, kept and written back unchanged.
 - Records that the model no longer sees become message-less (``meta["inactive"]`` says why) but stay on
-  output: ``isSidechain`` lines (``sidechain``), lines before the last ``compact_boundary`` (``compacted``,
+  output: ``isSidechain`` lines of a subagent inside the main session (``sidechain``: CLI 1.0.x, no
+  ``agentId``), lines before the last ``compact_boundary`` (``compacted``,
   Claude Code resumes from its last boundary), and message lines off the active ``parentUuid`` branch
-  (``off_branch``). The active branch is the ancestors of the last chained line, plus tool-result lines
-  hanging off a tool_use line of that branch (Claude Code parents each parallel result on its own tool_use
-  line, so the plain ancestor walk would miss all but the last result).
+  (``off_branch``). A subagent's own log (``subagents/agent-*.jsonl``, CLI 2.x: every line ``isSidechain``
+  with its ``agentId``) is read as its own conversation: there the sidechain lines are the context, and the
+  lines ctxcompact makes carry the same ``isSidechain`` and ``agentId``. The active branch is the ancestors
+  of the last chained line, plus tool-result lines hanging off a tool_use line of that branch (Claude Code
+  parents each parallel result on its own tool_use line, so the plain ancestor walk would miss all but the
+  last result).
 - Usage (input + cache creation + cache read) goes on the first line of each ``message.id``+``requestId``
   group only: that line's prefix is exactly what the request saw.
 - Machine-made user lines (``isMeta``, ``isCompactSummary``) get ``meta["injected"] = True``: not a typed
@@ -35,6 +39,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import uuid as uuidlib
 from collections.abc import Iterator, Sequence
@@ -69,6 +74,8 @@ KNOWN_TYPES = frozenset({
     "user", "assistant", "system", "summary", "progress", "file-history-snapshot", "queue-operation",
     "attachment", "custom-title", "ai-title", "agent-name", "last-prompt", "pr-link", "permission-mode",
     "agent-setting", "bridge-session", "worktree-state", "file-history-delta",
+    # CLI 2.1.328 (written while resuming, tests/clients): the request it sent, beside the conversation
+    "api-request", "api-request-shape", "api-request-blob", "atis-latch", "cost-state", "mode",
 })
 # Only these carry no uuid/sessionId yet are unmistakably Claude Code.
 _DISTINCT_BARE_TYPES = frozenset({"file-history-snapshot", "queue-operation", "file-history-delta"})
@@ -213,6 +220,13 @@ def _subagent_runs(records: list[Record]) -> None:
         r.meta[SUBAGENT_RUN] = cur
 
 
+def in_main_session_sidechain(obj: dict[str, Any]) -> bool:
+    """A subagent's line inside the main session's file (``isSidechain`` without ``agentId``, CLI 1.0.x).
+    A subagent's own log marks every line ``isSidechain`` *with* its ``agentId``: those lines are that
+    log's conversation (tests/data/claude-code/spotter-sidechain-agent.jsonl)."""
+    return obj.get("isSidechain") is True and not isinstance(obj.get("agentId"), str)
+
+
 def _inactive(rec: Record, why: str) -> None:
     # Records are fresh from parse_line here (finish runs before anyone else sees them).
     rec.message = None
@@ -225,12 +239,12 @@ class ClaudeCodeFormat(Format):
     # On disk each parallel tool result is its own user line and an API response is split one block per
     # line, so a valid log needs no merging: describing it as it is keeps unchanged logs unchanged.
     layout = Layout(results_per_message=True, result_role=Role.USER, alternate=False, split_turns=True,
-                    tree=True)
+                    tree=True, agent_log=True)
     schema_file = "claude-code.schema.json"
     carries_attachments = False  # its compact summary line is text, as Claude Code writes its own
-    compaction_note = ("note: the compaction is written as Claude Code 2.1.39 writes its own /compact (a "
-                       "compact_boundary line, then the summary); that Claude Code resumes from it could not "
-                       "be verified here (README \"Claude Code\")")
+    compaction_note = ("note: the compaction is written after the log as Claude Code writes its own (a "
+                       "compact_boundary line, then the context); Claude Code 2.1.328 resumes it "
+                       "(docs/guides/claude-code-codex.md)")
 
     def sniff(self, obj: Any) -> int:
         if not isinstance(obj, dict):
@@ -284,7 +298,7 @@ class ClaudeCodeFormat(Format):
             meta["injected"] = True  # the texts it wraps (command echoes, reminders…): facts.text
         if obj.get("isCompactSummary"):
             meta["compact_summary"] = True
-        if obj.get("isSidechain") is True:
+        if in_main_session_sidechain(obj):
             # what a subagent did: not the model's context, but what the summary says of it (facts.subagents)
             meta[SUBAGENT_MESSAGE] = rec.message
             if isinstance(obj.get("agentId"), str):
@@ -295,7 +309,7 @@ class ClaudeCodeFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         # Claude Code resumes from its last compaction boundary: what came before is history only.
         boundary = max((i for i, r in enumerate(records) if r.meta.get("compact_boundary")
-                        and r.data.get("isSidechain") is not True), default=-1)
+                        and not in_main_session_sidechain(r.data)), default=-1)
         for r in records[: boundary + 1]:
             if r.message is not None:
                 _inactive(r, "compacted")
@@ -312,6 +326,10 @@ class ClaudeCodeFormat(Format):
                     r.usage = None
                 seen.add(key)
         return records
+
+    def foreign_type(self, record: Record) -> str | None:
+        kind = record.meta.get("type")
+        return kind if record.message is None and isinstance(kind, str) and kind not in KNOWN_TYPES else None
 
     def api_turns(self, records: list[Record]) -> list[Record]:
         """One record per API message: Claude Code writes a streamed response one content block per line
@@ -411,11 +429,18 @@ class ClaudeCodeFormat(Format):
         return [new_record(self.make_message(Role.USER, text), Origin.SUMMARY,
                            {"compact_summary": True, "injected": True})]
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
+                          post_tokens: int | None = None) -> list[Record]:
         """The input's lines as read (the log stays append-only), then a ``compact_boundary`` line, then the
         context the model now sees: summaries as ``isCompactSummary`` lines, kept messages as copies under
-        fresh uuids (their usage zeroed, as Claude Code zeroes a preserved segment's, so the old prompt sizes
-        do not trigger the next compaction). :meth:`link_records` chains them."""
+        fresh uuids. :meth:`link_records` chains them.
+
+        Claude Code's meter (``/context``, its auto-compact trigger) takes the last assistant usage after the
+        last boundary, skipping usage whose input is 0, and estimates the lines after it. So the copies' usage
+        is zeroed (as Claude Code zeroes a preserved segment's) and the meter counts the compacted context
+        afresh; the originals before the boundary keep what the provider billed. A copy also gets a fresh
+        ``message.id`` (one per original id, so the lines of one response stay one response): Claude Code
+        merges the lines that share an id, and a copy under its original's id sent its blocks twice."""
         history: list[Record] = []
         for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
             try:
@@ -424,7 +449,8 @@ class ClaudeCodeFormat(Format):
                 data = None
             history.append(Record(index=i, line=i + 1, raw=raw, data=data, meta={"history": True}))
         boundary = Record(index=-1, line=0, raw=None, data=None, origin=Origin.SUMMARY, dirty=True,
-                          meta={"compact_boundary": True, "pre_tokens": pre_tokens})
+                          meta={"compact_boundary": True, "pre_tokens": pre_tokens,
+                                "post_tokens": post_tokens})
         after: list[Record] = []
         for rec in records:
             message = rec.message
@@ -439,9 +465,13 @@ class ClaudeCodeFormat(Format):
             data = dict(rec.data) if isinstance(rec.data, dict) else {}
             for key in ("uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp"):
                 data.pop(key, None)
-            if message.extra.get("usage") is not None:
-                usage = _zeroed(message.extra["usage"])
-                message = dataclasses.replace(message, extra={**message.extra, "usage": usage})
+            extra = dict(message.extra)
+            if extra.get("usage") is not None:
+                extra["usage"] = _zeroed(extra["usage"])
+            if isinstance(extra.get("id"), str):
+                extra["id"] = copy_message_id(extra["id"])
+            if extra != message.extra:
+                message = dataclasses.replace(message, extra=extra)
             after.append(dataclasses.replace(rec, raw=None, data=data, message=message, dirty=True,
                                              meta={**rec.meta, "copy": True}))
         return [*history, boundary, *after]
@@ -462,7 +492,7 @@ class ClaudeCodeFormat(Format):
                     env = {**env, "parentUuid": None, "logicalParentUuid": parent, "type": "system",
                            "subtype": "compact_boundary", "content": "Conversation compacted",
                            "isMeta": False, "level": "info",
-                           "compactMetadata": {"trigger": "auto", "preTokens": rec.meta.get("pre_tokens", 0)}}
+                           "compactMetadata": _compact_metadata(rec.meta)}
                 elif data is not None:  # a kept line copied after a boundary: its own fields, a new place
                     env = {**data, **env, "type": data.get("type", env["type"])}
                 if rec.meta.get("compact_summary"):
@@ -471,10 +501,10 @@ class ClaudeCodeFormat(Format):
                     moved[parent] = env["uuid"]
                 rec = dataclasses.replace(rec, data=env, dirty=True)
                 data = env
-            elif data is not None and data.get("parentUuid") in moved and data.get("isSidechain") is not True:
+            elif data is not None and data.get("parentUuid") in moved and not in_main_session_sidechain(data):
                 data = {**data, "parentUuid": moved[data["parentUuid"]]}
                 rec = dataclasses.replace(rec, data=data, dirty=True)
-            if data is not None and isinstance(data.get("uuid"), str) and data.get("isSidechain") is not True:
+            if data is not None and isinstance(data.get("uuid"), str) and not in_main_session_sidechain(data):
                 prev = data
             out.append(rec)
         return out
@@ -529,6 +559,29 @@ COMPACT_SUMMARY_OPENING = ("This session is being continued from a previous conv
                            "context. The summary below covers the earlier portion of the conversation.")
 
 
+def copy_message_id(original: str) -> str:
+    """The ``message.id`` of a kept line's copy after a boundary: derived from the original (the same input
+    gives the same output), distinct from it, shaped like the provider's (``msg_`` and base62)."""
+    digest = int.from_bytes(hashlib.sha256(f"ctxcompact-copy:{original}".encode()).digest()[:16], "big")
+    chars = []
+    while digest:
+        digest, r = divmod(digest, 62)
+        chars.append(_BASE62[r])
+    return "msg_" + "".join(chars).rjust(22, "0")
+
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _compact_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """``compactMetadata`` as Claude Code 2.1.x writes it: the trigger, the size before and (newer builds)
+    after, which its meter falls back on when no usage follows the boundary."""
+    out: dict[str, Any] = {"trigger": "auto", "preTokens": meta.get("pre_tokens", 0)}
+    if isinstance(meta.get("post_tokens"), int):
+        out["postTokens"] = meta["post_tokens"]
+    return out
+
+
 def _zeroed(usage: Any) -> Any:
     if not isinstance(usage, dict):
         return usage
@@ -547,6 +600,8 @@ def made_envelope(prev: dict[str, Any] | None, parent: str | None, salt: int,
     prev = prev or {}
     env: dict[str, Any] = {"parentUuid": parent, "isSidechain": False}
     env.update({k: prev[k] for k in SESSION_FIELDS if k in prev})
+    if prev.get("isSidechain") is True and isinstance(prev.get("agentId"), str):  # a subagent's own log
+        env.update({"isSidechain": True, "agentId": prev["agentId"]})
     env["type"] = "user"
     seed = f"{prev.get('sessionId', '')}:{parent}:{salt}"
     env["uuid"] = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, "ctxcompact:" + seed))

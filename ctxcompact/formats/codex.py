@@ -56,12 +56,15 @@ from ..model import (
     ToolCall,
     ToolResult,
     Usage,
+    token_text,
 )
 from ..reader import encode_json
 from .base import Format, Layout, str_field
 
 ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted",
-                           "inter_agent_communication", "world_state"})
+                           "inter_agent_communication", "world_state",
+                           # CLI 0.169.0 (tests/clients): the usage of each response, beside token_count
+                           "token_usage_record"})
 ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
                         "custom_tool_call_output", "local_shell_call", "web_search_call", "ghost_snapshot",
                         "compaction", "other"})
@@ -207,10 +210,58 @@ def _usage(payload: dict[str, Any]) -> Usage | None:
                  source="event_msg.token_count.last_token_usage")
 
 
+class _Seen:
+    """What :meth:`CodexFormat.compaction_output` takes from the input's lines: the last timestamp, the user's
+    latest request (raw line, payload), the latest ``<environment_context>`` item, the last usage record and
+    the last ``token_count`` info."""
+
+    def __init__(self) -> None:
+        self.stamp: str | None = None
+        self.request: tuple[bytes, dict[str, Any]] | None = None
+        self.environment: dict[str, Any] | None = None
+        self.usage_record: Any = None
+        self.info: dict[str, Any] | None = None
+
+    def add(self, data: Any, raw: bytes) -> None:
+        if not isinstance(data, dict):
+            return
+        if isinstance(data.get("timestamp"), str):
+            self.stamp = data["timestamp"]
+        p = data.get("payload")
+        if not isinstance(p, dict):
+            return
+        kind = data.get("type")
+        if kind == "token_usage_record":
+            self.usage_record = p
+        elif kind == "event_msg" and p.get("type") == "token_count" and isinstance(p.get("info"), dict):
+            self.info = p["info"]
+        elif kind == "response_item" and p.get("type") == "message" and p.get("role") == "user":
+            parts = p.get("content")
+            text = "".join(c.get("text", "") for c in parts if isinstance(c, dict)
+                           and isinstance(c.get("text"), str)) if isinstance(parts, list) else ""
+            if text.lstrip().startswith("<environment_context>"):
+                self.environment = p
+            elif text.strip() and not text.lstrip().startswith(_INJECTED_PREFIXES):
+                self.request = (raw, p)
+
+    def meter(self, post_tokens: int | None) -> dict[str, Any] | None:
+        """The ``token_count`` event Codex writes after its own compaction, or None without a size or an
+        earlier count to keep the billed totals of."""
+        if post_tokens is None or self.info is None:
+            return None
+        last = self.info.get("last_token_usage")
+        keys = [k for k in last if isinstance(last[k], int)] if isinstance(last, dict) else []
+        zero = {k: 0 for k in keys or ("input_tokens", "cached_input_tokens", "output_tokens",
+                                       "reasoning_output_tokens")}
+        info = {**self.info, "last_token_usage": {**zero, "total_tokens": post_tokens}}
+        return {"type": "token_count", "info": info, "rate_limits": None}
+
+
 class CodexFormat(Format):
     name = "codex"
     # Each function_call_output is its own item; the Responses API does not require alternation.
-    layout = Layout(results_per_message=True, result_role=Role.TOOL, alternate=False, split_turns=True)
+    layout = Layout(results_per_message=True, result_role=Role.TOOL, alternate=False, split_turns=True,
+                    agent_log=True)
     writable = True
     fallback = "openai"
     schema_file = "codex.schema.json"
@@ -273,11 +324,22 @@ class CodexFormat(Format):
             replacement = p.get("replacement_history")
             texts = [] if isinstance(replacement, list) else (
                 [p["message"]] if isinstance(p.get("message"), str) and p["message"] else [])
+            carried: list[Block] = []
             for item in replacement if isinstance(replacement, list) else []:
                 if isinstance(item, dict) and item.get("type") == "message":
                     texts.extend(b.text for b in _content_blocks(item.get("content", []), "$.payload")
                                  if isinstance(b, TextBlock))
-            rec.message = Message(Role.USER, [TextBlock("\n\n".join(texts))], source_role="compacted")
+                elif isinstance(item, dict):
+                    # calls, outputs, reasoning (a masking's history): counted, not read as the summary
+                    try:
+                        inner = _item_message(item, "$.payload.replacement_history")
+                    except LineError:
+                        inner = None
+                    if inner is not None:
+                        counted, _ = token_text(inner)
+                        carried.append(OpaqueBlock(str(item.get("type")), "\n".join(counted), raw=item))
+            rec.message = Message(Role.USER, [TextBlock("\n\n".join(texts)), *carried],
+                                  source_role="compacted")
             meta.update(injected=True, compaction=True)
         msg = rec.message
         if (msg is not None and msg.role is Role.USER and kind != "compacted"
@@ -322,6 +384,10 @@ class CodexFormat(Format):
             break
         return first if first is not None and first.usage is None else None
 
+    def foreign_type(self, record: Record) -> str | None:
+        kind = record.meta.get("type")
+        return kind if isinstance(kind, str) and kind not in ROLLOUT_TYPES and kind != "legacy" else None
+
     def dump_message(self, message: Message, record: Record | None = None) -> Any:
         data = record.data if record is not None and isinstance(record.data, dict) else None
         if data is not None and data.get("type") == "session_meta":
@@ -332,41 +398,64 @@ class CodexFormat(Format):
         stamp = data.get("timestamp") if data is not None else None
         return {"timestamp": stamp or _now(), "type": "response_item", "payload": payload}
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
+                          post_tokens: int | None = None) -> list[Record]:
         """A rollout is append-only, and Codex records its own compaction as a ``compacted`` line whose
         ``replacement_history`` becomes the whole history on resume (openai/codex
         ``codex-rs/core/src/codex/rollout_reconstruction.rs``: ``history.replace(replacement_history)``, later
         ``response_item`` lines recorded after it). So: the input's lines as read, then one ``compacted``
-        line (``message``: the summary text; ``replacement_history``: the context up to the last summary,
-        session_meta aside, as response items), then the kept lines after it as they were."""
+        line, then the kept items after it, then the meter (docs/guides/claude-code-codex.md).
+
+        ``replacement_history`` is the context up to the last summary (all of it for a masking), session_meta
+        aside, as response items, laid out as Codex 0.169 lays out its own: the instructions first, the user's
+        latest request as its own user message (unless it is kept after the summary), the latest
+        ``<environment_context>``, then the summary and its continuation. ``message`` is the summary text
+        ("" for a masking, as Codex's remote compaction writes). ``latest_token_usage_record`` is the input's
+        last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
+        after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
+        ``total_tokens``, the size of the compacted context (``post_tokens``)."""
         made = [i for i, r in enumerate(records)
                 if r.raw is None and r.data is None and r.message is not None]
-        if not made:
+        if not made and not any(r.dirty and r.message is not None for r in records):
             return records
         history: list[Record] = []
-        stamp: Any = None
+        seen = _Seen()
         for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
             try:
                 data = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 data = None
-            if isinstance(data, dict) and isinstance(data.get("timestamp"), str):
-                stamp = data["timestamp"]
+            seen.add(data, raw)
             history.append(Record(index=i, line=i + 1, raw=raw, data=data))
+        end = made[-1] + 1 if made else len(records)
+        kept = [r for r in records[end:] if r.raw is not None and r.message is not None]
+        kept_raw = {r.raw for r in kept}
         replacement: list[Any] = []
-        for rec in records[: made[-1] + 1]:
+        for rec in records[:end]:
             msg = rec.message
-            if msg is None or msg.role is Role.SYSTEM:
+            if msg is None or rec.meta.get("type") == "session_meta":
                 continue
+            if made and rec is records[made[0]]:
+                # Codex's own order: the request and the fresh context before the summary
+                if seen.request is not None and seen.request[0] not in kept_raw:
+                    replacement.append(seen.request[1])
+                if seen.environment is not None:
+                    replacement.append(seen.environment)
             data = rec.data if isinstance(rec.data, dict) else None
             payload = data.get("payload") if data is not None and not rec.dirty else None
             replacement.append(payload if isinstance(payload, dict) else self._item(msg))
         summary = "\n\n".join(records[i].message.text() for i in made)  # type: ignore[union-attr]
-        line = {"timestamp": stamp or _now(), "type": "compacted",
-                "payload": {"message": summary, "replacement_history": replacement}}
-        compacted = Record(index=-1, line=0, raw=None, data=line, dirty=True)
-        tail = [r for r in records[made[-1] + 1:] if r.raw is not None]
-        return [*history, compacted, *tail]
+        body: dict[str, Any] = {"message": summary, "replacement_history": replacement}
+        if seen.usage_record is not None:
+            body["latest_token_usage_record"] = seen.usage_record
+        stamp = seen.stamp or _now()
+        out = [*history, Record(index=-1, line=0, raw=None, dirty=True,
+                                data={"timestamp": stamp, "type": "compacted", "payload": body}), *kept]
+        meter = seen.meter(post_tokens)
+        if meter is not None:
+            out.append(Record(index=-1, line=0, raw=None, dirty=True,
+                              data={"timestamp": stamp, "type": "event_msg", "payload": meter}))
+        return out
 
     def dump_messages(self, message: Message) -> list[Any]:
         """The rollout lines for a message from another format (``--to codex``): a rollout item holds one

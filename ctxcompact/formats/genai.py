@@ -257,7 +257,8 @@ class GenaiFormat(Format):
                     "actions": {}, "id": str(uuidlib.uuid4()), "timestamp": meta.get("timestamp", 0.0)}
         return content
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int) -> list[Record]:
+    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
+                          post_tokens: int | None = None) -> list[Record]:
         """ADK events stay events: the input's events as read (an ADK session is append-only), then one
         compaction event per summary, as ADK's ``LlmEventSummarizer`` writes it: ``author`` "user", a new
         ``invocationId``, ``actions.compaction`` with the first and last timestamps of the events the summary

@@ -29,6 +29,7 @@ visible event starts and carries the summaries it replaces as prior context.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,7 @@ from typing import Any
 from ..budget import Budget
 from ..clean import clean
 from ..errors import ExitCode, UsageError
-from ..facts.text import SUMMARY_MARKER, latest_request, typed_text
+from ..facts.text import SUMMARY_MARKER, continuation_text, latest_request, typed_text
 from ..facts.todos import load_todos_file, open_todos
 from ..formats import get_format
 from ..formats.base import new_record
@@ -287,6 +288,11 @@ def _summary_records(fmt: Any, event: Event, _rest: list[int], dropped: list[Rec
     # "covers": the input records it stands for, which a format writing events needs (ADK's time range)
     meta = {META_KEY: {"start": event.start, "end": event.end, "dropped": dropped},
             "covers": (event.start, event.end)}
+    if fmt.layout.agent_log:
+        # an agent's own log (Claude Code, Codex) gets the summary as the threshold output writes it: the
+        # agent's own opening, the summary, the closing continuation
+        made = fmt.summary_records(text, continuation_text(None))
+        return [dataclasses.replace(r, meta={**r.meta, **meta}) for r in made]
     return [new_record(fmt.make_message(Role.USER, text), Origin.SUMMARY, meta)]
 
 
