@@ -117,8 +117,7 @@ def gather(records: Sequence[Record], latest_request: str | None = None,
         last_action=action.render() if action else None,
         latest_request=latest,
     )
-    return NewFacts(facts, todos_seen=found is not None, success_keys=frozenset(keys), claimed_fixed=claimed,
-                    since=min(pos) if pos else -1)
+    return NewFacts(facts, todos_seen=found is not None, success_keys=frozenset(keys), claimed_fixed=claimed)
 
 
 def _finding(text: str) -> str:

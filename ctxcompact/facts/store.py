@@ -187,8 +187,6 @@ class NewFacts:
     todos_seen: bool = False  # the records (or --todos) hold a todo list: it replaces the earlier one
     success_keys: frozenset[str] = field(default_factory=frozenset)  # facts.outcomes.success_keys of them
     claimed_fixed: bool = False  # an assistant message says a problem is fixed
-    since: int = -1  # the input position of the first of the records (-1: unknown): older errors only are
-    #                  resolved by their evidence (the records' own errors were resolved as they were read)
 
 
 def merge(old: Facts, new: NewFacts) -> Facts:
@@ -212,8 +210,10 @@ def merge(old: Facts, new: NewFacts) -> Facts:
 
     errors: list[ErrorFact] = []
     keys = set(new.success_keys)
+    # the records' own errors were resolved (or not) as they were read: the evidence resolves older ones
+    own = {(e.key, e.text, e.at) for e in n.errors}
     for e in old.errors:
-        earlier = new.since < 0 or e.at < new.since
+        earlier = (e.key, e.text, e.at) not in own
         if not e.resolved and earlier and (resolves(keys, e.key, e.tool) or new.claimed_fixed):
             e = replace(e, resolved=True)
         errors.append(e)
