@@ -196,17 +196,19 @@ def merge(old: Facts, new: NewFacts) -> Facts:
     n = new.facts
     latest = n.latest_request or old.latest_request
     goals = list(old.goals)
-    if old.latest_request and old.latest_request != latest and old.latest_request not in goals:
+    have = set(goals)  # membership in a list is O(n) per goal: quadratic on a long session
+    if old.latest_request and old.latest_request != latest and old.latest_request not in have:
         goals.append(old.latest_request)  # the earlier latest request is now one of the goals
-    goals += [g for g in n.goals if g not in goals]
+        have.add(old.latest_request)
+    goals += [g for g in dict.fromkeys(n.goals) if g not in have]
     goals = [g for g in goals if g != latest]
     if len(goals) > MAX_GOALS:  # the first request (the task) stays; the oldest of the others go
         goals = goals[:1] + goals[-(MAX_GOALS - 1):]
 
-    rules = list(old.rules)
-    rules += [r for r in n.rules if r not in rules]  # never capped: a user rule is never dropped
-    instructions = list(old.instructions)
-    instructions += [i for i in n.instructions if i not in instructions]
+    had = set(old.rules)
+    rules = [*old.rules, *(r for r in dict.fromkeys(n.rules) if r not in had)]  # never capped nor dropped
+    had = set(old.instructions)
+    instructions = [*old.instructions, *(i for i in dict.fromkeys(n.instructions) if i not in had)]
 
     errors: list[ErrorFact] = []
     keys = set(new.success_keys)
