@@ -69,7 +69,9 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
     request = SummaryRequest(
         records=body,
-        budget_tokens=budget.summary_budget,
+        # never more than half of what it replaces: whole answers must not make a small context larger
+        budget_tokens=min(budget.summary_budget, max(64, calibrated.tokens // 2))
+        if calibrated is not None else budget.summary_budget,
         prior_summary=prior.text if prior is not None else None,
         prior_facts=prior.facts if prior is not None else None,
         latest_request=latest,
