@@ -5,10 +5,11 @@ one file system), is flushed and fsynced, renamed over the target, and then the 
 rename itself survives a crash. On any error, including an exception raised by the caller while streaming,
 the temporary file is removed and the target is left exactly as it was.
 
-Writing is two steps when two files must change together (``run``'s output and state, README "The state
-file"): :func:`stage` writes and fsyncs the temporary file, so a full disk, a read-only or missing folder
-fails there with nothing visible; :meth:`Staged.commit` renames it into place, and ``keep=True`` keeps the
-previous content (a hard link) so that :meth:`Staged.undo` can put it back if the other file fails.
+Writing is two steps when two files must change together (``run``'s output and state,
+docs/reference/safety.md#atomic-writes-output-and-state-together): :func:`stage` writes and fsyncs the
+temporary file, so a full disk, a read-only or missing folder fails there with nothing visible;
+:meth:`Staged.commit` renames it into place, and ``keep=True`` keeps the previous content (a hard link) so
+that :meth:`Staged.undo` can put it back if the other file fails.
 
 Temporary files are named ``.<target name>.<8 characters>.tmp``; a run killed mid-write leaves one behind,
 and the next write of the same target removes those older than :data:`STALE_TEMP_S` (only that name
@@ -16,7 +17,7 @@ pattern, only regular files).
 
 ``atomic_write``/``atomic_writer`` raise the ``OSError`` of the failing call; :func:`stage` and
 :func:`write_lines` (the one writer of every command's output) raise :class:`~ctxcompact.errors.OutputError`
-naming the path (README "Exit codes": 6).
+naming the path (docs/reference/exit-codes.md#the-codes: 6).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The token budget (README "Budget"): context window, buffer, compaction threshold and summary budget.
+"""The token budget (docs/concepts/calibration.md#budget): context window, buffer, compaction threshold and
+summary budget.
 
 - Window: ``--window N``; else looked up from ``--model NAME`` in the table of known models
   (``ctxcompact/data/models.json``) merged with the user's config file; else :data:`DEFAULT_WINDOW`

@@ -44,9 +44,10 @@ class Origin(str, enum.Enum):
     MASKED = "masked"  # a tool result replaced by a placeholder
 
 
-# Fixed token cost of an image or other binary part (see README "Token estimation"). Anthropic bills an
-# image at about (width*height)/750 tokens, capped near 1,600 for the largest accepted size; OpenAI's
-# high-detail 1024x1024 tile count is 765. We use the upper figure so estimates never undercount.
+# Fixed token cost of an image or other binary part (see
+# docs/concepts/calibration.md#counting-what-the-transcript-holds). Anthropic bills an image at about
+# (width*height)/750 tokens, capped near 1,600 for the largest accepted size; OpenAI's high-detail 1024x1024
+# tile count is 765. We use the upper figure so estimates never undercount.
 IMAGE_TOKENS = 1600
 
 
@@ -97,8 +98,8 @@ class ToolResult:
     ``is_error``). ``succeeded`` is the outcome the log records in a structured field, whatever the format:
     True when it says the tool succeeded (exit code 0, ``is_error`` false, ``status: success``), False when
     it says it failed (a non-zero exit code, ``is_error``, an ``error`` field), None when it records none;
-    each format reader fills it, and only then do the words of the output decide (README "Errors, files and
-    subagents in the summary").
+    each format reader fills it, and only then do the words of the output decide
+    (docs/concepts/summary.md#errors-files-and-subagents-in-the-summary).
     """
 
     call_id: str
@@ -176,9 +177,10 @@ SUBAGENT_CALL = "subagent_call"
 
 class _NoMeta(dict[str, Any]):
     """The one empty ``meta`` shared by every record that has none (most lines of most formats): a fresh
-    ``{}`` per record is 64 bytes of each of millions of records (memory per record, README "Performance").
-    Writing into it raises, so a record that needs meta must be given its own dict (``meta={...}`` or
-    ``dataclasses.replace(rec, meta={**rec.meta, …})``), never share one by accident."""
+    ``{}`` per record is 64 bytes of each of millions of records (memory per record,
+    docs/measurements/performance.md#memory-per-record). Writing into it raises, so a record that needs meta
+    must be given its own dict (``meta={...}`` or ``dataclasses.replace(rec, meta={**rec.meta, …})``), never
+    share one by accident."""
 
     __slots__ = ()
 

@@ -1,4 +1,5 @@
-"""The files one command touches must not destroy each other (README "Exit codes", "The state file").
+"""The files one command touches must not destroy each other (docs/reference/safety.md#files-it-never-touches,
+docs/reference/safety.md#atomic-writes-output-and-state-together).
 
 The input, the output and the state are three different files: writing the output over the input, or the
 state over either, would replace what the user asked us to read. Paths are compared after resolving links
@@ -26,7 +27,7 @@ __all__ = ["SIDE_FILE_LIMIT", "check_paths", "check_state_path", "read_side_file
 
 SIDE_FILE_LIMIT = 4 * 1024 * 1024
 """The most ctxcompact reads of a file that is not the transcript (``--todos``, ``--probes``, the config):
-4 MiB (README "Exit codes": a larger one is a usage error, exit 2)."""
+4 MiB (docs/reference/safety.md#bounded-reads: a larger one is a usage error, exit 2)."""
 
 
 def _same(a: Path, b: Path) -> bool:

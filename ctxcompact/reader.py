@@ -28,8 +28,8 @@ _DEEP_RECURSION = 8 * ORJSON_MAX_DEPTH
 
 def allow_deep_values() -> None:
     """Raise Python's recursion limit so code that walks a decoded value recursively (the schema check, a
-    repr, an equality test) handles every nesting the reader accepts (README "Exit codes": up to 1024 levels
-    is valid input, deeper is a clean error)."""
+    repr, an equality test) handles every nesting the reader accepts (docs/reference/exit-codes.md#bad-input:
+    up to 1024 levels is valid input, deeper is a clean error)."""
     if sys.getrecursionlimit() < _DEEP_RECURSION:
         sys.setrecursionlimit(_DEEP_RECURSION)
 
@@ -153,8 +153,8 @@ def encode_json(value: Any) -> bytes:
     """``value`` as compact JSON, byte for byte what ``orjson.dumps`` writes, at any depth the reader accepts.
 
     orjson writes at most 255 levels of nesting, while it reads 1024; a tool's arguments nested deeper than
-    255 levels are still a valid line (README "Exit codes"), so deeper values are written by a loop that
-    leaves every scalar to orjson.
+    255 levels are still a valid line (docs/reference/exit-codes.md#bad-input), so deeper values are written
+    by a loop that leaves every scalar to orjson.
     """
     try:
         return orjson.dumps(value)

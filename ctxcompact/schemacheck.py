@@ -1,4 +1,5 @@
-"""Whether a JSON value conforms to one of our schemas, without importing jsonschema (README "Performance").
+"""Whether a JSON value conforms to one of our schemas, without importing jsonschema
+(docs/measurements/performance.md#a-hooks-call).
 
 Importing jsonschema and compiling a Draft 2020-12 validator costs about 0.1 s per process, more than a small
 run's whole work. Almost every line and every state conforms, so :func:`conforms` answers that question
@@ -7,7 +8,7 @@ first, for the keywords our schemas use (``type``, ``properties``, ``required``,
 ``minimum``, ``maximum``, ``pattern``, ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else``,
 and ``$ref`` within the document), with jsonschema's own rules (``1`` is not ``true``, ``1 == 1.0``, an
 integer may be ``2.0``). Only when it says no (or meets a keyword it does not know) do the callers ask
-jsonschema, whose errors are then reported exactly as before. tests/test_schemacheck.py checks every verdict
+jsonschema, whose errors are then reported exactly as before. tests/test_fastpaths.py checks every verdict
 against jsonschema's on every sample line, state and random mutations of them.
 """
 

@@ -1,4 +1,4 @@
-"""Calibration per README "Token estimation and calibration": factor = clamp(real / last, 1, 5); tokens =
+"""Calibration per docs/concepts/calibration.md#calibration: factor = clamp(real / last, 1, 5); tokens =
 max(real, ceil(current × f))."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ctxcompact.tokens.calibration import (
 
 
 def test_defaults() -> None:
-    assert DEFAULT_HEURISTIC_FACTOR == 2.0  # README "Token estimation and calibration"
+    assert DEFAULT_HEURISTIC_FACTOR == 2.0  # docs/concepts/calibration.md#calibration
     assert 1.0 < DEFAULT_EXACT_FACTOR < DEFAULT_HEURISTIC_FACTOR
     assert default_factor_for("none") == 2.0
     assert default_factor_for("tiktoken") == DEFAULT_EXACT_FACTOR

@@ -1,6 +1,7 @@
-"""Who said it, and what the request is (README "What a summary holds"): slash commands typed as requests,
-local commands and their output, Claude Code's synthetic replies, system lines moved for role order, ADK
-events of other agents. Each class on a real log of the corpus and on a minimal synthetic case."""
+"""Who said it, and what the request is (docs/concepts/summary.md#only-what-a-person-typed-is-the-users):
+slash commands typed as requests, local commands and their output, Claude Code's synthetic replies, system
+lines moved for role order, ADK events of other agents. Each class on a real log of the corpus and on a
+minimal synthetic case."""
 
 from __future__ import annotations
 

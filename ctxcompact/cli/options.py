@@ -13,8 +13,8 @@ import click
 
 from ..errors import EXIT_MEANINGS, UsageError
 from ..options import Options
+from ..plugins import FORMATS, STRATEGIES, SUMMARIZERS
 from ..secrets import scrub_credentials
-from ..strategies import NAMES as STRATEGY_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,7 +22,10 @@ EXIT_CODES = "\b\nExit codes:\n" + "".join(
     f"  {int(code):>2}  {text}\n" for code, text in EXIT_MEANINGS.items()
 )
 
-FORMAT_NAMES = ["auto", "openai", "anthropic", "genai", "claude-code", "codex"]
+#: every default a flag shows is the library's (one place: options.Options, and plugins for the names)
+DEFAULTS = Options()
+FORMAT_NAMES = ["auto", *FORMATS.names()]
+STRATEGY_NAMES = STRATEGIES.names()
 
 
 def env_name(name: str) -> str:
@@ -30,7 +33,8 @@ def env_name(name: str) -> str:
 
 
 def opt(*decls: str, **kw: Any) -> Callable[[F], F]:
-    """click.option with the CTXCOMPACT_<OPTION> variable every option has (README "Commands")."""
+    """click.option with the CTXCOMPACT_<OPTION> variable every option has
+    (docs/reference/cli.md#input-output-and-options)."""
     long = next(d for d in decls if d.startswith("--"))
     kw.setdefault("envvar", env_name(long[2:].split("/")[0]))
     kw.setdefault("show_envvar", True)
@@ -67,7 +71,7 @@ def format_options(f: F) -> F:
         "--format",
         "fmt",
         type=click.Choice(FORMAT_NAMES),
-        default="auto",
+        default=DEFAULTS.format,
         show_default=True,
         envvar=env_name("format"),
         help="Input format; auto detects it from the content.",
@@ -101,7 +105,8 @@ def estimate_options(f: F) -> F:
     f = opt(
         "--default-factor",
         type=click.FloatRange(min=1.0, max=5.0),
-        help="Correction factor when nothing was reported (default 2.0 heuristic, see README for exact).",
+        help="Correction factor when nothing was reported (default 2.0 heuristic, 1.25 exact; "
+        "docs/concepts/calibration.md#calibration).",
     )(f)
     f = opt(
         "--encoding",
@@ -111,7 +116,7 @@ def estimate_options(f: F) -> F:
     f = opt(
         "--exact",
         type=click.Choice(["tiktoken", "none", "anthropic", "openai"]),
-        default="tiktoken",
+        default=DEFAULTS.exact,
         show_default=True,
         help="Exact counter: tiktoken (offline), none (heuristic only), "
         "anthropic (the provider's count_tokens endpoint); openai has no such endpoint and says so.",
@@ -124,9 +129,9 @@ def strategy_options(f: F) -> F:
     f = opt(
         "--strategy",
         type=click.Choice(list(STRATEGY_NAMES)),
-        default="threshold",
+        default=DEFAULTS.strategy,
         show_default=True,
-        help="Compaction strategy (see README: when to use which).",
+        help="Compaction strategy (docs/guides/strategies.md: when to use which).",
     )(f)
     return f
 
@@ -136,21 +141,21 @@ def strategy_tuning_options(f: F) -> F:
     f = opt(
         "--safety-ratio",
         type=click.FloatRange(min=0.05, max=1.0),
-        default=0.7,
+        default=DEFAULTS.safety_ratio,
         show_default=True,
         help="sliding-window: also compact when the context exceeds this share of the window.",
     )(f)
     f = opt(
         "--overlap",
         type=click.IntRange(min=0),
-        default=2,
+        default=DEFAULTS.overlap,
         show_default=True,
         help="sliding-window: invocations before the new ones that each event re-covers (ω).",
     )(f)
     f = opt(
         "--invocation-threshold",
         type=click.IntRange(min=1),
-        default=5,
+        default=DEFAULTS.invocation_threshold,
         show_default=True,
         help="sliding-window: compact every θ new invocations.",
     )(f)
@@ -178,7 +183,7 @@ def strategy_tuning_options(f: F) -> F:
     f = opt(
         "--keep-results",
         type=click.IntRange(min=0),
-        default=3,
+        default=DEFAULTS.keep_results,
         show_default=True,
         help="mask: never clear the N most recent tool results.",
     )(f)
@@ -207,12 +212,12 @@ def summary_options(f: F) -> F:
     f = opt("--no-fallback", is_flag=True,
             help="Exit 4 instead of falling back to extractive when the LLM fails.")(f)
     f = opt("--instructions", help="What the summary should focus on (like /compact <instructions>).")(f)
-    f = opt("--max-retries", type=click.IntRange(min=0), default=2, show_default=True,
+    f = opt("--max-retries", type=click.IntRange(min=0), default=DEFAULTS.max_retries, show_default=True,
             help="Provider retries.")(f)
     f = opt(
         "--timeout",
         type=click.FloatRange(min=0.1),
-        default=60.0,
+        default=DEFAULTS.timeout,
         show_default=True,
         help="Seconds before a provider call times out.",
     )(f)
@@ -226,8 +231,8 @@ def summary_options(f: F) -> F:
     f = opt("--summary-model", help="Model of the LLM summarizer.")(f)
     f = opt(
         "--summarizer",
-        type=click.Choice(["extractive", "anthropic", "openai"]),
-        default="extractive",
+        type=click.Choice(list(SUMMARIZERS.names())),
+        default=DEFAULTS.summarizer,
         show_default=True,
         help="Who writes the summary; extractive is offline and deterministic.",
     )(f)

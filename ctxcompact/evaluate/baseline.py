@@ -1,6 +1,6 @@
-"""The naive baseline a compaction is measured against: truncation (README "Measuring a compaction:
-ctxcompact eval"). Drop the oldest records until the context fits the same token budget, keeping the system
-records and never separating a tool call from its result."""
+"""The naive baseline a compaction is measured against: truncation (docs/guides/eval.md#what-it-reports). Drop
+the oldest records until the context fits the same token budget, keeping the system records and never
+separating a tool call from its result."""
 
 from __future__ import annotations
 

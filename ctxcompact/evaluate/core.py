@@ -1,4 +1,4 @@
-"""`ctxcompact eval` on one input (README "Measuring a compaction: ctxcompact eval"): compact in memory with
+"""`ctxcompact eval` on one input (docs/guides/eval.md#what-it-reports): compact in memory with
 exactly what ``run`` does (``engine.run`` with ``dry_run``: same options, same state rules, nothing written,
 not even a state), score the result against the original, score the naive truncation baseline at the same
 budget, and replay the calibration on the usage the log records."""
@@ -9,7 +9,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from ..engine import ReplayPoint, RunResult, output_format, replay_calibration, run
+from ..engine import RunResult, output_format, run
 from ..formats import read_transcript
 from ..model import Record, Transcript
 from ..options import Options
@@ -17,6 +17,7 @@ from ..secrets import scrub_json
 from ..source import InputData, Source, is_file
 from ..tokens.counts import count_records
 from .baseline import truncate
+from .calibration import ReplayPoint, replay_calibration
 from .probes import Probe
 from .scores import compare, score
 
@@ -78,7 +79,7 @@ def calibration_of(points: Sequence[ReplayPoint]) -> dict[str, Any] | None:
     """How well the estimate before each recorded request matched its bill; None when the log records none.
 
     The first request is reported apart (``first``): nothing before it says how large the prompt the log
-    does not hold is (README "Token estimation and calibration"), so it measures the default, not the
+    does not hold is (docs/concepts/calibration.md#calibration), so it measures the default, not the
     calibration. ``mape``, ``undercounts`` and ``worst`` are over the requests after it (null with one)."""
     if not points:
         return None
@@ -109,7 +110,7 @@ def evaluate(
     calibration: bool = True,
     judge: str | None = None,
 ) -> dict[str, Any]:
-    """The `eval --json` object for one input (README "Measuring a compaction: ctxcompact eval")."""
+    """The `eval --json` object for one input (docs/guides/eval.md#what-it-reports)."""
     opts = opts or Options()
     run_source, data = _input(source)
     warnings: list[str] = []

@@ -1,4 +1,4 @@
-"""Probes: what the user knows must survive a compaction (README "Measuring a compaction: ctxcompact eval").
+"""Probes: what the user knows must survive a compaction (docs/guides/eval.md#probes).
 
 A probes file is JSONL: one ``{"expect": "string"}`` or ``{"expect_regex": "…"}`` per line, with an optional
 ``"question"`` (what ``--judge`` asks the model). Blank lines and lines starting with ``#`` are skipped."""

@@ -1,4 +1,4 @@
-"""`eval --replay` (README "Measuring a compaction: ctxcompact eval"): grow the transcript record by record as
+"""`eval --replay` (docs/guides/eval.md#replay-replay): grow the transcript record by record as
 the agent did and call ``run`` whenever the agent would have called the model (before each assistant turn),
 with a real state in a temporary directory, so compaction happens as often as the window forces it."""
 

@@ -1,6 +1,6 @@
-"""What a compacted context kept of the original, scored offline by exact string match (README "Measuring a
-compaction: ctxcompact eval"): the latest request, the user's rules, the open todos, the last error and
-its status, the identifiers of the part replaced, the user's probes, and whether the result is valid."""
+"""What a compacted context kept of the original, scored offline by exact string match
+(docs/guides/eval.md#what-it-reports): the latest request, the user's rules, the open todos, the last error
+and its status, the identifiers of the part replaced, the user's probes, and whether the result is valid."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..convert import lines_in
 from ..facts.outcomes import errors_seen
 from ..facts.rules import user_rules
 from ..facts.text import latest_request
 from ..facts.todos import open_todos
-from ..formats.convert import lines_in
 from ..model import Origin, Record, Transcript, token_text
 from ..validate import live_calls, validate
 from .identifiers import KINDS, extract, squashed

@@ -1,5 +1,5 @@
 """Markers of the texts ctxcompact writes, injected text, and what a person typed: the latest request
-(README "What `run` does"). Pure functions over records."""
+(docs/concepts/summary.md#only-what-a-person-typed-is-the-users). Pure functions over records."""
 
 from __future__ import annotations
 
@@ -71,11 +71,12 @@ def _remove_injected(text: str) -> str:
     return "".join(parts)
 
 
-# Slash commands (README "What a summary holds"). Claude Code writes a command a person typed as
-# ``<command-name>/name</command-name>`` with ``<command-args>…</command-args>`` (and, for a custom command, a
-# machine-made ``isMeta`` line with the command file's expansion). These built-in commands run locally and
-# start no model turn, so they are no request; every other command (custom ones, plugins', and the built-ins
-# that prompt the model such as /init, /review, /security-review) is a request, quoted as typed.
+# Slash commands (docs/concepts/summary.md#only-what-a-person-typed-is-the-users). Claude Code writes a
+# command a person typed as ``<command-name>/name</command-name>`` with ``<command-args>…</command-args>``
+# (and, for a custom command, a machine-made ``isMeta`` line with the command file's expansion). These
+# built-in commands run locally and start no model turn, so they are no request; every other command (custom
+# ones, plugins', and the built-ins that prompt the model such as /init, /review, /security-review) is a
+# request, quoted as typed.
 LOCAL_COMMANDS = frozenset({
     "add-dir", "agents", "bashes", "bug", "clear", "compact", "config", "context", "cost", "doctor", "exit",
     "export", "feedback", "files", "help", "hooks", "ide", "install-github-app", "login", "logout", "mcp",
@@ -193,8 +194,8 @@ def user_requests(records: Iterable[Record]) -> list[tuple[int, str]]:
 
 
 def latest_request(records: Sequence[Record]) -> str | None:
-    """The last message a person typed (README "`ctxcompact run`"), verbatim apart from injected blocks and
-    outer whitespace."""
+    """The last message a person typed (docs/concepts/summary.md#only-what-a-person-typed-is-the-users),
+    verbatim apart from injected blocks and outer whitespace."""
     rec = latest_request_record(records)
     return typed_text(rec) if rec is not None else None
 

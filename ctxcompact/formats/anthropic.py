@@ -1,7 +1,7 @@
 """Anthropic Messages API messages, one message per line.
 
-Shape of a line (README "Transcript formats"): ``role`` user/assistant, ``content`` a string or an array of
-blocks (``text``,
+Shape of a line (docs/reference/formats.md#how-each-is-read): ``role`` user/assistant, ``content`` a string or
+an array of blocks (``text``,
 ``image``, ``document``, ``tool_use``, ``tool_result``, ``thinking``, ``redacted_thinking``, server-tool
 blocks…). The API takes the system prompt as a request parameter, so a transcript carries it as a line
 ``{"role": "system", "content": string | text blocks}``. A whole response object (``"type": "message"``,

@@ -66,7 +66,8 @@ _OK_STATUS = frozenset({"success", "succeeded", "ok", "completed"})
 def response_status(resp: Any) -> bool | None:
     """The outcome a function_response records: ADK's convention is a dict with ``status`` ("success" /
     "error") and ``error_message``, and the runner answers a tool that raised with ``{"error": …}``. None when
-    the response has neither (its words decide, README "Errors, files and subagents")."""
+    the response has neither (its words decide,
+    docs/concepts/summary.md#errors-files-and-subagents-in-the-summary)."""
     if not isinstance(resp, dict):
         return None
     if resp.get("error") or resp.get("error_message"):

@@ -95,7 +95,8 @@ def _schema_message(error: Any) -> tuple[str, str]:
 def schema_problems(fmt: Format, obj: Any, line: int) -> list[Problem]:
     """Every way ``obj`` breaks the format's JSON Schema, as problems (empty when it conforms)."""
     if not fmt.schema_file or conforms(load_schema(fmt.schema_file), obj):
-        return []  # the usual case, decided without jsonschema (README "Performance")
+        # the usual case, decided without jsonschema (docs/measurements/performance.md#a-hooks-call)
+        return []
     validator = _schema_validator(fmt)
     out = []
     try:
@@ -154,8 +155,8 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
             problems.append(p)
 
     # (line number, byte offset, raw line, decoded object) per good line; each entry is dropped as soon as its
-    # record is made, so the tuples and the records are not both held whole (memory per record, README
-    # "Performance")
+    # record is made, so the tuples and the records are not both held whole (memory per record,
+    # docs/measurements/performance.md#memory-per-record)
     decoded: list[tuple[int, int, bytes, Any] | None] = []
     try:
         for lineno, offset, raw in iter_lines_at(stream, first_line):

@@ -1,5 +1,5 @@
-"""The sidecar state file (README "The state file"): watermark, prefix fingerprint, summary, calibration
-and history.
+"""The sidecar state file (docs/concepts/state.md#the-state-file): watermark, prefix fingerprint, summary,
+calibration and history.
 
 Why it exists: the transcript is append-only and ctxcompact never rewrites its input, so a compaction only
 lasts if the next run knows which records the summary already covers. That count is the *watermark*: on the
@@ -21,6 +21,7 @@ headers, and the schema closes every object it defines.
 
 from __future__ import annotations
 
+from .calibration import record_estimate, record_real_tokens, remember_measured, reset_calibration
 from .fingerprint import check_fingerprint, make_fingerprint, prefix_fingerprint
 from .model import (
     EMPTY_SHA256,
@@ -37,10 +38,6 @@ from .model import (
     TokenCache,
     add_compaction,
     new_state,
-    record_estimate,
-    record_real_tokens,
-    remember_measured,
-    reset_calibration,
     set_watermark,
     utc_now,
 )

@@ -1,5 +1,5 @@
-"""The count cache beside the state (README "The state file"): what ``run`` counted of the transcript so far,
-so the next call on the grown file walks only the appended bytes.
+"""The count cache beside the state (docs/concepts/state.md#the-state-file): what ``run`` counted of the
+transcript so far, so the next call on the grown file walks only the appended bytes.
 
 ``<state>.counts`` holds the walk's snapshot (tokens/fast.py ``walk_bytes``: per-message counts, usage
 points, the call ids and the walk's position) with the counted prefix's byte length and SHA-256, and the

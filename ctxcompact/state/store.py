@@ -46,7 +46,8 @@ def _validator() -> Any:
 
 def _schema_problem(obj: Any) -> str | None:
     if conforms(load_schema("state.schema.json"), obj):
-        return None  # the usual case, decided without jsonschema (README "Performance")
+        # the usual case, decided without jsonschema (docs/measurements/performance.md#a-hooks-call)
+        return None
     from jsonschema.exceptions import best_match
 
     err = best_match(_validator().iter_errors(obj))

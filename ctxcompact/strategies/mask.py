@@ -1,4 +1,5 @@
-"""Strategy ``mask`` and the ``--prune`` tier of ``threshold``: observation masking (README "Strategies").
+"""Strategy ``mask`` and the ``--prune`` tier of ``threshold``: observation masking
+(docs/guides/strategies.md#mask-and-prune-the-masking-rules).
 
 Over the threshold, every tool result that is neither among the most recent ``keep_results`` results nor
 inside the newest ``protect_tokens`` of tool output is replaced by a short placeholder such as
@@ -378,7 +379,8 @@ def _maskable(si: StrategyInput, base: list[int], params: MaskParams) -> tuple[l
 
 def maskable(si: StrategyInput) -> dict[str, Any]:
     """``maskable_tokens`` and ``maskable_results``: what ``--prune`` (or ``--strategy mask``) would free
-    now with the run's mask options, reported by ``estimate`` whatever the strategy (README "estimate")."""
+    now with the run's mask options, reported by ``estimate`` whatever the strategy
+    (docs/reference/cli.md#ctxcompact-estimate-file)."""
     results, freed = _maskable(si, _counts(si), mask_params(si.opts, si.budget))
     return {"maskable_tokens": freed, "maskable_results": len(results)}
 

@@ -1,5 +1,5 @@
-"""The offline, deterministic summarizer (README "LLM summarizers"): a structured summary built from the
-transcript itself (docs/concepts/summary.md).
+"""The offline, deterministic summarizer (docs/concepts/summary.md#llm-summarizers): a structured summary
+built from the transcript itself (docs/concepts/summary.md).
 
 Anchored and incremental: the facts of each summary (:class:`~ctxcompact.facts.store.Facts`) are returned
 in ``SummaryResult.facts`` (their JSON form, which the state keeps) and merged with the facts of the next

@@ -1,5 +1,6 @@
-"""What the LLM summarizers share: their options, the key, one mapping of SDK errors to secret-free
-reasons, and scrubbing of anything a provider sends back."""
+"""What the LLM summarizers share: their options, the window, the flow of a summary, reading a context-length
+error, and redacting anything a provider sends back. The key and the mapping of SDK errors to secret-free
+reasons are :mod:`ctxcompact.sdk`'s (re-exported here)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import dataclasses
 import os
 import re
 import time
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,73 +23,12 @@ from .prompt import (
     system_prompt,
 )
 
-# What an HTTP status means to a user (529 is Anthropic's "overloaded").
-STATUS_WORDS = {
-    400: "bad request",
-    401: "authentication failed (check the API key)",
-    403: "permission denied",
-    404: "not found (check the model name and base URL)",
-    413: "request too large",
-    429: "rate limited",
-    500: "server error",
-    503: "service unavailable",
-    529: "overloaded",
-}
-
-
-def host_of(url: str | None) -> str:
-    """Host and port only: a base URL may carry credentials (user:pass@) or tokens in its query."""
-    if not url:
-        return "the default endpoint"
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        return f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        return "the configured endpoint"
-
-
-def error_reason(err: BaseException, sdk: ModuleType, *, timeout: float, max_retries: int,
-                 base_url: str | None, labels: tuple[str, ...], detail_statuses: tuple[int, ...]) -> str:
-    """A short reason for an exception of either official SDK (they share the class names), built from the
-    status code and error type only, never from headers or the key. ``labels``: the error attributes that
-    name the kind of error, first found wins; ``detail_statuses``: statuses whose API message is added."""
-    retries = f" after {max_retries} retr{'y' if max_retries == 1 else 'ies'}" if max_retries else ""
-    if isinstance(err, sdk.APITimeoutError):
-        return f"request timed out ({timeout:g} s){retries}"
-    if isinstance(err, sdk.APIConnectionError):
-        return f"cannot connect to {host_of(base_url)}{retries}"
-    if isinstance(err, sdk.APIStatusError):
-        status = err.status_code
-        label = next((x for x in (getattr(err, a, None) for a in labels) if isinstance(x, str) and x), None)
-        words = STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
-        reason = f"HTTP {status}" + (f" {label}" if label else "") + f": {words}"
-        message = getattr(err, "api_message", None)
-        if status in detail_statuses and isinstance(message, str):
-            reason += f" ({message})"
-        if status == 429 or status >= 500:
-            reason += retries
-        return reason
-    if isinstance(err, sdk.APIError):
-        return "malformed response from the server"
-    if isinstance(err, ValueError) and "JSON" in type(err).__name__:
-        return "malformed response from the server (not valid JSON)"
-    return f"unexpected error ({type(err).__name__})"
-
-
-def resolve_api_key(explicit: str | None, provider_var: str) -> str | None:
-    """The key to use: the explicit one, else CTXCOMPACT_API_KEY, else the provider's usual variable."""
-    for value in (explicit, os.environ.get("CTXCOMPACT_API_KEY"), os.environ.get(provider_var)):
-        if value and value.strip():
-            return value.strip()
-    return None
-
 
 def redact_result(result: SummaryResult, secrets: list[str]) -> SummaryResult:
-    """The one boundary every summary crosses before it is stored or written (README "LLM summarizers and
-    provider token counts"): a server that answers 200 with the request's headers inside the summary (a
-    misconfigured proxy, an echo endpoint) must not get the key into the output or the state. Every text a
-    provider sent back is redacted: the summary, the model name, the fallback reason."""
+    """The one boundary every summary crosses before it is stored or written
+    (docs/reference/safety.md#api-keys): a server that answers 200 with the request's headers inside the
+    summary (a misconfigured proxy, an echo endpoint) must not get the key into the output or the state. Every
+    text a provider sent back is redacted: the summary, the model name, the fallback reason."""
     if not secrets:
         return result
     return dataclasses.replace(
@@ -116,9 +55,10 @@ class ContextTooLong(Exception):
         self.window = window
 
 
-# What servers say when a request does not fit the window (README "Local models"): OpenAI and vLLM
-# "maximum context length is N tokens", llama-cpp-python "context_length_exceeded" with the same words,
-# llama.cpp's server "exceed_context_size_error" with ``n_ctx``, Anthropic "prompt is too long: X > N".
+# What servers say when a request does not fit the window
+# (docs/guides/local-models.md#requests-that-fit-and-chunks): OpenAI and vLLM "maximum context length is N
+# tokens", llama-cpp-python "context_length_exceeded" with the same words, llama.cpp's server
+# "exceed_context_size_error" with ``n_ctx``, Anthropic "prompt is too long: X > N".
 _OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error", "context_window_exceeded")
 _OVERFLOW_WORDS = re.compile(r"context (?:length|window|size)|prompt is too long|too many tokens|"
                              r"maximum context|exceeds? the (?:available )?context", re.I)
@@ -180,7 +120,8 @@ class ProviderSummarizer(Summarizer):
         self.base_url = base_url
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
-        # the summarizer's own window: its input must fit 80 % of it (README "Budget"); None until known
+        # the summarizer's own window: its input must fit 80 % of it (docs/concepts/calibration.md#budget);
+        # None until known
         self.context_window: int | None = int(context_window) if context_window else None
         self.window_source: str | None = window_source if context_window else None
         self.instructions = instructions

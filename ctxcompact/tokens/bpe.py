@@ -1,4 +1,5 @@
-"""Exact token counts of small inputs without building a tiktoken ``Encoding`` (README "Performance").
+"""Exact token counts of small inputs without building a tiktoken ``Encoding``
+(docs/measurements/performance.md#a-hooks-call).
 
 Building ``tiktoken.Encoding`` costs most of a small run: parsing the ~200k ranks (0.12 s) and the Rust
 encoder's own set-up (0.15-0.27 s), for a 30 KB log that takes a few milliseconds to encode. This module

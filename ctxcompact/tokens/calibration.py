@@ -1,5 +1,5 @@
-"""Calibration: turn a local estimate into the provider's token space, never undercounting (README "Token
-estimation and calibration").
+"""Calibration: turn a local estimate into the provider's token space, never undercounting
+(docs/concepts/calibration.md#calibration).
 
 Every billed request is ``real ≈ hidden + slope × visible``: ``visible`` is what we count of the prefix that
 request saw, ``hidden`` what it carried that the log does not hold (an agent's system prompt and tool
@@ -19,7 +19,7 @@ compaction) from shrinking the estimate below what we count ourselves.
 
 Without calibration data the factor is a default that depends on the counter:
 
-- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (README "Token estimation and calibration").
+- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (docs/concepts/calibration.md#calibration).
 Against what providers bill, chars/4
   was observed to undercount structured content (JSON, code, tool schemas) 2-3x; the design this follows
   first used 1.5 and moved to 2.0, and its stress runs document that a real ratio above the default cannot
@@ -156,8 +156,8 @@ def calibrate(
     default_factor: float,
     source: str,
 ) -> Calibrated:
-    """Calibrate ``current`` (an estimate with the same counter as ``last_estimate``) per README "Token
-    estimation and calibration".
+    """Calibrate ``current`` (an estimate with the same counter as ``last_estimate``) per
+    docs/concepts/calibration.md#calibration.
 
     With ``real`` and a positive ``last_estimate``: factor = clamp(real / last_estimate, 1.0, 5.0). Otherwise
     the factor is ``default_factor``. calibrated = ceil(current × factor). ``tokens`` = max(real, calibrated)
@@ -271,8 +271,8 @@ def calibrate_request(
     default: float,
     default_source: str,
 ) -> Calibrated:
-    """Calibrate a context counted ``base`` (tokens per record) from what was measured (README "Token
-    estimation and calibration").
+    """Calibrate a context counted ``base`` (tokens per record) from what was measured
+    (docs/concepts/calibration.md#calibration).
 
     Measured requests ``(visible, real)``: those the state kept (same estimator), every usage the transcript
     records (``usage``, each against the prefix that request saw), and ``--real-tokens`` (against what we
