@@ -7,8 +7,9 @@ Findings and answers, Open todos, Errors, Files and commands, Identifiers, Subag
 assistant action, Latest request.
 
 What a continuing agent needs most goes last when the budget is short: the parts are dropped in a fixed
-order (:data:`DROP_ORDER`, oldest first within each): the timeline, commands, subagents, identifiers,
-resolved errors, older findings (first shortened, then dropped), older errors, the last action, older goals,
+order (:data:`DROP_ORDER`, oldest first within each): the timeline, commands, subagents, identifiers, the
+instructions in force beyond half of the budget (their head is kept), resolved errors, older findings (first
+shortened, then dropped), older errors, the last action, older goals,
 least recent files, todos, the newest finding, the newest error, the first goal, the instructions in force,
 and last the earlier summary, cut from its middle (it stands for everything before it).
 The rules and the latest request are never dropped; a hard cut (``truncated``) is the last resort.
@@ -45,7 +46,8 @@ MAX_SUBAGENT_PATHS = 6
 LONG_LATEST_CHARS = 2000
 # An earlier summary stands for all that came before it: it goes last, cut from its middle
 # (docs/concepts/handoff.md).
-DROP_ORDER = ("timeline", "commands", "subagents", "identifiers", "resolved errors",
+DROP_ORDER = ("timeline", "commands", "subagents", "identifiers",
+              "instructions in force beyond half the budget", "resolved errors",
               "older findings", "older errors", "last action", "newest finding beyond 1,200 characters",
               "older goals", "first goal beyond 240 characters", "files", "todos",
               "newest finding", "newest error", "first goal", "instructions in force",
@@ -360,6 +362,7 @@ class _Shrink:
             lambda: self.drop_front(lambda: d.commands, set_("commands")),
             lambda: self.drop_front(lambda: d.subagents, set_("subagents")),
             lambda: self.drop_front(lambda: d.identifiers, set_("identifiers")),
+            self.cap_instructions,
             self.drop_resolved,
             shorten_older_findings,
             lambda: self.drop_front(lambda: d.findings[:-1], put_older_findings),
@@ -380,6 +383,30 @@ class _Shrink:
             if self.fits():
                 return
             step()
+
+    def budget_chars(self) -> int:
+        """The longest text that fits (``fits`` depends on a text's length only): found by halving."""
+        lo, hi = 0, 1 << 24
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._fits("x" * mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def cap_instructions(self) -> None:
+        """A skill's text can be longer than the whole budget: the instructions in force keep their head, at
+        most half of the budget together, so the rest of the summary is not dropped to make room for them
+        (and they are not dropped whole at the end)."""
+        d = self.doc
+        if not d.instructions:
+            return
+        half = self.budget_chars() // 2
+        share = half // len(d.instructions)
+        if sum(len(i) for i in d.instructions) <= half or share < 200:
+            return
+        d.instructions = [_cap(i, share) for i in d.instructions]
 
     def cut_middle(self) -> None:
         """Shorten the earlier summary from its middle until the doc fits: its head (the task, the user's
