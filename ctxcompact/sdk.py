@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from .secrets import scrub
@@ -102,15 +103,49 @@ def error_reason(err: BaseException, provider: str, *, timeout: float, max_retri
     return f"unexpected error ({type(err).__name__})"
 
 
+class DeadlinePassed(Exception):
+    """:func:`with_deadline`'s call had no result within its wall-clock limit."""
+
+
+def with_deadline(fn: Callable[[], T], seconds: float) -> T:
+    """``fn()``, or :class:`DeadlinePassed` once ``seconds`` of wall-clock time have passed
+    (docs/reference/safety.md): an SDK's timeout is per read, so a server that drips a byte at a time never
+    trips it, and its retries add up. The call runs in a daemon thread; one that is still waiting is abandoned
+    (it ends with the process) and the caller goes on as documented."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller's thread as it is
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, daemon=True, name="ctxcompact-provider-call").start()
+    if not done.wait(seconds):
+        raise DeadlinePassed(f"no complete reply within {seconds:g} s (--timeout covers the whole call, "
+                             "retries included)")
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
 def call(provider: str, send: Callable[[], T], *, key: str, prefix: str, error: Callable[[str], Exception],
          timeout: float, max_retries: int, base_url: str | None,
-         special: Callable[[BaseException], Exception | None] | None = None) -> T:
+         special: Callable[[BaseException], Exception | None] | None = None,
+         deadline: float | None = None) -> T:
     """``send()``, or ``error("<prefix>: <reason>")`` with the reason mapped, scrubbed of ``key`` and raised
     with no SDK exception attached. ``special`` may turn an SDK error into another exception to raise instead
-    (the summarizers' context-length error, which is retried with a smaller request)."""
+    (the summarizers' context-length error, which is retried with a smaller request). ``deadline``: a
+    wall-clock limit on the whole call, retries included (:func:`with_deadline`)."""
     failure: Exception | None = None
     try:
-        return send()
+        return send() if deadline is None else with_deadline(send, deadline)
+    except DeadlinePassed as passed:
+        failure = error(f"{prefix}: request timed out: {passed}")
     except Exception as err:  # any SDK or transport failure
         failure = special(err) if special is not None else None
         if failure is None:

@@ -3,6 +3,7 @@ without bound (issue 26; docs/reference/safety.md). Each test is the repro of a 
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import stat
@@ -23,8 +24,9 @@ TIMEOUT = 60  # every subprocess here would hang without the fix: the timeout tu
 
 
 def ctxcompact(*args: str, cwd: Path | None = None, pass_fds: tuple[int, ...] = (),
-               stdin: object = None) -> subprocess.CompletedProcess[bytes]:
+               stdin: object = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "ctxcompact", *args], capture_output=stdin is None,
+                          env={**os.environ, **env} if env else None,
                           stdout=subprocess.PIPE if stdin is not None else None,
                           stderr=subprocess.PIPE if stdin is not None else None, stdin=stdin,  # type: ignore[arg-type]
                           cwd=cwd, timeout=TIMEOUT, pass_fds=pass_fds)
@@ -529,6 +531,29 @@ def test_call_with_deadline_passes_results_and_errors_through() -> None:
         call_with_deadline(lambda: {}["missing"], 5, "x")
     with pytest.raises(SummarizerError, match=r"within 0\.2 s"):
         call_with_deadline(lambda: threading.Event().wait(30), 0.2, "x")
+
+
+def test_exact_anthropic_count_against_a_dripping_server_ends_within_the_timeout() -> None:
+    """The token count of ``--exact anthropic`` is a provider call too: the same wall-clock deadline
+    (sdk.call's), a clear error naming the timeout instead of a hang."""
+    import time
+
+    from ctxcompact.formats import read_transcript
+    from ctxcompact.tokens.provider import count_transcript_tokens
+
+    transcript = read_transcript(io.BytesIO(b'{"role": "user", "content": "hi"}\n'), "openai").transcript
+    drip = _Drip()
+    try:
+        started = time.monotonic()
+        with pytest.raises(Exception, match=r"within 1 s") as raised:
+            count_transcript_tokens(transcript, "anthropic", "claude-x", api_key="sk-ant-test-key",
+                                    base_url=drip.url.removesuffix("/v1"), timeout=1.0, max_retries=3)
+        took = time.monotonic() - started
+    finally:
+        drip.close()
+    assert "sk-ant-test-key" not in str(raised.value)
+    assert took < 1 + 5
+    assert drip.requests >= 1
 
 
 # --- 22: numbers that are not sane ----------------------------------------------------------------------

@@ -8,12 +8,12 @@ import dataclasses
 import importlib
 import os
 import re
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from .. import sdk
 from ..errors import SummarizerError
 from ..options import MAX_RETRIES, MAX_TOKENS
 from ..secrets import redact, scrub  # re-exported: the one scrubber lives in the low layer
@@ -103,28 +103,13 @@ T = TypeVar("T")
 
 
 def call_with_deadline(fn: Callable[[], T], seconds: float, what: str) -> T:
-    """``fn()``, or a SummarizerError once ``seconds`` of wall-clock time have passed (docs/reference/
-    safety.md): an SDK's timeout is per read, so a server that drips a byte at a time never trips it, and its
-    retries add up. The call runs in a daemon thread; one that is still waiting is abandoned (it ends with
-    the process) and the caller falls back as documented."""
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # handed to the caller's thread as it is
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=target, daemon=True, name="ctxcompact-provider-call").start()
-    if not done.wait(seconds):
-        raise SummarizerError(f"{what}: request timed out: no complete reply within {seconds:g} s "
-                              "(--timeout covers the whole call, retries included)")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    """``fn()``, or a SummarizerError once ``seconds`` of wall-clock time have passed
+    (:func:`sdk.with_deadline`, the one deadline every provider call runs under); the caller falls back as
+    documented."""
+    try:
+        return sdk.with_deadline(fn, seconds)
+    except sdk.DeadlinePassed as passed:
+        raise SummarizerError(f"{what}: request timed out: {passed}") from None
 
 
 def sane_tokens(value: Any) -> int | None:

@@ -184,7 +184,8 @@ def anthropic_count_tokens(
         return getattr(client.messages.count_tokens(**kwargs), "input_tokens", None)
 
     tokens = sdk.call("anthropic", send, key=key, prefix="--exact anthropic: token count failed",
-                      error=ProviderCountError, timeout=timeout, max_retries=max_retries, base_url=base_url)
+                      error=ProviderCountError, timeout=timeout, max_retries=max_retries, base_url=base_url,
+                      deadline=timeout)
     if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
         raise ProviderCountError("--exact anthropic: token count failed: the reply has no input_tokens")
     return tokens
