@@ -32,6 +32,7 @@ from .evaluate.render import table as eval_table
 from .evaluate.replay import replay
 from .formats import read_transcript
 from .formats.convert import lines_in
+from .messages import CompactResult, Session, acompact, compact
 from .model import Transcript
 from .options import Options
 from .paths import check_paths
@@ -112,6 +113,7 @@ def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
 
 __all__ = [
     "CleanFileResult",
+    "CompactResult",
     "EstimateReport",
     "ExitCode",
     "InputError",
@@ -120,16 +122,19 @@ __all__ = [
     "Problem",
     "Row",
     "RunResult",
+    "Session",
     "State",
     "StateError",
     "SummarizerError",
     "Totals",
     "Transcript",
     "UsageError",
+    "acompact",
     "calibrate",
     "check_paths",
     "clean",
     "clean_file",
+    "compact",
     "estimate",
     "estimate_many",
     "eval_chart",

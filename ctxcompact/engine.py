@@ -9,6 +9,7 @@ lives in the module it names.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import sys
@@ -216,9 +217,13 @@ def fast_path_allowed(source: Source, opts: Options, state: State | None) -> boo
     ``--exact none`` or ``tiktoken``, a strategy whose estimate needs only counts, a format with a fast
     reader (or auto), and no state beyond a calibration (a covered prefix, masking or events need the
     state's layers)."""
+    return is_file(source) and _fast_allowed(opts, state)
+
+
+def _fast_allowed(opts: Options, state: State | None) -> bool:
     from .tokens.fast import has_fast_reader
 
-    if not is_file(source) or opts.exact not in ("none", "tiktoken"):
+    if opts.exact not in ("none", "tiktoken"):
         return False
     if get_strategy(opts.strategy).estimate_needs_context(opts) or not has_fast_reader(opts.format):
         return False
@@ -350,9 +355,23 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
         return _run_locked(inp, opts, budget, state_path, output, dry_run, warn)
 
 
+def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | None = None,
+             warn: Warn = stderr_warn) -> RunResult:
+    """``run`` on a transcript in memory with a state the caller holds (the message-list API,
+    :mod:`ctxcompact.messages`): the same pipeline, fast path included; nothing is written. ``result.state``
+    is the state to keep; the one given is not changed, so a failure leaves the caller's state as it was.
+    ``path`` names where the transcript is kept, if anywhere (the state's ``input.path``)."""
+    check_exact(opts)
+    get_strategy(opts.strategy)
+    held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
+    return _run_locked(InputData(data, path), opts, _budget(opts), None, None, False, warn, held=held,
+                       fast_bytes=True)
+
+
 def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
-                output: Path | BinaryIO | None, dry_run: bool, warn: Warn) -> RunResult:
-    state: State | None = None
+                output: Path | BinaryIO | None, dry_run: bool, warn: Warn, *, held: State | None = None,
+                fast_bytes: bool = False) -> RunResult:
+    state: State | None = held
     if state_path is not None and not opts.reset_state:
         state = load_state(state_path)
     if opts.summarizer != "extractive" and not dry_run:
@@ -361,7 +380,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         except SummarizerError as exc:
             raise UsageError(str(exc)) from None
     if not dry_run:
-        fast = _fast_run(inp, opts, budget, state, state_path, output)
+        fast = _fast_run(inp, opts, budget, state, state_path, output, fast_bytes)
         if fast is not None:
             return fast
     with progress("validating, cleaning and counting"):
@@ -471,7 +490,7 @@ class _LazyTranscript(Transcript):
 
 
 def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
-              output: Path | BinaryIO | None) -> RunResult | None:
+              output: Path | BinaryIO | None, fast_bytes: bool = False) -> RunResult | None:
     """The usual hook call, without building the model (README "Performance"): a transcript the streaming
     walk reads as it is (nothing to repair, every line conforming, no blank line, no CR, no BOM), below the
     threshold, with no summary or masking in the state, written out unchanged. The walk's snapshot is kept
@@ -482,9 +501,9 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
     from .tokens.fast import NotFast, walk_bytes
 
     data = inp.data
-    if (inp.path is None or opts.strategy != "threshold" or opts.prune or opts.to not in (None, opts.format)
-            or not fast_path_allowed(inp.path, opts, state) or not data.endswith(b"\n")
-            or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
+    if ((inp.path is None and not fast_bytes) or opts.strategy != "threshold" or opts.prune
+            or opts.to not in (None, opts.format) or not _fast_allowed(opts, state)
+            or not data.endswith(b"\n") or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
         return None
     encoding = encoding_name(opts) if opts.exact == "tiktoken" else None
     key = (opts.format, encoding)
@@ -506,7 +525,8 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
     if report.over_threshold or report.would_compact or report.calibrated.tokens > budget.window:
         return None
     state = state or new_state(fc.format)
-    state.input = InputInfo(path=str(inp.path), format=fc.format)
+    if inp.path is not None:
+        state.input = InputInfo(path=str(inp.path), format=fc.format)
     remember_measured(state, report.calibrated.measured, counts.estimator)
     record_estimate(state, sum(counts.base), counts.estimator)
 
@@ -514,7 +534,7 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
         # the state has nothing that changes the context here (fast_path_allowed): without it, the same
         return build_context(inp, opts, None, schema=True, reapply=reapply_all).transcript.records
 
-    transcript = _LazyTranscript(fc.format, str(inp.path), parse)
+    transcript = _LazyTranscript(fc.format, str(inp.path or "-"), parse)
     result = RunResult(transcript=transcript, output_format=fc.format, compacted=False,
                        tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,
                        estimate=report, repairs=[], problems=[], state=state, state_path=state_path,
