@@ -40,6 +40,8 @@ from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, load_state, save_state, state_lock
 from .state import reset_state as _reset_state
+from .tokens.usage import PromptUsage
+from .tokens.usage import prompt_tokens as usage_prompt_tokens
 from .validate import ValidationReport
 from .validate import validate as _validate
 
@@ -120,6 +122,7 @@ __all__ = [
     "Options",
     "Probe",
     "Problem",
+    "PromptUsage",
     "Row",
     "RunResult",
     "Session",
@@ -149,6 +152,7 @@ __all__ = [
     "reset_state",
     "run",
     "save_state",
+    "usage_prompt_tokens",
     "validate",
     "write_output",
 ]

@@ -346,3 +346,29 @@ def test_tool_calls_keep_their_results_after_compaction() -> None:
     results = {m["tool_call_id"] for m in r.messages if isinstance(m, dict) and m.get("role") == "tool"}
     assert calls == results  # no call without its result, no result without its call
     assert "2 failed: test_a, test_b" in _text(r.messages)  # the result just asked for is visible
+
+
+def test_cli_calibrate_usage_json(tmp_path: Any) -> None:
+    from helpers import ctxcompact as cli
+    from helpers import jsonl
+
+    log, state_file = tmp_path / "log.jsonl", tmp_path / "s.json"
+    log.write_bytes(jsonl([sys_msg("sys"), user("hello " * 50)]))
+    assert cli("run", str(log), "--window", "100000", "--state", str(state_file), "-o",
+               str(tmp_path / "o.jsonl")).returncode == 0
+    usage = {"input_tokens": 7, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 24000}
+    proc = cli("calibrate", "--state", str(state_file), "--usage-json", orjson.dumps(usage).decode())
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(state_file.read_bytes())["calibration"]["real"] == 25_007
+    (tmp_path / "resp.json").write_bytes(orjson.dumps({"usageMetadata": {"promptTokenCount": 31337}}))
+    at_file = f"@{tmp_path / 'resp.json'}"
+    assert cli("calibrate", "--state", str(state_file), "--usage-json", at_file).returncode == 0
+    assert orjson.loads(state_file.read_bytes())["calibration"]["real"] == 31_337
+    piped = cli("calibrate", "--state", str(state_file), "--usage-json", "-",
+                input=b'{"prompt_tokens": 4000}')
+    assert piped.returncode == 0 and orjson.loads(state_file.read_bytes())["calibration"]["real"] == 4_000
+    for args, why in ((["--usage-json", "{nope"], b"not JSON"), (["--usage-json", '{"output_tokens": 1}'],
+                      b"no prompt token count"), ([], b"one of them"),
+                      (["--usage-json", "@" + str(tmp_path / "missing.json")], b"cannot read")):
+        bad = cli("calibrate", "--state", str(state_file), *args)
+        assert bad.returncode == 2 and why in bad.stderr and b"Traceback" not in bad.stderr, bad.stderr

@@ -7,6 +7,7 @@ them, so ``ctxcompact --help`` starts fast."""
 from __future__ import annotations
 
 import errno
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -455,19 +456,33 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
 @opt(
     "--prompt-tokens",
     type=click.IntRange(min=0),
-    required=True,
+    default=None,
     help="Prompt tokens the provider reported for the last request.",
 )
-def calibrate(state_path: str, prompt_tokens: int) -> None:
+@opt(
+    "--usage-json",
+    metavar="JSON|@FILE|-",
+    default=None,
+    help="The usage object (or whole response) the provider returned, as JSON text, @file or - for stdin: "
+    "Anthropic (input + cache creation + cache read), OpenAI chat and Responses, Gemini usageMetadata, "
+    "LangChain usage_metadata.",
+)
+def calibrate(state_path: str, prompt_tokens: int | None, usage_json: str | None) -> None:
     """Record the prompt tokens the provider reported for the last request (what an after-model hook sees),
-    so the next `run` corrects its estimate.
+    so the next `run` corrects its estimate. Give --prompt-tokens or --usage-json.
 
     \b
     Example:
       ctxcompact calibrate --state session.jsonl.ctxstate.json --prompt-tokens 48213
+      ctxcompact calibrate --state s.json --usage-json '{"input_tokens": 9, "cache_read_input_tokens": 2500}'
     """
     from .. import api
 
+    if (prompt_tokens is None) == (usage_json is None):
+        raise UsageError("give --prompt-tokens or --usage-json (one of them)")
+    if usage_json is not None:
+        prompt_tokens = api.usage_prompt_tokens(_read_usage_json(usage_json)).tokens
+    assert prompt_tokens is not None
     state = api.calibrate(Path(state_path), prompt_tokens)
     cal = state.calibration
     if cal.last_estimate:
@@ -475,6 +490,25 @@ def calibrate(state_path: str, prompt_tokens: int) -> None:
             f"calibrated: real {prompt_tokens:,} / estimate {cal.last_estimate:,} "
             f"→ factor {cal.factor or 0:.3f}"
         )
+
+
+def _read_usage_json(value: str) -> object:
+    import orjson
+
+    if value == "-":
+        text = sys.stdin.buffer.read(1 << 20)
+    elif value.startswith("@"):
+        try:
+            with open(value[1:], "rb") as f:
+                text = f.read(1 << 20)  # a usage object is small: never an unbounded read
+        except OSError as exc:
+            raise UsageError(f"--usage-json: cannot read {value[1:]}: {exc.strerror or exc}") from None
+    else:
+        text = value.encode()
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"--usage-json: not JSON ({exc})") from None
 
 
 @cli.group(epilog=EXIT_CODES)
