@@ -45,6 +45,7 @@ from .state import (
     state_lock,
 )
 from .state import record_real_tokens as record_in_state
+from .state.cache import HeldCounts
 from .strategies import get_strategy, reapply_all
 from .strategies.base import Outcome, StrategyInput, Written
 from .strategies.mask import maskable
@@ -356,21 +357,22 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
 
 
 def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | None = None,
-             warn: Warn = stderr_warn) -> RunResult:
+             counts: HeldCounts | Path | None = None, warn: Warn = stderr_warn) -> RunResult:
     """``run`` on a transcript in memory with a state the caller holds (the message-list API,
-    :mod:`ctxcompact.messages`): the same pipeline, fast path included; nothing is written. ``result.state``
-    is the state to keep; the one given is not changed, so a failure leaves the caller's state as it was.
-    ``path`` names where the transcript is kept, if anywhere (the state's ``input.path``)."""
+    :mod:`ctxcompact.messages`): the same pipeline, fast path included; nothing is written but the count
+    cache. ``result.state`` is the state to keep; the one given is not changed, so a failure leaves the
+    caller's state as it was. ``path`` names where the transcript is kept, if anywhere (the state's
+    ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock)."""
     check_exact(opts)
     get_strategy(opts.strategy)
     held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
     return _run_locked(InputData(data, path), opts, _budget(opts), None, None, False, warn, held=held,
-                       fast_bytes=True)
+                       counts=counts if counts is not None else HeldCounts())
 
 
 def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
                 output: Path | BinaryIO | None, dry_run: bool, warn: Warn, *, held: State | None = None,
-                fast_bytes: bool = False) -> RunResult:
+                counts: HeldCounts | Path | None = None) -> RunResult:
     state: State | None = held
     if state_path is not None and not opts.reset_state:
         state = load_state(state_path)
@@ -380,7 +382,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         except SummarizerError as exc:
             raise UsageError(str(exc)) from None
     if not dry_run:
-        fast = _fast_run(inp, opts, budget, state, state_path, output, fast_bytes)
+        fast = _fast_run(inp, opts, budget, state, state_path, output, counts)
         if fast is not None:
             return fast
     with progress("validating, cleaning and counting"):
@@ -490,7 +492,7 @@ class _LazyTranscript(Transcript):
 
 
 def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
-              output: Path | BinaryIO | None, fast_bytes: bool = False) -> RunResult | None:
+              output: Path | BinaryIO | None, held: HeldCounts | Path | None = None) -> RunResult | None:
     """The usual hook call, without building the model (README "Performance"): a transcript the streaming
     walk reads as it is (nothing to repair, every line conforming, no blank line, no CR, no BOM), below the
     threshold, with no summary or masking in the state, written out unchanged. The walk's snapshot is kept
@@ -501,14 +503,18 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
     from .tokens.fast import NotFast, walk_bytes
 
     data = inp.data
-    if ((inp.path is None and not fast_bytes) or opts.strategy != "threshold" or opts.prune
+    if ((inp.path is None and held is None) or opts.strategy != "threshold" or opts.prune
             or opts.to not in (None, opts.format) or not _fast_allowed(opts, state)
             or not data.endswith(b"\n") or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
         return None
     encoding = encoding_name(opts) if opts.exact == "tiktoken" else None
     key = (opts.format, encoding)
-    cache = cache_path(state_path) if state_path is not None else None
+    in_memory = held if isinstance(held, HeldCounts) else None
+    at = state_path if state_path is not None else held if isinstance(held, Path) else None
+    cache = cache_path(at) if at is not None else None
     snap, hasher = load_counts(cache, data, key) if cache is not None else (None, None)
+    if in_memory is not None:
+        snap = in_memory.load(data, key)
     try:
         fc, new_snap = walk_bytes(data, opts.format, encoding, lambda f, obj: conforms(load(f), obj), snap)
     except NotFast:
@@ -540,9 +546,10 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
                        estimate=report, repairs=[], problems=[], state=state, state_path=state_path,
                        context=transcript, passthrough=data)
     _write_both(result, output, state_path)  # the same write order as the full path
-    if state_path is not None:
-        assert cache is not None
+    if cache is not None:
         save_counts(cache, data, key, new_snap, hasher, snap["bytes"] if snap is not None else 0)
+    elif in_memory is not None:
+        in_memory.save(data, key, new_snap)
     return result
 
 

@@ -24,7 +24,7 @@ import dataclasses
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from .errors import ExitCode, InputError, StateError, UsageError
 from .options import Options
 from .report import EstimateReport
 from .state import State, load_state, new_state, record_real_tokens, reset_calibration, save_state, state_lock
+from .state.cache import HeldCounts
 from .tokens.usage import PromptUsage, as_plain, prompt_tokens
 
 #: the names ``compact(format=…)`` takes → the engine's format
@@ -74,76 +75,84 @@ class CompactResult:
         return self.estimate.budget.window
 
 
-def _digest(plain: Any) -> str:
-    return hashlib.sha256(orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+def _default(obj: Any) -> Any:
+    # orjson's hook for what it cannot write itself: the SDKs' objects (pydantic models), at any depth
+    plain = as_plain(obj)
+    if plain is obj:
+        raise TypeError(f"{type(obj).__name__} is not JSON data")
+    return plain
 
 
-def _plain(obj: Any) -> Any:
-    obj = as_plain(obj)
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
+def _digest(obj: Any) -> str:
+    """The message's identity: its JSON with sorted keys (the caller's object and our output line agree)."""
+    return hashlib.sha256(orjson.dumps(obj, default=_default, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
 @dataclass(slots=True)
 class _Encoded:
     data: bytes
-    digests: list[str]
-    originals: dict[str, Any]
+    objects: list[Any]  # what each line was made from (the system prompt's line: a dict around it)
     system: Any
     has_system: bool
+    _digests: list[str] | None = None
+
+    @property
+    def digests(self) -> list[str]:
+        if self._digests is None:  # only when the output is not the input (a compaction, a repair)
+            self._digests = [_digest(o) for o in self.objects]
+        return self._digests
+
+    def originals(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for i, (key, obj) in enumerate(zip(self.digests, self.objects, strict=True)):
+            out.setdefault(key, self.system if self.has_system and i == 0 else obj)
+        return out
 
 
 def _encode(messages: Sequence[Any], system: Any, fmt: str) -> _Encoded:
     if isinstance(messages, (str, bytes, os.PathLike)) or not isinstance(messages, Sequence):
         raise UsageError(f"compact takes a list of messages, got {type(messages).__name__} "
                          "(for a transcript file or bytes use run or estimate)")
-    items: list[tuple[str, Any]] = []
+    objects: list[Any] = list(messages)
     if system is not None:
         if fmt != "anthropic":
             raise UsageError("system= is for Anthropic messages (format='anthropic'); in the other formats "
                              "the system prompt is a message of the list")
-        items.append(("system", {"role": "system", "content": system}))
-    items.extend((f"messages[{i}]", m) for i, m in enumerate(messages))
+        objects.insert(0, {"role": "system", "content": system})
     lines: list[bytes] = []
-    digests: list[str] = []
-    originals: dict[str, Any] = {}
-    for where, obj in items:
-        plain = _plain(obj)
-        if not isinstance(plain, dict):
-            raise UsageError(f"{where}: expected a message (a dict or an SDK message object), "
-                             f"got {type(obj).__name__}")
+    shift = 1 if system is not None else 0
+    for i, obj in enumerate(objects):
+        where = "system" if i < shift else f"messages[{i - shift}]"
         try:
-            line = orjson.dumps(plain)
+            line = orjson.dumps(obj, default=_default)
         except TypeError as exc:
             raise UsageError(f"{where}: not JSON data ({exc})") from None
-        key = _digest(plain)
+        if not line.startswith(b"{"):
+            raise UsageError(f"{where}: expected a message (a dict or an SDK message object), "
+                             f"got {type(obj).__name__}")
         lines.append(line + b"\n")
-        digests.append(key)
-        originals.setdefault(key, system if where == "system" else obj)
-    return _Encoded(b"".join(lines), digests, originals, system, system is not None)
+    return _Encoded(b"".join(lines), objects, system, system is not None)
 
 
-def _decode(result: RunResult, enc: _Encoded) -> tuple[list[Any], Any, list[str], int]:
+def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any]) -> tuple[list[Any], Any, int]:
+    if result.passthrough is not None and result.passthrough == enc.data:
+        return list(messages), enc.system, len(messages)  # the fast path: the list as it was given
+    originals = enc.originals()
     out: list[Any] = []
-    digests: list[str] = []
     kept = 0
     system = enc.system
     for i, line in enumerate(result.lines()):
         obj = orjson.loads(line)
         key = _digest(obj)
-        digests.append(key)
         if enc.has_system and i == 0 and isinstance(obj, dict) and obj.get("role") == "system":
-            system = enc.system if key in enc.originals else obj.get("content")
+            system = enc.system if key in originals else obj.get("content")
             continue
-        if key in enc.originals:
-            out.append(enc.originals[key])
+        if key in originals:
+            out.append(originals[key])
             kept += 1
         else:
             out.append(obj)
-    return out, system, digests, kept
+    return out, system, kept
 
 
 def _options(options: Options | None, fmt: str, **given: Any) -> Options:
@@ -173,6 +182,7 @@ class Session:
         self._mutex = threading.RLock()
         self._state: State | None = None
         self._history = b""
+        self._counts = HeldCounts()  # what the last call counted, so the next one counts only what is new
 
     @property
     def history_path(self) -> Path | None:
@@ -268,11 +278,14 @@ class Session:
                 fresh.calibration = reset_calibration(old)
                 state = fresh
         try:
-            result = run_held(full, opts, state, path=self.history_path, warn=warn)
+            counts = self._counts if self.path is None else self.path
+            result = run_held(full, opts, state, path=self.history_path, counts=counts, warn=warn)
         except InputError as exc:
             raise _where_error(exc, enc.has_system) from None
         assert result.state is not None
-        out_digests = [_digest(orjson.loads(line)) for line in result.lines()]
+        # what to recognise next time: the output, when it is not the conversation itself
+        out_digests = [] if result.passthrough is not None else [_digest(orjson.loads(line))
+                                                                   for line in result.lines()]
         result.state.extra[_KEY] = {"bytes": len(full), "output": out_digests}
         commit(result.state, full, history)
         return result, full
@@ -323,7 +336,7 @@ def compact(messages: Sequence[Any], *, window: int | None = None, session: Sess
             raise _where_error(exc, enc.has_system) from None
     else:
         result, _ = session._run(enc, opts, collect)
-    out, out_system, _, kept = _decode(result, enc)
+    out, out_system, kept = _decode(result, enc, messages)
     warnings.extend(w for w in result.warnings if w not in warnings)
     return CompactResult(
         messages=out, system=out_system, compacted=result.compacted, tokens_before=result.tokens_before,

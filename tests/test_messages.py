@@ -372,3 +372,16 @@ def test_cli_calibrate_usage_json(tmp_path: Any) -> None:
                       (["--usage-json", "@" + str(tmp_path / "missing.json")], b"cannot read")):
         bad = cli("calibrate", "--state", str(state_file), *args)
         assert bad.returncode == 2 and why in bad.stderr and b"Traceback" not in bad.stderr, bad.stderr
+
+
+def test_a_session_counts_only_what_is_new_and_agrees_with_a_cold_call() -> None:
+    s = ctxcompact.Session()
+    msgs: list[Any] = [sys_msg("agent")]
+    for t in range(12):
+        msgs = [*msgs, *coding_session(1, start=t)]
+        warm = ctxcompact.compact(msgs, window=1_000_000, session=s)
+        cold = ctxcompact.compact(msgs, window=1_000_000)
+        assert warm.run is not None and warm.run.passthrough is not None  # the fast path
+        assert (warm.tokens_before, warm.estimate.exact, warm.estimate.heuristic) == \
+            (cold.tokens_before, cold.estimate.exact, cold.estimate.heuristic)
+        assert warm.messages == msgs and warm.messages[-1] is msgs[-1]
