@@ -1,5 +1,5 @@
-"""The hook's cost per call in process (issue 27): ``ctxcompact.compact(messages, session=s)`` on a coding-agent
-history of about 250 KB that is below the threshold, the call a framework's before-model hook makes on
+"""The hook's cost per call in process (issue 27): ``ctxcompact.compact(messages, session=s)`` on a
+coding-agent history of about 250 KB that is below the threshold, the call a framework's before-model hook makes on
 every model call. Prints the median and the 90th percentile of 50 calls (target: median under 20 ms).
 
     python bench/inprocess.py                 # 250 KB, 50 calls, tiktoken counts (the default)
@@ -20,8 +20,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import ctxcompact  # noqa: E402
-from ctxcompact.options import Options  # noqa: E402
+import ctxcompact
+from ctxcompact.options import Options
 
 
 def history(kb: int) -> list[dict[str, Any]]:
@@ -39,7 +39,8 @@ def history(kb: int) -> list[dict[str, Any]]:
     return out
 
 
-def timed(calls: int, msgs: list[dict[str, Any]], opts: Options, session: ctxcompact.Session | None) -> list[float]:
+def timed(calls: int, msgs: list[dict[str, Any]], opts: Options,
+          session: ctxcompact.Session | None) -> list[float]:
     times = []
     for k in range(calls):
         cur = [*msgs, {"role": "user", "content": f"next step {k}"}, {"role": "assistant", "content": "ok"}]
