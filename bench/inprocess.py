@@ -1,6 +1,6 @@
 """The hook's cost per call in process (issue 27): ``ctxcompact.compact(messages, session=s)`` on a
-coding-agent history of about 250 KB that is below the threshold, the call a framework's before-model hook makes on
-every model call. Prints the median and the 90th percentile of 50 calls (target: median under 20 ms).
+coding-agent history of about 250 KB that is below the threshold, the call a framework's before-model hook
+makes on every model call. Prints the median and the 90th percentile of 50 calls (target: median under 20 ms).
 
     python bench/inprocess.py                 # 250 KB, 50 calls, tiktoken counts (the default)
     python bench/inprocess.py --kb 1000 --exact none
