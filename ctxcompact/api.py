@@ -36,6 +36,7 @@ from .messages import CompactResult, Session, acompact, compact
 from .model import Transcript
 from .options import Options
 from .paths import check_paths
+from .recall import Hit, Recall, recall
 from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, load_state, save_state, state_lock
@@ -118,11 +119,13 @@ __all__ = [
     "CompactResult",
     "EstimateReport",
     "ExitCode",
+    "Hit",
     "InputError",
     "Options",
     "Probe",
     "Problem",
     "PromptUsage",
+    "Recall",
     "Row",
     "RunResult",
     "Session",
@@ -148,6 +151,7 @@ __all__ = [
     "load_probes",
     "load_state",
     "load_transcript",
+    "recall",
     "replay",
     "reset_state",
     "run",

@@ -279,6 +279,8 @@ class Session:
                 state = fresh
         try:
             counts = self._counts if self.path is None else self.path
+            if self.path is not None:  # the history file is where the earlier conversation can be read
+                opts = dataclasses.replace(opts, cite_source=True)
             result = run_held(full, opts, state, path=self.history_path, counts=counts, warn=warn)
         except InputError as exc:
             raise _where_error(exc, enc.has_system) from None

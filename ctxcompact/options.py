@@ -44,6 +44,9 @@ class Options:
     instructions: str | None = None
     no_fallback: bool = False
     todos_file: Path | None = None
+    # the continuation names the file and lines the summary replaced, for a reader who can open it (the MCP
+    # server's recall, a file Session): docs/guides/frameworks.md#mcp-server
+    cite_source: bool = False
     # masking (README "Strategies"): --strategy mask, or the first tier of threshold with --prune
     prune: bool = False
     keep_results: int = 3

@@ -176,6 +176,8 @@ def test_a_file_session_survives_a_new_process_object(tmp_path: Any) -> None:
         if results == 3:
             break
     assert results == 3 and "never push to main" in _text(r.messages)
+    history_file = tmp_path / "s.ctxstate.json.history.jsonl"
+    assert f"{history_file}, lines 1-" in _text(r.messages)  # where the earlier conversation can be read
     state = api.load_state(path)
     assert state is not None and len(state.compactions) == 3
     history = ctxcompact.Session(path).history()

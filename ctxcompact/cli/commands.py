@@ -614,3 +614,17 @@ def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool, c
 
 # --------------------------------------------------------------------------------------------------
 # rendering
+
+
+@cli.command(epilog=EXIT_CODES)
+def mcp() -> None:
+    """Serve ctxcompact's tools over MCP on stdin/stdout (needs the mcp extra: pip install 'ctxcompact[mcp]'):
+    estimate_transcript, compact_transcript, and recall (search what a summary replaced, with line numbers).
+
+    \b
+    Example (Claude Code):
+      claude mcp add ctxcompact -- ctxcompact mcp
+    """
+    from ..mcp_server import serve
+
+    serve()

@@ -22,6 +22,7 @@ from ..facts.text import (
     latest_request,
     latest_request_record,
     removed_attachments_note,
+    source_note,
 )
 from ..facts.todos import load_todos_file, open_todos
 from ..formats import get_format
@@ -78,6 +79,8 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         attached, spans = [], []
     else:
         continuation = continuation_text(latest)
+    if opts.cite_source and ctx.transcript.source not in ("", "-"):
+        continuation = f"{continuation}\n\n{source_note(ctx.transcript.source, ctx.input_lines)}"
     out = [*system, *fmt.summary_records(summary.text, continuation, attached)]
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
 
