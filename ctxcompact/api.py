@@ -19,11 +19,20 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .atomic import write_lines
-from .batch import Row, Totals, expand
+from .batch import Row, Totals, error_row, expand
 from .batch import estimate_many as _estimate_many
 from .clean import CleanResult, Repair
 from .clean import clean as _clean
-from .engine import RunResult, Warn, estimate, output_format, record_real_tokens, run, stderr_warn
+from .engine import (
+    RunResult,
+    Warn,
+    estimate,
+    output_format,
+    record_real_tokens,
+    resolve_state_path,
+    run,
+    stderr_warn,
+)
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
 from .evaluate import Probe, evaluate, load_probes
 from .evaluate.html import page as eval_html
@@ -36,12 +45,14 @@ from .messages import CompactResult, Session, acompact, compact
 from .model import Transcript
 from .options import Options
 from .paths import check_paths
+from .progress import bar as progress_bar
+from .progress import set_quiet as quiet_progress
 from .recall import Hit, Recall, recall
 from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, load_state, save_state, state_lock
 from .state import reset_state as _reset_state
-from .tokens.usage import PromptUsage
+from .tokens.usage import PromptUsage, load_usage_json
 from .tokens.usage import prompt_tokens as usage_prompt_tokens
 from .validate import ValidationReport
 from .validate import validate as _validate
@@ -108,6 +119,12 @@ def calibrate(state_path: Path | str, prompt_tokens: int) -> State:
     return record_real_tokens(Path(state_path), prompt_tokens)
 
 
+def state_path(source: Source, opts: Options) -> Path | None:
+    """Where ``run`` keeps the state of ``source`` with these options (``--state``, ``--state-dir`` or beside
+    the input); None with ``use_state=False``. Stdin without ``--state`` is a UsageError."""
+    return resolve_state_path(source, opts, required=True)
+
+
 def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
     """Delete a state file (the next run starts from scratch), under its lock; True when there was one."""
     with state_lock(Path(path), timeout=lock_timeout):
@@ -141,6 +158,7 @@ __all__ = [
     "clean",
     "clean_file",
     "compact",
+    "error_row",
     "estimate",
     "estimate_many",
     "eval_chart",
@@ -151,11 +169,15 @@ __all__ = [
     "load_probes",
     "load_state",
     "load_transcript",
+    "load_usage_json",
+    "progress_bar",
+    "quiet_progress",
     "recall",
     "replay",
     "reset_state",
     "run",
     "save_state",
+    "state_path",
     "usage_prompt_tokens",
     "validate",
     "write_output",

@@ -125,18 +125,25 @@ def expand(args: Sequence[str], recursive: bool = False) -> list[str]:
     return out
 
 
+def error_row(path: str, exc: Exception) -> Row:
+    """The row of a file whose work raised ``exc``: what every multi-file command (``estimate``, ``eval``)
+    reports for it before going on with the other files (docs/reference/exit-codes.md)."""
+    if isinstance(exc, CtxCompactError):
+        return Row(path, None, str(exc), int(exc.exit_code))
+    if isinstance(exc, OSError):
+        return Row(path, None, f"cannot read {path}: {exc.strerror or exc}", 1)
+    # a bug of ours must not stop the other files
+    return Row(path, None, f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
 def estimate_one(path: str, opts: Options) -> Row:
     """Estimate one file; never raises for a problem of that file."""
     from .engine import estimate
 
     try:
         return Row(path, estimate(path, opts).to_json())
-    except CtxCompactError as exc:
-        return Row(path, None, str(exc), int(exc.exit_code))
-    except OSError as exc:
-        return Row(path, None, f"cannot read {path}: {exc.strerror or exc}", 1)
-    except Exception as exc:  # a bug of ours must not stop the other files
-        return Row(path, None, f"internal error: {type(exc).__name__}: {exc}", 1)
+    except Exception as exc:
+        return error_row(path, exc)
 
 
 def _work(args: tuple[str, Options]) -> Row:
@@ -147,7 +154,7 @@ def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) 
     """One row per path, in the order given, computed on ``jobs`` processes (default: all cores)."""
     if opts.state_path is not None and len(paths) > 1:
         raise UsageError("--state names one state file; with several inputs each uses its own "
-                         "(<input>.ctxstate.json), or give --no-state")
+                         "(<input>.ctxstate.json, or one in --state-dir), or give --no-state")
     jobs = min(jobs or cores(), len(paths))
     if jobs <= 1:
         for p in paths:

@@ -27,7 +27,7 @@ from .formats import get_format, is_unchanged
 from .formats.convert import lines_in
 from .model import Origin, Record, Transcript
 from .options import Options
-from .paths import check_paths, check_state_path
+from .paths import check_paths, check_state_path, state_path_in
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
 from .source import InputData, Source, is_file
@@ -69,15 +69,19 @@ def stderr_warn(message: str) -> None:
 
 
 def resolve_state_path(source: Source, opts: Options, *, required: bool) -> Path | None:
-    """Where the state lives: --state, else beside a file input; stdin needs --state or --no-state."""
+    """Where the state lives: --state, else in --state-dir named after a file input, else beside it; stdin
+    needs --state or --no-state."""
     if not opts.use_state:
         return None
     if opts.state_path is not None:
         return Path(opts.state_path)
     if is_file(source):
-        return default_state_path(Path(source))  # type: ignore[arg-type]
+        path = Path(source)  # type: ignore[arg-type]
+        beside = default_state_path(path)
+        return beside if opts.state_dir is None else state_path_in(Path(opts.state_dir), path, beside)
     if required:
-        raise UsageError("reading stdin: give --state PATH to keep the state, or --no-state")
+        named = " (--state-dir names a state after its input file; stdin has no name)" * bool(opts.state_dir)
+        raise UsageError(f"reading stdin: give --state PATH to keep the state, or --no-state{named}")
     return None
 
 
@@ -350,6 +354,9 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
         if state_path is not None:
             check_state_path(state_path)
     inp = InputData.load(source)
+    if inp.document is not None:
+        warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
+             "(line N is its record N), and written as JSONL")
     if state_path is None or dry_run:
         return _run_locked(inp, opts, budget, state_path, output, dry_run, warn)
     with state_lock(state_path, timeout=opts.lock_timeout):

@@ -9,24 +9,26 @@ from dataclasses import dataclass
 
 class ExitCode(enum.IntEnum):
     OK = 0
-    INVALID_INPUT = 1  # the input is invalid (nothing written); also `estimate --check`: run would compact
+    INVALID_INPUT = 1  # the input is invalid (nothing written)
     USAGE = 2  # bad options or arguments
     STATE = 3  # the state file belongs to another transcript, or is locked or corrupt (nothing written)
     SUMMARIZER = 4  # the summarizer failed and --no-fallback was given (nothing written)
     DOES_NOT_FIT = 5  # written, but the result still does not fit the window (a warning says why)
     OUTPUT = 6  # the output or the state could not be written (full disk, read-only folder, closed pipe)
+    WOULD_COMPACT = 10  # `estimate --check`: run would compact (not an error; 7-9 stay free for errors)
 
 
 EXIT_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "success",
-    ExitCode.INVALID_INPUT: "the input is invalid (nothing written); `estimate --check`: run would compact",
+    ExitCode.INVALID_INPUT: "the input is invalid (nothing written); with several files: one of them failed",
     ExitCode.USAGE: "usage error (bad option or argument)",
     ExitCode.STATE: "the state file belongs to another transcript, or is locked or corrupt (nothing written)",
     ExitCode.SUMMARIZER: "the summarizer failed and --no-fallback was given (nothing written)",
     ExitCode.DOES_NOT_FIT: "written, but the result still does not fit the window (a warning says why)",
     ExitCode.OUTPUT: "cannot write the output or the state (full disk, read-only folder, closed pipe)",
+    ExitCode.WOULD_COMPACT: "`estimate --check`: run would compact (a failed file gives 1 instead)",
 }
-"""What each exit code means, as ``--help`` shows it (README "Exit codes" says the same in more words)."""
+"""What each exit code means, as ``--help`` shows it (docs/reference/exit-codes.md says it in more words)."""
 
 
 @dataclass(frozen=True, slots=True)

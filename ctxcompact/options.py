@@ -25,6 +25,7 @@ class Options:
     real_tokens: int | None = None  # prompt tokens the provider reported for the last request
     # state (README "The state file")
     state_path: Path | None = None  # default: <input>.ctxstate.json
+    state_dir: Path | None = None  # states named after their input in this folder (paths.state_path_in)
     use_state: bool = True
     reset_state: bool = False
     lock_timeout: float = 10.0

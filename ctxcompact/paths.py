@@ -6,10 +6,15 @@ and, where both exist, by device and inode (``./in.jsonl``, a symlink or a hard 
 input). No folder is created implicitly: a missing one is a usage error, before any work. A state or its
 lock that is a symbolic link is refused: the state is rewritten by renaming over it, and writing through a
 link someone else planted replaces a file the user never named.
+
+``--state-dir`` (docs/concepts/state.md#the-state-folder) puts the states in one folder instead of beside
+their inputs: :func:`state_path_in` names each after its input, with a digest of the input's real path so
+that two inputs of the same name in different folders never share a state.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -17,7 +22,7 @@ from pathlib import Path
 from .atomic import is_special_file
 from .errors import StateError, UsageError
 
-__all__ = ["SIDE_FILE_LIMIT", "check_paths", "check_state_path", "read_side_file"]
+__all__ = ["SIDE_FILE_LIMIT", "check_paths", "check_state_path", "read_side_file", "state_path_in"]
 
 SIDE_FILE_LIMIT = 4 * 1024 * 1024
 """The most ctxcompact reads of a file that is not the transcript (``--todos``, ``--probes``, the config):
@@ -63,6 +68,18 @@ def check_state_path(state: Path) -> None:
             raise StateError(f"{path} is a symbolic link (to {real}); ctxcompact does not write a state "
                              "through a link. If that file is really the state, name it: --state "
                              f"{os.path.realpath(state)}")
+
+
+def state_path_in(folder: Path, input_path: Path, beside: Path) -> Path:
+    """The state of ``input_path`` in ``folder`` (``--state-dir``), given ``beside``, the state's default
+    path beside the input (``<input><suffix>``, state/store.py owns the suffix):
+    ``<folder>/<input name>.<digest><suffix>``. The digest is of the input's real path (links resolved,
+    made absolute), so ``a/log.jsonl`` and ``b/log.jsonl`` get two states and a link to a file shares the
+    file's. Moving the input to another folder starts a new state."""
+    name = input_path.name
+    suffix = beside.name[len(name):] if beside.name.startswith(name) else beside.name
+    digest = hashlib.blake2b(os.fsencode(os.path.realpath(input_path)), digest_size=6).hexdigest()
+    return folder / f"{name}.{digest}{suffix}"
 
 
 def read_side_file(path: str | os.PathLike[str], what: str, limit: int = SIDE_FILE_LIMIT) -> bytes:

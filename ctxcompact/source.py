@@ -12,34 +12,46 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import UsageError
+from .reader import split_document
 
 Source = str | Path | bytes | BinaryIO
 
 
 @dataclass(slots=True)
 class InputData:
-    """The input as bytes, read once. The state's covered prefix lets later steps skip parsing it."""
+    """The input as bytes, read once. The state's covered prefix lets later steps skip parsing it.
+
+    A transcript stored as one JSON document (an ADK session export, a JSON array of messages) is read as
+    the JSONL of its records (``reader.split_document``): ``data`` holds that JSONL, ``document`` says what
+    the file was, and line N of every message is record N of the document."""
 
     data: bytes
     path: Path | None  # None for stdin / bytes
+    document: str | None = None  # what a whole-file JSON input was; None for JSONL
 
     @classmethod
     def load(cls, source: Source) -> InputData:
+        data, path = cls._read(source)
+        doc = split_document(data)
+        return cls(data, path) if doc is None else cls(doc.lines, path, doc.what)
+
+    @staticmethod
+    def _read(source: Source) -> tuple[bytes, Path | None]:
         if isinstance(source, bytes):
-            return cls(source, None)
+            return source, None
         if isinstance(source, (str, Path)):
             if str(source) == "-":
-                return cls(sys.stdin.buffer.read(), None)
+                return sys.stdin.buffer.read(), None
             path = Path(source)
             try:
-                return cls(path.read_bytes(), path)
+                return path.read_bytes(), path
             except FileNotFoundError:
                 raise UsageError(f"no such file: {path}") from None
             except IsADirectoryError:
                 raise UsageError(f"{path} is a directory, not a transcript") from None
             except PermissionError:
                 raise UsageError(f"cannot read {path}: permission denied") from None
-        return cls(source.read(), None)
+        return source.read(), None
 
     @property
     def lines(self) -> int:

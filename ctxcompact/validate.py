@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 from .errors import InputError, Problem
 from .formats import MAX_PROBLEMS, get_format, read_lines
 from .model import ToolCall, ToolResult, Transcript
+from .source import InputData
 
 # Keys under which formats store a call id; used to point a problem at the exact JSON path in its line.
 _CALL_KEYS = ("id", "call_id")
@@ -132,8 +133,9 @@ def validate(source: str | Path | BinaryIO | bytes, fmt: str = "auto",
     Cross-record problems are errors in both modes (they are checked among the lines that were read).
     """
     try:
-        transcript, line_problems, bad = read_lines(source, fmt)
-    except InputError as err:  # the format could not be detected
+        # a whole-file JSON transcript is read as the JSONL of its records (source.InputData)
+        transcript, line_problems, bad = read_lines(InputData.load(source).data, fmt)
+    except InputError as err:  # the format could not be detected, or a document that holds no records
         problems = err.problems or [Problem(0, "", str(err))]
         return ValidationReport(fmt if fmt != "auto" else "unknown", 0, problems, 0, False)
     if lenient:

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "data" / "fuzz"
 MANIFEST = CORPUS / "MANIFEST.json"
 
-OK_EXIT = {0, 1, 2, 3, 4, 5}  # README "Exit codes"
+OK_EXIT = {0, 1, 2, 3, 4, 5, 10}  # docs/reference/exit-codes.md (10: estimate --check, run would compact)
 _TRACEBACK = re.compile(r'Traceback \(most recent call last\):\s*\n\s+File "')
 
 # --------------------------------------------------------------------------------------------------

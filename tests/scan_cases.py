@@ -51,7 +51,22 @@ def _summarize(arg: Any) -> object:
     return api.run(data, Options(window=2000, use_state=False), dry_run=True)
 
 
+def _document(n: int) -> bytes:
+    """A pretty-printed JSON array of ``n`` messages (a whole-file JSON transcript, reader.split_document)."""
+    import json
+
+    return json.dumps([{"role": "user" if i % 2 else "assistant", "content": f"message {i}"}
+                       for i in range(n)], indent=2).encode()
+
+
+def _split(data: bytes) -> object:
+    from ctxcompact.reader import split_document
+
+    return split_document(data)
+
+
 CASES: tuple[Case, ...] = (
+    Case("whole-file JSON array split into lines", _document, _split, 50_000),
     Case("error line: blank lines then FAILED", lambda n: "ok\n" + "\n" * n + "FAILED x\n",
          lambda s: outcomes._ERROR_LINE.search(s), 100_000),
     Case("error line: whitespace lines, no error", lambda n: "ok\n" + " \t\n" * n,

@@ -51,10 +51,24 @@ def test_estimate_json_has_the_stable_keys(long_log: Path) -> None:
     assert proc.stderr == b""  # diagnostics only when there is something to say
 
 
-def test_estimate_check_exit_codes(long_log: Path) -> None:
-    assert ctxcompact("estimate", str(long_log), "--check", "--window", "8000").returncode == 1
+def test_estimate_check_exit_codes(long_log: Path, tmp_path: Path) -> None:
+    """"Would compact" has its own code (10), never the invalid input's 1, so a script tells them apart."""
+    assert ctxcompact("estimate", str(long_log), "--check", "--window", "8000").returncode == 10
     assert ctxcompact("estimate", str(long_log), "--check", "--window", "200000").returncode == 0
-    assert ctxcompact("estimate", str(long_log), "--check", "--threshold", "1%").returncode == 1
+    assert ctxcompact("estimate", str(long_log), "--check", "--threshold", "1%").returncode == 10
+    assert ctxcompact("estimate", str(long_log), "--check", "--threshold", "0").returncode == 0  # disabled
+    # without --check, over the threshold is still success
+    assert ctxcompact("estimate", str(long_log), "--window", "8000").returncode == 0
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(b'{"role": "user", "content": "hi"}\n{not json\n')
+    bad = ctxcompact("estimate", str(broken), "--check", "--window", "8000")
+    assert bad.returncode == 1 and b"line 2" in bad.stderr
+    # several files: one fails and another would compact: the failure (1) wins
+    both = ctxcompact("estimate", str(long_log), str(broken), "--check", "--window", "8000",
+                      "--exact", "none")
+    assert both.returncode == 1, both.stderr
+    fine = ctxcompact("estimate", str(long_log), str(long_log.with_name("x.jsonl")), "--check")
+    assert fine.returncode == 1  # a missing file is a failed row, not a would-compact
 
 
 def test_every_option_has_an_environment_variable(long_log: Path) -> None:

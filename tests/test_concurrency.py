@@ -57,9 +57,9 @@ class FakeTerminal(io.StringIO):
 
 def test_progress_shows_only_on_a_terminal() -> None:
     tty, pipe = FakeTerminal(), io.StringIO()
-    with progress("summarizing", stream=tty, interval=0.01):
+    with progress("summarizing", stream=tty, interval=0.01, delay=0):
         time.sleep(0.1)
-    with progress("summarizing", stream=pipe, interval=0.01):
+    with progress("summarizing", stream=pipe, interval=0.01, delay=0):
         time.sleep(0.1)
     assert "summarizing" in tty.getvalue() and "s" in tty.getvalue()
     assert tty.getvalue().endswith("\r\x1b[K")  # the line is cleared when done

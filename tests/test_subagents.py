@@ -158,3 +158,37 @@ def test_subagents_carried_across_compactions() -> None:
     second = extract_facts(SummaryRequest(later, 20000, prior_facts=first))
     assert second["subagents"] == first["subagents"]
     assert "subagents" not in extract_facts(SummaryRequest(later, 20000))  # no key when there are none
+
+
+def test_a_subagents_own_log_is_its_own_conversation(tmp_path: Path) -> None:
+    """A Claude Code subagent log (subagents/agent-*.jsonl: every line isSidechain with its agentId) is read
+    as the conversation it is, not as 0 tokens (issue 28); the 1.0.x sidechain lines inside a main file stay
+    the subagent's work (the test above)."""
+    from ctxcompact import api
+
+    src = DATA / "spotter-sidechain-agent.jsonl"
+    lines = [orjson.loads(x) for x in src.read_bytes().splitlines() if x.strip()]
+    assert all(x["isSidechain"] is True and x["agentId"] == "a7be2f0" for x in lines)
+    records = api.load_transcript(str(src)).records
+    active = [r for r in records if r.message is not None]
+    assert len(active) == 52 and not any(r.meta.get("inactive") == "sidechain" for r in records)
+    assert not any(SUBAGENT_MESSAGE in r.meta for r in records)  # not "what a subagent did": the log itself
+    report = api.estimate(str(src), api.Options(exact="none", use_state=False))
+    assert report.to_json()["tokens"]["heuristic"] > 7000
+    assert report.to_json()["messages"] == {"assistant": 32, "user": 20}
+    # compacted, it stays a subagent log: every line ctxcompact makes carries isSidechain and the agentId
+    out = tmp_path / "out.jsonl"
+    result = api.run(str(src), api.Options(use_state=False, window=200000, threshold="1%"), output=out,
+                     warn=lambda _: None)
+    assert result.compacted
+    written = [orjson.loads(x) for x in out.read_bytes().splitlines()]
+    assert all(x.get("isSidechain") is True and x.get("agentId") == "a7be2f0" for x in written)
+    assert api.validate(str(out)).ok
+    again = api.estimate(str(out), api.Options(exact="none", use_state=False)).to_json()
+    assert 0 < again["tokens"]["heuristic"] < report.to_json()["tokens"]["heuristic"]
+    # a line of it without the agentId is a 1.0.x sidechain line again: the subagent's work, not context
+    first = dict(lines[0])
+    del first["agentId"]
+    one = tmp_path / "one.jsonl"
+    one.write_bytes(orjson.dumps(first) + b"\n")
+    assert [r.meta.get("inactive") for r in api.load_transcript(str(one)).records] == ["sidechain"]

@@ -11,6 +11,7 @@ from typing import NoReturn
 import click
 
 from ..errors import CtxCompactError, ExitCode, OutputError
+from . import serve as _serve  # noqa: F401  (registers `ctxcompact mcp`)
 from .commands import cli
 from .options import echo_err
 

@@ -7,7 +7,6 @@ them, so ``ctxcompact --help`` starts fast."""
 from __future__ import annotations
 
 import errno
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from .options import (
     trailing_option,
     write_output,
 )
-from .render import ROW, compaction_line, dry_run_json, render_dry_run, render_estimate, repairs_line, to_json
+from .render import ROW, compaction_line, render_dry_run, render_estimate, repairs_line, run_json, to_json
 
 
 class _Group(click.Group):
@@ -72,7 +71,12 @@ def cli() -> None:
       ctxcompact estimate samples/openai-long.jsonl --window 32000
       ctxcompact run samples/openai-long.jsonl --window 32000 -o compacted.jsonl
     Every option can also be set as CTXCOMPACT_<OPTION> (e.g. CTXCOMPACT_WINDOW=32000).
+    Shell completion: eval "$(_CTXCOMPACT_COMPLETE=bash_source ctxcompact)" (zsh_source, fish_source).
+    Colour and progress only on a terminal; NO_COLOR=1 turns colour off.
     """
+    from ..progress import set_quiet
+
+    set_quiet(False)  # -q of an earlier in-process call does not carry over
 
 
 @cli.command(epilog=EXIT_CODES)
@@ -175,7 +179,11 @@ def clean(
     envvar=env_name("json"),
     help="Machine-readable report on stdout (with several files: one JSON object per line, then totals).",
 )
-@opt("--check", is_flag=True, help="Exit 1 when `run` would compact (any file, with several), 0 otherwise.")
+@opt(
+    "--check",
+    is_flag=True,
+    help="Exit 10 when `run` would compact (any file, with several), 0 otherwise; invalid input is still 1.",
+)
 @opt(
     "-r", "--recursive", is_flag=True, help="Directories: also their subdirectories; globs: ** matches them."
 )
@@ -185,8 +193,10 @@ def clean(
     type=click.IntRange(min=1),
     help="Processes for several files (default: all cores); 1 runs them in turn.",
 )
+@opt("-q", "--quiet", is_flag=True, help="No progress on stderr (it is shown only on a terminal anyway).")
 def estimate(
-    files: tuple[str, ...], as_json: bool, check: bool, recursive: bool, jobs: int | None, **kw: Any
+    files: tuple[str, ...], as_json: bool, check: bool, recursive: bool, jobs: int | None, quiet: bool,
+    **kw: Any
 ) -> None:
     """Dry run: counts, tokens (heuristic, exact, calibrated), the budget, and whether `run` would compact.
 
@@ -198,14 +208,16 @@ def estimate(
     Example:
       ctxcompact estimate samples/openai-long.jsonl --window 32000
       ctxcompact estimate session.jsonl --json | jq .tokens.calibrated
-      ctxcompact estimate session.jsonl --check --threshold 80% || echo "time to compact"
+      ctxcompact estimate session.jsonl --check --threshold 80%; [ $? = 10 ] && echo "time to compact"
       ctxcompact estimate ~/.claude/projects -r --exact none --json | jq -c '{file, percent_used}'
     """
+    from .. import api
+
+    api.quiet_progress(quiet)
     opts = options_from(**kw)
     if len(files) > 1 or recursive or (files and files[0] != "-" and _is_many(files[0])):
         _estimate_many(files, opts, as_json, check, recursive, jobs)
         return
-    from .. import api
 
     report = api.estimate(source_of(files[0] if files else None), opts)
     if as_json:
@@ -213,7 +225,14 @@ def estimate(
     else:
         click.echo(render_estimate(report))
     if check and report.would_compact:
-        raise SystemExit(ExitCode.INVALID_INPUT)
+        raise SystemExit(ExitCode.WOULD_COMPACT)
+
+
+def _from_environment(param: str) -> bool:
+    """The option came from its CTXCOMPACT_* variable, not from the command line."""
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(param) is ParameterSource.ENVIRONMENT
 
 
 def _is_many(arg: str) -> bool:
@@ -238,30 +257,12 @@ def _estimate_many(
         click.echo(
             ROW.format("file", "format", "records", "heuristic", "exact", "calibrated", "used", "compact")
         )
-    for row in api.estimate_many(paths, opts, jobs):
-        totals.add(row)
-        if row.report is not None:
-            compact = compact or bool(row.report["would_compact"])
-        if as_json:
-            click.echo(orjson.dumps(row.to_json()).decode())
-        elif row.report is not None:
-            r, t = row.report, row.report["tokens"]
-            click.echo(
-                ROW.format(
-                    row.path,
-                    r["format"],
-                    f"{r['records']:,}",
-                    f"{t['heuristic']:,}",
-                    "-" if t["exact"] is None else f"{t['exact']:,}",
-                    f"{t['calibrated']:,}",
-                    f"{r['percent_used']:.1f}%",
-                    "yes" if r["would_compact"] else "no",
-                )
-            )
-        else:
-            click.echo(ROW.format(row.path, "error", "", "", "", "", "", ""))
-        if row.error is not None:
-            echo_err(f"error: {row.path}: {row.error}")
+    with api.progress_bar(len(paths), "estimating") as bar:
+        for row in api.estimate_many(paths, opts, jobs):
+            bar.hide()  # the rows and the bar share a terminal: the bar is redrawn below the row
+            _estimate_row(row, as_json, totals)
+            bar.advance(row.path)
+            compact = compact or bool(row.report is not None and row.report["would_compact"])
     tj = totals.to_json()
     if as_json:
         click.echo(orjson.dumps({"totals": tj}).decode())
@@ -279,9 +280,37 @@ def _estimate_many(
                 f"{tj['would_compact']}",
             )
         )
-    if totals.failed or (check and compact):
+    if totals.failed:  # a broken file matters more to a script than a full one
         raise SystemExit(ExitCode.INVALID_INPUT)
+    if check and compact:
+        raise SystemExit(ExitCode.WOULD_COMPACT)
 
+
+def _estimate_row(row: Any, as_json: bool, totals: Any) -> None:
+    """One file's row of `estimate` with several files (its error on stderr too)."""
+    import orjson
+
+    totals.add(row)
+    if as_json:
+        click.echo(orjson.dumps(row.to_json()).decode())
+    elif row.report is not None:
+        r, t = row.report, row.report["tokens"]
+        click.echo(
+            ROW.format(
+                row.path,
+                r["format"],
+                f"{r['records']:,}",
+                f"{t['heuristic']:,}",
+                "-" if t["exact"] is None else f"{t['exact']:,}",
+                f"{t['calibrated']:,}",
+                f"{r['percent_used']:.1f}%",
+                "yes" if r["would_compact"] else "no",
+            )
+        )
+    else:
+        click.echo(ROW.format(row.path, "error", "", "", "", "", "", ""))
+    if row.error is not None:
+        echo_err(f"error: {row.path}: {row.error}")
 
 
 
@@ -330,6 +359,7 @@ def _estimate_many(
     type=click.Path(dir_okay=False, writable=True),
     help="Also write one self-contained HTML page (tables, inline SVG chart) here.",
 )
+@opt("-q", "--quiet", is_flag=True, help="No progress on stderr (it is shown only on a terminal anyway).")
 def eval_command(
     files: tuple[str, ...],
     strategies: str,
@@ -339,6 +369,7 @@ def eval_command(
     recursive: bool,
     html_file: str | None,
     judge: str | None,
+    quiet: bool,
     **kw: Any,
 ) -> None:
     """Measure what a compaction keeps, offline: compact in memory exactly as `run` would (writing nothing,
@@ -354,6 +385,7 @@ def eval_command(
 
     from .. import api
 
+    api.quiet_progress(quiet)
     opts = options_from(**kw)
     names = [n.strip() for n in strategies.split(",") if n.strip()]
     for name in names:
@@ -365,31 +397,62 @@ def eval_command(
     paths = api.expand_paths(files, recursive) if many else [source_of(files[0] if files else None)]
     if not paths:
         raise UsageError(f"no *.jsonl files in {' '.join(files)}")
-    rows = []
-    for path in paths:
-        source: Any = path
-        if path == "-":
-            import sys
-
-            source = sys.stdin.buffer.read()
-        for name in names:
-            o = dataclasses.replace(opts, strategy=name)
-            r = api.evaluate(source, o, probes, judge=judge)
+    rows: list[dict[str, Any]] = []
+    failed = 0
+    items = len(paths) * len(names)  # one item: its replay has the bar (over the turns), else the items do
+    with api.progress_bar(items, "evaluating", enabled=items > 1) as bar:
+        for path in paths:
+            source: Any = path
             if path == "-":
-                r["file"] = "-"
-            if replay:
-                r["replay"] = api.replay(source, o, probes)
-            rows.append(r)
+                import sys
+
+                source = sys.stdin.buffer.read()
+            for name in names:
+                o = dataclasses.replace(opts, strategy=name)
+                bar.hide()
+                try:
+                    rows.append(_eval_one(api, source, path, o, probes, judge, replay, single=items == 1))
+                except Exception as exc:
+                    if not many:  # one file: its error is the command's (message and exit code)
+                        raise
+                    err = api.error_row(path, exc)
+                    failed += 1
+                    echo_err(f"error: {path} ({name}): {err.error}")
+                    rows.append({"file": path, "strategy": name, "error": err.error,
+                                 "exit_code": err.exit_code})
+                bar.advance(f"{path} ({name})")
     if html_file:
         api.write_output([api.eval_html(rows).encode().rstrip(b"\n")], html_file)
     if as_json:
         click.echo(to_json(rows[0] if len(rows) == 1 else rows))
-        return
-    click.echo(api.eval_table(rows))
-    for r in rows:
-        if "replay" in r:
-            click.echo(f"\nreplay of {r['file']} ({r['strategy']}):")
-            click.echo(api.eval_chart(r["replay"]))
+    else:
+        click.echo(api.eval_table(rows))
+        for r in rows:
+            if "replay" in r:
+                click.echo(f"\nreplay of {r['file']} ({r['strategy']}):")
+                click.echo(api.eval_chart(r["replay"]))
+    if failed:
+        raise SystemExit(ExitCode.INVALID_INPUT)
+
+
+def _eval_one(api: Any, source: Any, path: str, opts: Options, probes: Any, judge: str | None, replay: bool,
+              single: bool) -> dict[str, Any]:
+    """One file and strategy of `eval`: the scores, and with --replay the replay (a bar over its turns when
+    it is the only item)."""
+    r: dict[str, Any] = api.evaluate(source, opts, probes, judge=judge)
+    if path == "-":
+        r["file"] = "-"
+    if replay:
+        if single:
+            with api.progress_bar(0, "replaying") as turns:
+                def on_turn(done: int, total: int) -> None:
+                    turns.total = total
+                    turns.advance("turn", n=done - turns.done)
+
+                r["replay"] = api.replay(source, opts, probes, on_turn=on_turn)
+        else:
+            r["replay"] = api.replay(source, opts, probes)
+    return r
 
 
 @cli.command(epilog=EXIT_CODES)
@@ -404,8 +467,16 @@ def eval_command(
 @trailing_option
 @summary_options
 @opt("--dry-run", is_flag=True, help="Print what would happen; write nothing.")
-@opt("--json", "as_json", is_flag=True, envvar=env_name("json"), help="With --dry-run: a JSON report.")
-@opt("-q", "--quiet", is_flag=True, help="No summary or repairs line on stderr.")
+@opt(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar=env_name("json"),
+    help="Print the run's report as one JSON object on stdout (decision, tokens before and after, repairs, "
+    "summary, what was kept, state). Needs -o FILE, since without it stdout carries the transcript (set "
+    "by CTXCOMPACT_JSON alone, it is then ignored); with --dry-run, the report of what would happen.",
+)
+@opt("-q", "--quiet", is_flag=True, help="No summary, repairs line or progress on stderr.")
 def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quiet: bool, **kw: Any) -> None:
     """Validate, clean, apply the state, estimate, and compact if over the threshold; write the transcript
     and the state.
@@ -421,17 +492,25 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
     """
     from .. import api
 
+    api.quiet_progress(quiet)
+    out_path = Path(output) if output and output != "-" else None
+    if as_json and not dry_run and out_path is None and _from_environment("as_json"):
+        as_json = False  # CTXCOMPACT_JSON set for the other commands: run's stdout stays the transcript
+    if as_json and not dry_run and out_path is None:
+        raise UsageError("run --json prints the report on stdout, where the transcript goes without -o: "
+                         "give -o FILE for the transcript (or --dry-run --json for a report alone)")
     source = source_of(file)
     opts = options_from(**kw)
-    out_path = Path(output) if output and output != "-" else None
     if dry_run:
         result = api.run(source, opts, dry_run=True, warn=echo_err)
         if as_json:
-            click.echo(to_json(dry_run_json(result)))
+            click.echo(to_json(run_json(result, dry_run=True, output=None)))
         else:
             click.echo(render_dry_run(result))
         return
     result = api.run(source, opts, output=out_path or stdout(), warn=echo_err)
+    if as_json:
+        click.echo(to_json(run_json(result, dry_run=False, output=output)))
     for problem in result.problems:
         echo_err(str(problem))
     for warning in result.warnings:
@@ -481,7 +560,7 @@ def calibrate(state_path: str, prompt_tokens: int | None, usage_json: str | None
     if (prompt_tokens is None) == (usage_json is None):
         raise UsageError("give --prompt-tokens or --usage-json (one of them)")
     if usage_json is not None:
-        prompt_tokens = api.usage_prompt_tokens(_read_usage_json(usage_json)).tokens
+        prompt_tokens = api.usage_prompt_tokens(api.load_usage_json(usage_json)).tokens
     assert prompt_tokens is not None
     state = api.calibrate(Path(state_path), prompt_tokens)
     cal = state.calibration
@@ -490,25 +569,6 @@ def calibrate(state_path: str, prompt_tokens: int | None, usage_json: str | None
             f"calibrated: real {prompt_tokens:,} / estimate {cal.last_estimate:,} "
             f"→ factor {cal.factor or 0:.3f}"
         )
-
-
-def _read_usage_json(value: str) -> object:
-    import orjson
-
-    if value == "-":
-        text = sys.stdin.buffer.read(1 << 20)
-    elif value.startswith("@"):
-        try:
-            with open(value[1:], "rb") as f:
-                text = f.read(1 << 20)  # a usage object is small: never an unbounded read
-        except OSError as exc:
-            raise UsageError(f"--usage-json: cannot read {value[1:]}: {exc.strerror or exc}") from None
-    else:
-        text = value.encode()
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise UsageError(f"--usage-json: not JSON ({exc})") from None
 
 
 @cli.group(epilog=EXIT_CODES)
@@ -537,6 +597,28 @@ def state_show(path: str) -> None:
     if st is None:
         raise UsageError(f"no state file at {path}")
     click.echo(to_json(st.to_json()))
+
+
+@state.command("path")
+@click.argument("file", type=click.Path(dir_okay=False))
+@opt(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    help="The folder `run --state-dir` keeps states in (default: beside the input).",
+)
+def state_path_command(file: str, state_dir: str | None) -> None:
+    """Print where `run` keeps the state of FILE (whether or not it exists yet): for `calibrate --state`,
+    `state show` and `state reset` when the states live in a --state-dir.
+
+    \b
+    Example:
+      ctxcompact calibrate --state "$(ctxcompact state path session.jsonl --state-dir ~/.cache/ctx)" \\
+        --prompt-tokens 48213
+    """
+    from .. import api
+
+    path = api.state_path(file, options_from(state_dir=state_dir))
+    click.echo(str(path))
 
 
 @state.command("reset")
@@ -615,16 +697,3 @@ def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool, c
 # --------------------------------------------------------------------------------------------------
 # rendering
 
-
-@cli.command(epilog=EXIT_CODES)
-def mcp() -> None:
-    """Serve ctxcompact's tools over MCP on stdin/stdout (needs the mcp extra: pip install 'ctxcompact[mcp]'):
-    estimate_transcript, compact_transcript, and recall (search what a summary replaced, with line numbers).
-
-    \b
-    Example (Claude Code):
-      claude mcp add ctxcompact -- ctxcompact mcp
-    """
-    from ..mcp_server import serve
-
-    serve()

@@ -3,6 +3,7 @@ groups the commands share, and turning flags into :class:`~ctxcompact.options.Op
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,9 @@ from ..strategies import NAMES as STRATEGY_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_CODES = "\b\nExit codes:\n" + "".join(f"  {int(code)}  {text}\n" for code, text in EXIT_MEANINGS.items())
+EXIT_CODES = "\b\nExit codes:\n" + "".join(
+    f"  {int(code):>2}  {text}\n" for code, text in EXIT_MEANINGS.items()
+)
 
 FORMAT_NAMES = ["auto", "openai", "anthropic", "genai", "claude-code", "codex"]
 
@@ -236,11 +239,18 @@ def state_options(f: F) -> F:
     )
     f = opt("--no-state", is_flag=True, help="Neither read nor write a state file.")(f)
     f = opt(
+        "--state-dir",
+        type=click.Path(file_okay=False),
+        help="Keep the state, its lock and its count cache in this existing folder, named "
+        "<input name>.<digest of the input's path>.ctxstate.json, instead of beside the input. "
+        "--state wins over it.",
+    )(f)
+    f = opt(
         "--state",
         "state_path",
         type=click.Path(dir_okay=False),
         envvar=env_name("state"),
-        help="State file (default <input>.ctxstate.json; required for stdin).",
+        help="State file (default <input>.ctxstate.json, or one in --state-dir; required for stdin).",
     )(f)
     return f
 
@@ -260,7 +270,7 @@ def options_from(**kw: Any) -> Options:
         if value is None:
             continue
         name = mapping.get(key, key)
-        if name in ("state_path", "config_path", "todos_file"):
+        if name in ("state_path", "state_dir", "config_path", "todos_file"):
             value = Path(value)
         if name == "no_state":
             opts.use_state = not value
@@ -271,8 +281,29 @@ def options_from(**kw: Any) -> Options:
     return opts
 
 
+_COLOURS = {"error:": "red", "internal error:": "red", "warning:": "yellow"}
+
+
+def colour(stream: Any) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set to anything (https://no-color.org) or
+    the terminal is ``dumb``."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def echo_err(message: str) -> None:
-    click.echo(f"ctxcompact: {message}", err=True)
+    """``ctxcompact: <message>`` on stderr; an ``error:`` or ``warning:`` in colour on a terminal."""
+    err = sys.stderr
+    if colour(err):
+        for word, fg in _COLOURS.items():
+            if message.startswith(word):
+                message = click.style(word, fg=fg, bold=True) + message[len(word):]
+                break
+    click.echo(f"ctxcompact: {message}", err=True, color=colour(err))
 
 
 def stdout() -> Any:

@@ -118,16 +118,56 @@ def repairs_line(repairs: list[Any]) -> str:
     return f"repaired {len(repairs)} thing{'s' if len(repairs) != 1 else ''} in the input: {kinds}"
 
 
-def dry_run_json(result: RunResult) -> dict[str, Any]:
+def run_json(result: RunResult, *, dry_run: bool, output: str | None) -> dict[str, Any]:
+    """``run --json`` and ``run --dry-run --json``: what the run did (or would do), one object
+    (docs/guides/hooks.md#run---json-for-scripts lists the keys)."""
+    from ..model import Origin
+
     est = result.estimate.to_json()
+    s = result.summary
+    outcome = result.outcome
+    if result.passthrough is not None:  # the fast path: the input as it is, no records parsed
+        records_out = kept = result.estimate.records
+    else:
+        records_out = len(result.transcript.records)
+        kept = sum(1 for r in result.transcript.records if r.origin is Origin.INPUT)
+    by_kind: dict[str, int] = {}
+    for r in result.repairs:
+        by_kind[r.kind] = by_kind.get(r.kind, 0) + 1
+    decision = "pass" if not result.compacted else "summarize" if s is not None else "mask"
+    facts = s.facts if s is not None and s.facts else {}
     return {
+        "decision": decision,
+        "dry_run": dry_run,
         "would_compact": result.compacted,
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
-        "records_out": sum(1 for _ in result.transcript.records),
+        "records_in": result.estimate.records,
+        "records_out": records_out,
         "repairs": [str(r) for r in result.repairs],
-        "summarizer": result.summary.summarizer if result.summary else None,
-        "tier": result.outcome.tier if result.outcome is not None else None,
+        "repairs_by_kind": by_kind,
+        "summarizer": s.summarizer if s is not None else None,
+        "tier": outcome.tier if outcome is not None else None,
+        "summary": None if s is None else {
+            "kind": s.summarizer,
+            "model": s.model,
+            "fallback": s.fallback,
+            "fallback_reason": s.fallback_reason,
+            "chars": len(s.text),
+            "truncated": s.truncated,
+            "chunks": s.chunks,
+            "check": s.check,
+            "input_tokens": s.input_tokens,
+            "output_tokens": s.output_tokens,
+        },
+        "kept": {
+            "input_records": kept,
+            "summarized_records": outcome.covered if outcome is not None and s is not None else 0,
+            "masked_results": outcome.masked if outcome is not None else 0,
+            "facts": {k: len(v) for k, v in sorted(facts.items()) if isinstance(v, (list, dict)) and v},
+        },
+        "output": None if dry_run else (output or "-"),
+        "state": None if dry_run or result.state_path is None else str(result.state_path),
         "exit_code": int(result.exit_code),
         "warnings": result.warnings,
         "estimate": est,

@@ -34,7 +34,14 @@ def _recall(ids: dict[str, Any]) -> str:
     return "-" if ids["recall"] is None else f"{ids['recall']:.0%} ({ids['kept']}/{ids['total']})"
 
 
+def failed(r: dict[str, Any]) -> bool:
+    """A row of a file that could not be measured (``eval`` with several files goes on past it)."""
+    return "tokens" not in r
+
+
 def row(r: dict[str, Any]) -> list[str]:
+    if failed(r):
+        return [r["file"], r["strategy"], f"error (exit {r['exit_code']})"] + ["-"] * (len(COLUMNS) - 3)
     t, probes, cal = r["tokens"], r.get("probes"), r.get("calibration")
     return [
         r["file"],
@@ -67,7 +74,8 @@ def _mean(values: list[float]) -> str:
 
 
 def mean_row(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Means of the shares over the rows that have something to score."""
+    """Means of the shares over the rows that have something to score (a failed file has nothing)."""
+    rows = [r for r in rows if not failed(r)]
 
     def shares(get: Any) -> list[float]:
         out = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,11 @@ def turn_starts(records: Sequence[Record]) -> list[int]:
     return out
 
 
-def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = ()) -> dict[str, Any]:
+def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (),
+           on_turn: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The replay object of `eval --json`: turns, compactions, max_tokens, window, the per-turn series of
-    context tokens (what each request would have carried) and the final scores against everything before."""
+    context tokens (what each request would have carried) and the final scores against everything before.
+    ``on_turn(done, total)`` is called after each replayed turn (a progress bar)."""
     opts = opts or Options()
     _, data, fmt = read_input(source, opts)
     original = original_records(data, fmt, opts)
@@ -44,13 +46,16 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
         )
         series: list[dict[str, Any]] = []
         window = 0
-        for i in turn_starts(original):
+        starts = turn_starts(original)
+        for done, i in enumerate(starts, 1):
             log.write_bytes(data[: original[i].offset])
             result = run(log, ropts, output=None, warn=lambda _: None)
             window = result.estimate.budget.window
             series.append(
                 {"line": original[i].line, "tokens": result.tokens_after, "compacted": result.compacted}
             )
+            if on_turn is not None:
+                on_turn(done, len(starts))
         log.write_bytes(data)
         final = run(log, ropts, output=None, warn=lambda _: None)
         window = final.estimate.budget.window

@@ -15,11 +15,15 @@ Rules:
   summary, progress, file-history-snapshot, queue-operation, attachment, titles, unknown future types)
   is a record with no message, kept and written back unchanged.
 - Records that the model no longer sees become message-less (``meta["inactive"]`` says why) but stay on
-  output: ``isSidechain`` lines (``sidechain``), lines before the last ``compact_boundary`` (``compacted``,
+  output: ``isSidechain`` lines of a subagent inside the main session (``sidechain``: CLI 1.0.x, no
+  ``agentId``), lines before the last ``compact_boundary`` (``compacted``,
   Claude Code resumes from its last boundary), and message lines off the active ``parentUuid`` branch
-  (``off_branch``). The active branch is the ancestors of the last chained line, plus tool-result lines
-  hanging off a tool_use line of that branch (Claude Code parents each parallel result on its own tool_use
-  line, so the plain ancestor walk would miss all but the last result).
+  (``off_branch``). A subagent's own log (``subagents/agent-*.jsonl``, CLI 2.x: every line ``isSidechain``
+  with its ``agentId``) is read as its own conversation: there the sidechain lines are the context, and the
+  lines ctxcompact makes carry the same ``isSidechain`` and ``agentId``. The active branch is the ancestors
+  of the last chained line, plus tool-result lines hanging off a tool_use line of that branch (Claude Code
+  parents each parallel result on its own tool_use line, so the plain ancestor walk would miss all but the
+  last result).
 - Usage (input + cache creation + cache read) goes on the first line of each ``message.id``+``requestId``
   group only: that line's prefix is exactly what the request saw.
 - Machine-made user lines (``isMeta``, ``isCompactSummary``) get ``meta["injected"] = True``: not a typed
@@ -216,6 +220,13 @@ def _subagent_runs(records: list[Record]) -> None:
         r.meta[SUBAGENT_RUN] = cur
 
 
+def in_main_session_sidechain(obj: dict[str, Any]) -> bool:
+    """A subagent's line inside the main session's file (``isSidechain`` without ``agentId``, CLI 1.0.x).
+    A subagent's own log marks every line ``isSidechain`` *with* its ``agentId``: those lines are that
+    log's conversation (tests/data/claude-code/spotter-sidechain-agent.jsonl)."""
+    return obj.get("isSidechain") is True and not isinstance(obj.get("agentId"), str)
+
+
 def _inactive(rec: Record, why: str) -> None:
     # Records are fresh from parse_line here (finish runs before anyone else sees them).
     rec.message = None
@@ -287,7 +298,7 @@ class ClaudeCodeFormat(Format):
             meta["injected"] = True  # the texts it wraps (command echoes, reminders…): facts.text
         if obj.get("isCompactSummary"):
             meta["compact_summary"] = True
-        if obj.get("isSidechain") is True:
+        if in_main_session_sidechain(obj):
             # what a subagent did: not the model's context, but what the summary says of it (facts.subagents)
             meta[SUBAGENT_MESSAGE] = rec.message
             if isinstance(obj.get("agentId"), str):
@@ -298,7 +309,7 @@ class ClaudeCodeFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         # Claude Code resumes from its last compaction boundary: what came before is history only.
         boundary = max((i for i, r in enumerate(records) if r.meta.get("compact_boundary")
-                        and r.data.get("isSidechain") is not True), default=-1)
+                        and not in_main_session_sidechain(r.data)), default=-1)
         for r in records[: boundary + 1]:
             if r.message is not None:
                 _inactive(r, "compacted")
@@ -490,10 +501,10 @@ class ClaudeCodeFormat(Format):
                     moved[parent] = env["uuid"]
                 rec = dataclasses.replace(rec, data=env, dirty=True)
                 data = env
-            elif data is not None and data.get("parentUuid") in moved and data.get("isSidechain") is not True:
+            elif data is not None and data.get("parentUuid") in moved and not in_main_session_sidechain(data):
                 data = {**data, "parentUuid": moved[data["parentUuid"]]}
                 rec = dataclasses.replace(rec, data=data, dirty=True)
-            if data is not None and isinstance(data.get("uuid"), str) and data.get("isSidechain") is not True:
+            if data is not None and isinstance(data.get("uuid"), str) and not in_main_session_sidechain(data):
                 prev = data
             out.append(rec)
         return out
@@ -589,6 +600,8 @@ def made_envelope(prev: dict[str, Any] | None, parent: str | None, salt: int,
     prev = prev or {}
     env: dict[str, Any] = {"parentUuid": parent, "isSidechain": False}
     env.update({k: prev[k] for k in SESSION_FIELDS if k in prev})
+    if prev.get("isSidechain") is True and isinstance(prev.get("agentId"), str):  # a subagent's own log
+        env.update({"isSidechain": True, "agentId": prev["agentId"]})
     env["type"] = "user"
     seed = f"{prev.get('sessionId', '')}:{parent}:{salt}"
     env["uuid"] = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, "ctxcompact:" + seed))

@@ -175,6 +175,8 @@ def count_file(path: str | Path, fmt: str = "auto", encoding: str | None = None,
             if len(head) >= DETECT_LINES:
                 complete = False
                 break
+        if complete and len(head) == 1 and isinstance(head[0][1].get("events"), list):
+            raise NotFast("an ADK session export on one line (reader.split_document)")
         name = fmt
         if fmt == "auto":
             name = _detect([o for _, o in head], [n for n, _ in head], complete) if head else "openai"

@@ -82,3 +82,29 @@ def prompt_tokens(usage: Any) -> PromptUsage:
     keys = ", ".join(sorted(map(str, obj))) or "none"
     raise UsageError("usage: no prompt token count (looked for input_tokens with the cache_* counts, "
                      f"prompt_tokens, promptTokenCount, prompt_token_count; the object has: {keys})")
+
+
+#: a usage object is small: ``load_usage_json`` never reads more than this
+MAX_USAGE_JSON = 1 << 20
+
+
+def load_usage_json(value: str) -> Any:
+    """``--usage-json``: JSON text, ``@file`` or ``-`` (stdin), read bounded and decoded (else UsageError)."""
+    import sys
+
+    import orjson
+
+    if value == "-":
+        text = sys.stdin.buffer.read(MAX_USAGE_JSON)
+    elif value.startswith("@"):
+        try:
+            with open(value[1:], "rb") as f:
+                text = f.read(MAX_USAGE_JSON)
+        except OSError as exc:
+            raise UsageError(f"--usage-json: cannot read {value[1:]}: {exc.strerror or exc}") from None
+    else:
+        text = value.encode()
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"--usage-json: not JSON ({exc})") from None
