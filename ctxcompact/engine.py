@@ -369,17 +369,19 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
     :mod:`ctxcompact.messages`): the same pipeline, fast path included; nothing is written but the count
     cache. ``result.state`` is the state to keep; the one given is not changed, so a failure leaves the
     caller's state as it was. ``path`` names where the transcript is kept, if anywhere (the state's
-    ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock)."""
+    ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock).
+    A message list is the context itself, not an agent's append-only log: the compacted records are the
+    output (no ``Format.compaction_output``)."""
     check_exact(opts)
     get_strategy(opts.strategy)
     held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
     return _run_locked(InputData(data, path), opts, _budget(opts), None, None, False, warn, held=held,
-                       counts=counts if counts is not None else HeldCounts())
+                       counts=counts if counts is not None else HeldCounts(), as_log=False)
 
 
 def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
                 output: Path | BinaryIO | None, dry_run: bool, warn: Warn, *, held: State | None = None,
-                counts: HeldCounts | Path | None = None) -> RunResult:
+                counts: HeldCounts | Path | None = None, as_log: bool = True) -> RunResult:
     state: State | None = held
     if state_path is not None and not opts.reset_state:
         state = load_state(state_path)
@@ -423,7 +425,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         result.output_format = output_format(opts, result.transcript, warn)
     _judge_fit(result, out_counts, budget, decided_upfront=not dropped)
     fmt = get_format(ctx.input_format)
-    if result.output_format == ctx.input_format and (
+    if as_log and result.output_format == ctx.input_format and (
             result.summary is not None or (result.compacted and fmt.layout.agent_log)):
         # an append-only log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after
         # them; an agent's own log records a masking that way too, so the agent's meter starts from the

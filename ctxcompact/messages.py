@@ -42,7 +42,9 @@ from .tokens.usage import PromptUsage, as_plain, prompt_tokens
 
 #: the names ``compact(format=…)`` takes → the engine's format
 FORMATS = {"auto": "auto", "openai": "openai", "chat": "openai", "anthropic": "anthropic",
-           "gemini": "genai", "genai": "genai"}
+           "gemini": "genai", "genai": "genai", "responses": "codex"}
+#: OpenAI Responses input items are read by the Codex format (its ``response_item`` payloads are those items)
+_RESPONSES = "codex"
 #: the state's key for what the session needs to recognise its own output next time
 _KEY = "x-messages"
 HISTORY_SUFFIX = ".history.jsonl"
@@ -90,16 +92,20 @@ def _digest(obj: Any) -> str:
 
 @dataclass(slots=True)
 class _Encoded:
-    data: bytes
+    lines: list[bytes]
     objects: list[Any]  # what each line was made from (the system prompt's line: a dict around it)
     system: Any
     has_system: bool
     _digests: list[str] | None = None
 
     @property
+    def data(self) -> bytes:
+        return b"".join(self.lines)
+
+    @property
     def digests(self) -> list[str]:
         if self._digests is None:  # only when the output is not the input (a compaction, a repair)
-            self._digests = [_digest(o) for o in self.objects]
+            self._digests = [_digest(orjson.loads(line)) for line in self.lines]
         return self._digests
 
     def originals(self) -> dict[str, Any]:
@@ -125,13 +131,39 @@ def _encode(messages: Sequence[Any], system: Any, fmt: str) -> _Encoded:
         where = "system" if i < shift else f"messages[{i - shift}]"
         try:
             line = orjson.dumps(obj, default=_default)
+            if fmt == _RESPONSES:
+                line = orjson.dumps(_response_item(orjson.loads(line)))
         except TypeError as exc:
             raise UsageError(f"{where}: not JSON data ({exc})") from None
         if not line.startswith(b"{"):
             raise UsageError(f"{where}: expected a message (a dict or an SDK message object), "
                              f"got {type(obj).__name__}")
         lines.append(line + b"\n")
-    return _Encoded(b"".join(lines), objects, system, system is not None)
+    return _Encoded(lines, objects, system, system is not None)
+
+
+def _response_item(item: Any) -> Any:
+    """A Responses "easy" input message (``{"role", "content": "text"}``, no ``type``) as the message item it
+    stands for; every other item as it is."""
+    if isinstance(item, dict) and "type" not in item and "role" in item:
+        content = item.get("content")
+        if isinstance(content, str):
+            kind = "output_text" if item["role"] == "assistant" else "input_text"
+            content = [{"type": kind, "text": content}]
+        return {**item, "type": "message", "content": content}
+    return item
+
+
+def _unwrap(obj: Any) -> Any:
+    # a line the Codex format wrote is an envelope around the Responses item
+    if isinstance(obj, dict) and obj.get("type") == "response_item" and isinstance(obj.get("payload"), dict):
+        return obj["payload"]
+    return obj
+
+
+def output_messages(result: RunResult) -> list[Any]:
+    """The output lines as message objects (Responses items out of their envelope)."""
+    return [_unwrap(orjson.loads(line)) for line in result.lines()]
 
 
 def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any]) -> tuple[list[Any], Any, int]:
@@ -141,8 +173,7 @@ def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any]) -> tuple[
     out: list[Any] = []
     kept = 0
     system = enc.system
-    for i, line in enumerate(result.lines()):
-        obj = orjson.loads(line)
+    for i, obj in enumerate(output_messages(result)):
         key = _digest(obj)
         if enc.has_system and i == 0 and isinstance(obj, dict) and obj.get("role") == "system":
             system = enc.system if key in originals else obj.get("content")
@@ -286,8 +317,7 @@ class Session:
             raise _where_error(exc, enc.has_system) from None
         assert result.state is not None
         # what to recognise next time: the output, when it is not the conversation itself
-        out_digests = [] if result.passthrough is not None else [_digest(orjson.loads(line))
-                                                                   for line in result.lines()]
+        out_digests = [] if result.passthrough is not None else [_digest(o) for o in output_messages(result)]
         result.state.extra[_KEY] = {"bytes": len(full), "output": out_digests}
         commit(result.state, full, history)
         return result, full

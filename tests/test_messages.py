@@ -387,3 +387,29 @@ def test_a_session_counts_only_what_is_new_and_agrees_with_a_cold_call() -> None
         assert (warm.tokens_before, warm.estimate.exact, warm.estimate.heuristic) == \
             (cold.tokens_before, cold.estimate.exact, cold.estimate.heuristic)
         assert warm.messages == msgs and warm.messages[-1] is msgs[-1]
+
+
+def test_openai_responses_input_items() -> None:
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
+
+    items: list[Any] = [{"role": "user", "content": RULE + " Fix the parser."}]  # an "easy" message
+    for t in range(30):
+        items.append(ResponseFunctionToolCall(type="function_call", call_id=f"c{t}", name="read_file",
+                                              arguments=f'{{"path": "src/m{t}.py"}}', id=f"fc_{t}",
+                                              status="completed"))
+        items.append({"type": "function_call_output", "call_id": f"c{t}", "output": f"line {t}\n" * 120})
+        items.append(ResponseOutputMessage.model_validate({
+            "type": "message", "id": f"msg_{t}", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": f"m{t} is fine", "annotations": []}]}))
+    items.append({"role": "user", "content": "now the lexer"})
+    small = ctxcompact.compact(items[:4], window=100_000, format="responses")
+    assert small.messages == items[:4] and small.messages[1] is items[1] and not small.compacted
+    r = ctxcompact.compact(items, window=8_000, format="responses", session=ctxcompact.Session())
+    assert r.compacted and r.tokens_after < r.tokens_before
+    assert all(isinstance(m, dict) and m.get("type") in ("message", "function_call", "function_call_output")
+               for m in r.messages)  # Responses items, out of the Codex envelope
+    body = _text(r.messages)
+    assert "never push to main" in body and "now the lexer" in body and "response_item" not in body
+    calls = {m["call_id"] for m in r.messages if m.get("type") == "function_call"}
+    outputs = {m["call_id"] for m in r.messages if m.get("type") == "function_call_output"}
+    assert calls == outputs
