@@ -19,6 +19,7 @@ through to its usage. SDK objects (pydantic models) are read with ``model_dump``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,8 @@ def as_plain(obj: Any) -> Any:
     to_dict = getattr(obj, "to_dict", None)
     if callable(to_dict) and not isinstance(obj, Mapping):
         return to_dict()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # e.g. the OpenAI Agents SDK's Usage
+        return dataclasses.asdict(obj)
     return obj
 
 
