@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK adapter driven by the SDK's own Runner with its ScriptedModel (no network): across a
-long session the model input stays in the window, the user's rule and the latest request survive three
-compactions, every function call keeps its output, and the usage the model reports calibrates the next call."""
+long session the user's rule and the latest request survive three compactions, every function call keeps
+its output, and the usage the model reports calibrates the next call."""
 
 from __future__ import annotations
 
