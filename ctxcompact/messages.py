@@ -314,6 +314,9 @@ class Session:
                 opts = dataclasses.replace(opts, cite_source=True)
             result = run_held(full, opts, state, path=self.history_path, counts=counts, warn=warn)
         except InputError as exc:
+            if full is not data:  # the lines are the session's conversation, not the list given
+                raise InputError(f"{exc} (a line of the session's conversation: Session.history())",
+                                 list(getattr(exc, "problems", []))) from None
             raise _where_error(exc, enc.has_system) from None
         assert result.state is not None
         # what to recognise next time: the output, when it is not the conversation itself

@@ -413,3 +413,15 @@ def test_openai_responses_input_items() -> None:
     calls = {m["call_id"] for m in r.messages if m.get("type") == "function_call"}
     outputs = {m["call_id"] for m in r.messages if m.get("type") == "function_call_output"}
     assert calls == outputs
+
+
+def test_bad_message_after_a_compaction_names_the_session_conversation() -> None:
+    s = ctxcompact.Session()
+    msgs = [sys_msg("agent"), *coding_session(30), user("go")]
+    r = ctxcompact.compact(msgs, window=8_000, session=s)
+    assert r.compacted
+    with pytest.raises(InputError, match="session's conversation"):
+        ctxcompact.compact([*r.messages, {"role": "wizard", "content": "x"}], window=8_000, session=s,
+                           format="openai")
+    again = ctxcompact.compact([*r.messages, user("still fine")], window=8_000, session=s)
+    assert "still fine" in _text(again.messages)  # the failed call left the session as it was
