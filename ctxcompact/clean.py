@@ -61,6 +61,8 @@ from .model import (
     Transcript,
     blocks_text,
 )
+from .secrets import scrub_credentials
+from .validate import last_turn
 
 NO_RESPONSE = "Tool no response"
 UNDERSTOOD = "Understood."
@@ -96,6 +98,9 @@ class Repair:
     line: int
     detail: str
     call_id: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "detail", scrub_credentials(self.detail))  # a repair quotes ids and text
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "input"
@@ -411,11 +416,12 @@ class _Cleaner:
 
     def answer_missing(self, groups: dict[int, list[_Call]], msg_positions: list[int]) -> None:
         """Tree layouts: a synthetic result after the turn of each unanswered call, except the calls of the
-        last turn, which nothing but their own results follows: those are the running session's live calls."""
+        last turn, which nothing but their own results follows: those are the running session's live calls
+        (``validate.last_turn``, the rule eval's validity uses too)."""
+        last = last_turn([self.msg(p) for p in msg_positions])
+        live_from = msg_positions[last] if last >= 0 else -1
         for mpos, group in groups.items():
-            start = bisect.bisect_right(msg_positions, mpos)
-            later = [self.msg(p) for p in msg_positions[start:]]
-            if all(m.is_tool_result_only for m in later):
+            if mpos >= live_from:
                 continue
             mline = self.recs[mpos].line
             for c in group:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from .options import Options
 from .paths import check_paths, check_state_path, state_path_in
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
+from .secrets import scrub_credentials
 from .source import InputData, Source, is_file
 from .state import (
     InputInfo,
@@ -65,7 +67,7 @@ Warn = Callable[[str], None]
 
 def stderr_warn(message: str) -> None:
     """The default place for warnings: one ``ctxcompact: …`` line on stderr."""
-    sys.stderr.write(f"ctxcompact: {message}\n")
+    sys.stderr.write(f"ctxcompact: {scrub_credentials(message)}\n")
 
 
 def resolve_state_path(source: Source, opts: Options, *, required: bool) -> Path | None:
@@ -320,7 +322,7 @@ class RunResult:
 
     def lines(self) -> Iterator[bytes]:
         if self.passthrough is not None:
-            return iter(self.passthrough.splitlines(keepends=True))
+            return iter(io.BytesIO(self.passthrough).readlines())  # lines end at \n only, never at a CR
         return lines_in(self.transcript, self.output_format)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from .secrets import scrub_credentials
+
 
 class ExitCode(enum.IntEnum):
     OK = 0
@@ -40,6 +42,11 @@ class Problem:
     message: str
     severity: str = "error"  # "error" or "warning"
 
+    def __post_init__(self) -> None:
+        # a problem quotes the line's values ("unknown role 'sk-ant-…'"): never a credential
+        object.__setattr__(self, "path", scrub_credentials(self.path))
+        object.__setattr__(self, "message", scrub_credentials(self.message))
+
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "input"
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
@@ -50,6 +57,10 @@ class Problem:
 
 class CtxCompactError(Exception):
     exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, *args: object) -> None:
+        # the message may quote the input or a server's answer: never a credential
+        super().__init__(*(scrub_credentials(a) if isinstance(a, str) else a for a in args))
 
 
 class UsageError(CtxCompactError):

@@ -38,8 +38,8 @@ def iter_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line number, bytes)`` for every non-blank line of ``stream``.
 
     Line numbers are 1-based and count blank lines too, so they match what an editor shows. The line ending
-    (``\\n`` or ``\\r\\n``) is removed; a UTF-8 byte-order mark at the very start is removed; lines made only
-    of ASCII whitespace are skipped.
+    (``\\n``, and every CR before it or at the end of the input) is removed; a UTF-8 byte-order mark at the
+    very start is removed; lines made only of ASCII whitespace are skipped.
     """
     for lineno, _offset, line in iter_lines_at(stream):
         yield lineno, line
@@ -61,7 +61,10 @@ def iter_lines_at(stream: BinaryIO, first_line: int = 1) -> Iterator[tuple[int, 
         pos += len(chunk)
         line = chunk
         if line.endswith(b"\n"):
-            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+            line = line[:-1]
+        # every CR before the line's end is JSON whitespace: a line ending in \r\r\n is read as the same
+        # line as one ending in \n, so cleaning twice gives what cleaning once gave (issue 26 item 15)
+        line = line.rstrip(b"\r")
         if lineno == 1 and line.startswith(_BOM):
             line = line[len(_BOM):]
             start += len(_BOM)

@@ -5,6 +5,8 @@ agent can read an exact earlier detail instead of redoing the work.
 Bounded everywhere: only the covered prefix of the file is read (the state says how many bytes), at most
 :data:`MAX_RESULTS` records are returned, each as an excerpt of at most :data:`MAX_EXCERPT` characters, and
 a regular expression gets :data:`REGEX_TIMEOUT_S` seconds per record (the ``regex`` module's timeout).
+Credentials are masked in what it returns, as in everything ctxcompact composes
+(docs/reference/safety.md#credentials-in-what-ctxcompact-writes).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from .errors import UsageError
 from .formats import read_transcript
 from .model import token_text
+from .secrets import scrub_credentials
 from .state import check_fingerprint, default_state_path, load_state
 
 MAX_RESULTS = 100
@@ -109,7 +112,7 @@ def recall(path: str | os.PathLike[str], query: str, *, regex: bool = False,
     for rec in records.transcript.records:
         if rec.message is None:
             continue
-        text = "\n".join(token_text(rec.message)[0])
+        text = scrub_credentials("\n".join(token_text(rec.message)[0]))  # what ctxcompact hands out
         at = find(text)
         if at < 0:
             continue

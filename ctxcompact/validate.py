@@ -8,14 +8,14 @@ Every problem reads ``line N: <json path>: <what>``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from .errors import InputError, Problem
 from .formats import MAX_PROBLEMS, get_format, read_lines
-from .model import ToolCall, ToolResult, Transcript
+from .model import Message, ToolCall, ToolResult, Transcript
 from .source import InputData
 
 # Keys under which formats store a call id; used to point a problem at the exact JSON path in its line.
@@ -49,9 +49,29 @@ def _path(data: Any, value: str, keys: tuple[str, ...], nth: int) -> str:
     return "$"
 
 
+def last_turn(messages: Sequence[Message]) -> int:
+    """Index of the last message that is not only tool results (-1: none). In a tree log (Claude Code) the
+    calls from there on, which nothing but their own results follows, are the running session's live calls:
+    no result is missing (the one rule of clean.py's ``answer_missing`` and eval's validity)."""
+    return max((i for i, m in enumerate(messages) if not m.is_tool_result_only), default=-1)
+
+
+def live_calls(transcript: Transcript, fmt: str | None = None) -> set[str]:
+    """The ids of the running session's live calls when ``transcript`` is written as ``fmt`` (its own format
+    by default): the calls of :func:`last_turn` on, in a tree layout; none otherwise."""
+    if not get_format(fmt or transcript.format).layout.tree:
+        return set()
+    messages = [r.message for r in transcript.records if r.message is not None]
+    start = last_turn(messages)
+    return {c.id for m in messages[max(start, 0):] for c in m.tool_calls()} if start >= 0 else set()
+
+
 def cross_record_problems(transcript: Transcript) -> list[Problem]:
     """Problems that span records: a tool-call id used twice; a tool result whose call comes later
-    ("its call comes later, at line N") or does not exist at all."""
+    ("its call comes later, at line N") or does not exist at all. In a tree layout (Claude Code) a result may
+    come before its call in the file: the ``parentUuid`` tree orders the log, and clean.py leaves results
+    where they were written (issue 26 item 7: ``clean`` and ``validate`` agree on what is valid)."""
+    tree = get_format(transcript.format).layout.tree
     first_call: dict[str, int] = {}
     for rec in transcript.records:
         for call in rec.message.tool_calls() if rec.message else []:
@@ -79,6 +99,8 @@ def cross_record_problems(transcript: Transcript) -> list[Problem]:
                     continue
                 path = _path(rec.data, block.call_id, _RESULT_KEYS, n)
                 later = first_call.get(block.call_id)
+                if later is not None and tree:
+                    continue
                 if later is not None:
                     msg = (f"tool result for call {block.call_id!r} comes before its call "
                            f"(the call comes later, at line {later})")

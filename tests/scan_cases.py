@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxcompact.evaluate import identifiers
-from ctxcompact.facts import files, outcomes, text
+from ctxcompact.facts import files, outcomes, rules, text
+from ctxcompact.secrets import scrub_credentials
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,95 @@ def _run_records(n: int) -> Any:
 
     data = b"".join(orjson.dumps(x) + b"\n" for x in lines)
     return api, data
+
+
+def _bpe_count(text: str) -> object:
+    """The pure-Python byte-pair counter (tokens/bpe.py) on one text, whatever tiktoken's state."""
+    from ctxcompact.tokens import bpe, exact
+
+    name = "o200k_base"
+    counter = bpe.counter(name, exact._SPEC[name][0], exact.EXPECTED_SHA256[name],
+                          lambda: exact.parse_ranks(exact._read_ranks_file(name)))
+    counter._memo.clear()  # each timing counts from scratch
+    n = counter.count(text)
+    assert n is not None
+    return n
+
+
+def _cjk(n: int) -> str:
+    import random
+
+    rnd = random.Random(5)
+    return "".join(chr(0x4E00 + rnd.randrange(3000)) for _ in range(n))
+
+
+def _word(n: int) -> str:
+    import random
+
+    rnd = random.Random(6)
+    return "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(n))
+
+
+def _jsonl(lines: list[dict[str, Any]]) -> bytes:
+    import orjson
+
+    return b"".join(orjson.dumps(x) + b"\n" for x in lines)
+
+
+def _invocations(n: int) -> bytes:
+    """A long session of ``n`` requests and answers: the sliding window's first run makes every event."""
+    lines: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(n):
+        lines.append({"role": "user", "content": f"Please fix bug {i} in src/mod{i}.py, never touch tests."})
+        lines.append({"role": "assistant", "content": f"Fixed bug {i}: the loop bound in src/mod{i}.py."})
+    return _jsonl(lines)
+
+
+def _sliding_window(data: bytes) -> object:
+    from ctxcompact import api
+    from ctxcompact.options import Options
+
+    return api.run(data, Options(strategy="sliding-window", window=200_000, use_state=False), dry_run=True)
+
+
+def _system_mid_conversation(n: int) -> bytes:
+    """An Anthropic-shaped transcript with a system message inside every turn (each one moved and merged)."""
+    lines: list[dict[str, Any]] = []
+    for i in range(n):
+        lines += [{"role": "user", "content": f"question {i} about src/q{i}.py"},
+                  {"role": "system", "content": f"reminder {i}"},
+                  {"role": "assistant", "content": f"answer {i}"}]
+    return _jsonl(lines)
+
+
+def _anthropic_run(data: bytes) -> object:
+    from ctxcompact import api
+    from ctxcompact.options import Options
+
+    return api.run(data, Options(format="anthropic", window=4000, use_state=False), dry_run=True)
+
+
+def _failed_commands(n: int) -> bytes:
+    """A session of ``n`` failing test commands (eval's identifiers, errors, the truncation baseline)."""
+    import orjson
+
+    lines: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
+                                   {"role": "user", "content": "Run the tests until they pass."}]
+    for i in range(n):
+        args = orjson.dumps({"command": f"pytest tests/test_{i}.py"}).decode()
+        lines += [{"role": "assistant", "content": None, "tool_calls": [
+                      {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": args}}]},
+                  {"role": "tool", "tool_call_id": f"c{i}",
+                   "content": f"FAILED tests/test_{i}.py::test_x - AssertionError: {i}\nexit code 1"}]
+    lines.append({"role": "assistant", "content": "Still failing."})
+    return _jsonl(lines)
+
+
+def _eval(data: bytes) -> object:
+    from ctxcompact import api
+    from ctxcompact.options import Options
+
+    return api.evaluate(data, Options(window=20_000, use_state=False))
 
 
 def _summarize(arg: Any) -> object:
@@ -82,17 +172,42 @@ CASES: tuple[Case, ...] = (
     Case("path tokens: many distinct files", lambda n: " ".join(f"f{i}.py" for i in range(n)),
          files.path_tokens, 20_000),
     Case("whole run (dry): blank-line shell output + unclosed tags", _run_records, _summarize, 100_000),
+    # issue 26 items 9-10: the byte-pair counter on one long pre-token, and the other quadratic scans
+    Case("byte-pair count: a run of spaces", lambda n: "x" + " " * n + "y", _bpe_count, 20_000),
+    Case("byte-pair count: a run of newlines", lambda n: "ok\n" + "\n" * n + "FAILED", _bpe_count, 20_000),
+    Case("byte-pair count: one repeated character", lambda n: "a" * n, _bpe_count, 20_000),
+    Case("byte-pair count: a long unbroken word", _word, _bpe_count, 20_000),
+    Case("byte-pair count: CJK without spaces", _cjk, _bpe_count, 20_000),
+    Case("rules: many rule-like sentences", lambda n: " ".join(f"Never touch file{i}." for i in range(n)),
+         rules.rules_in_text, 5_000),
+    Case("heredoc: many unclosed << word openers", lambda n: "".join(f"cat << EOF{i}\n" for i in range(n)),
+         files.command_paths, 4_000),
+    Case("heredoc: many closed here-documents",
+         lambda n: "".join(f"cat << E{i}\nbody\nE{i}\n" for i in range(n)), files.command_paths, 4_000),
+    Case("sliding window: first run over many invocations", _invocations, _sliding_window, 600),
+    # (sizes under 200,000 characters: above it the exact counter changes gear, a step and no trend)
+    Case("anthropic: a system message inside every turn (run)", _system_mid_conversation, _anthropic_run,
+         500),
+    Case("eval: many failed commands", _failed_commands, _eval, 400),
+    # the credential scrubber on what looks almost like a credential, over and over
+    Case("credentials: a-a-a… names before '='", lambda n: "a-" * n + "=", scrub_credentials, 50_000),
+    Case("credentials: many near-miss keys", lambda n: "sk-abc ghp_x Bearer x key= " * n, scrub_credentials,
+         20_000),
+    Case("credentials: one long URL user part", lambda n: "https://" + "u" * n + ":p", scrub_credentials,
+         100_000),
 )
 
 
 def best_time(case: Case, n: int, repeat: int = 3) -> float:
-    """The best of ``repeat`` timings of ``case.scan`` on an input of size ``n`` (built once, not timed)."""
+    """The best of ``repeat`` timings of ``case.scan`` on an input of size ``n`` (built once, not timed), in
+    CPU time of this process: eight processes share two cores while the suite runs, and wall time then
+    measures them."""
     arg = case.build(n)
     best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         case.scan(arg)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 

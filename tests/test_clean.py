@@ -585,3 +585,24 @@ def test_large_transcript_with_one_reused_id_is_linear_enough() -> None:
     assert r2.transcript.records[-1].message is not None
     assert r2.transcript.records[-1].message.text().endswith(f"u{n - 1}")
     assert time.perf_counter() - started < 10
+
+
+# issue 26 item 15: whatever CRs end a line, cleaning twice gives what cleaning once gave
+_LINES = [b'{"role":"user","content":"hi"}', b'{"role":"assistant","content":"ok"}',
+          b'{"role":"user","content":"a\\r\\nb"}', b'{"role":"assistant","content":"x"} ',
+          b'{"role":"user",\r"content":"cr inside"}']
+_ENDINGS = [b"\n", b"\r\n", b"\r\r\n", b"\r\r\r\n", b" \r\n", b"\r \n", b"\n\n", b"\r\n\r\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_LINES), st.sampled_from(_ENDINGS)), min_size=1, max_size=6),
+       st.sampled_from([b"", b"\r", b"\r\r"]))
+def test_cleaning_is_idempotent_whatever_the_line_endings(lines: list[tuple[bytes, bytes]],
+                                                          tail: bytes) -> None:
+    from ctxcompact import api
+
+    data = b"".join(a + b for a, b in lines)
+    data = data[:-1] + tail if data.endswith(b"\n") and tail else data
+    once = b"".join(api.clean_file(data, "openai", warn=lambda _m: None).lines())
+    twice = b"".join(api.clean_file(once, "openai", warn=lambda _m: None).lines())
+    assert twice == once

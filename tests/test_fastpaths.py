@@ -65,6 +65,35 @@ def test_pure_counts_equal_tiktoken_on_random_text(pair, text):
     assert got is None or got == len(enc.encode_ordinary(text))
 
 
+_LONG_SHAPES = {  # the pre-tokens on which a scan-per-merge went quadratic (issue 26 item 9)
+    "spaces": "x" + " " * 5000 + "y",
+    "newlines": "collecting\n" + "\n" * 5000 + "FAILED",
+    "one char": "a" * 5000,
+    "digits": "7" * 5000,
+    "punctuation": "=-" * 2500,
+    "long word": "".join(random.Random(3).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(5000)),
+    "CJK without spaces": "".join(chr(0x4E00 + random.Random(4).randrange(3000)) for _ in range(3000)),
+    "tabs and CRs": "\t\r" * 2500,
+    "emoji": "😀" * 2000,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_LONG_SHAPES))
+def test_pure_counts_equal_tiktoken_on_long_pre_tokens(pair, shape):
+    _, cached, enc = pair
+    text = _LONG_SHAPES[shape]
+    assert cached.count(text) == len(enc.encode_ordinary(text))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", " ", "\n", "ab", "=", "é", "中", "\r\n", "7", "😀"]),
+                          st.integers(1, 400)), max_size=6))
+def test_pure_counts_equal_tiktoken_on_runs(pair, runs):
+    _, cached, enc = pair
+    text = "".join(s * k for s, k in runs)
+    assert cached.count(text) == len(enc.encode_ordinary(text))
+
+
 def test_unsure_text_is_left_to_tiktoken(pair):
     counter, _, _ = pair
     assert counter.count("a\ud800b") is None  # a lone surrogate

@@ -110,3 +110,42 @@ def test_cli_side_file_from_a_device_is_exit_2(flag: list[str]) -> None:
                           capture_output=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert b"/dev/zero: not a regular file" in done.stderr
+
+
+# --------------------------------------------------------------------------------------------------------
+# issue 26 item 10: the linear rewrites answer what the quadratic originals answered
+
+# the here-document pattern as it was, its word taken whole (the old one also tried the word's prefixes)
+_OLD_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)(?!\w)\1[^\n]*\n.*?^[^\S\n]*\2[^\S\n]*$", re.S | re.M)
+_HEREDOC_BITS = ["cat << EOF", "<<-'EOF'", "<<E", "EOF", "E", "  EOF  ", "\n", " ", "x.py", "<<", "body",
+                 "<< \"EOF\" > out.txt", "EOFX", "a/b.py"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_HEREDOC_BITS), max_size=12))
+def test_heredocs_are_stripped_as_before(bits: list[str]) -> None:
+    from ctxcompact.facts.files import path_tokens, strip_heredocs
+
+    s = "".join(bits)
+    assert path_tokens(strip_heredocs(s)) == path_tokens(_OLD_HEREDOC.sub(" ", s))
+
+
+def test_a_heredoc_body_is_not_the_command() -> None:
+    from ctxcompact.facts.files import command_paths
+
+    cmd = "cat > notes.md << 'EOF'\nsee src/inner.py\nEOF\npython run.py << X\nunclosed.py"
+    assert command_paths(cmd) == ["notes.md", "run.py", "unclosed.py"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 6)), max_size=10))
+def test_visible_events_are_those_no_later_event_contains(spans: list[tuple[int, int]]) -> None:
+    from ctxcompact.state import Event
+    from ctxcompact.strategies.ranges import visible_events as _visible
+
+    events = [Event(start=a, end=a + k, invocations=1, records=k, original_tokens=0, compacted_tokens=0,
+                    ratio=0.0, summary="s", summarizer="extractive") for a, k in spans]
+    keep = [i for i, e in enumerate(events)
+            if not any(f.start <= e.start and e.end <= f.end for f in events[i + 1:])]
+    assert _visible(events) == sorted(keep, key=lambda i: (events[i].start, events[i].end, i))
+

@@ -42,6 +42,7 @@ from ctxcompact.summarizers.base import SummaryRequest, fit_summary
 from ctxcompact.summarizers.openai import OpenAISummarizer, is_local_url
 from ctxcompact.summarizers.prompt import (
     INPUT_CHARS_PER_TOKEN,
+    SMALL_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
     build_user_prompt,
     input_budget,
@@ -142,7 +143,9 @@ def test_summary_budgets_follow_the_spec() -> None:
 def test_input_budget_is_80_percent_minus_system_and_output() -> None:
     system_tokens = -(-len(SYSTEM_PROMPT) // INPUT_CHARS_PER_TOKEN)
     assert input_budget(200_000, 10_000) == 160_000 - system_tokens - 10_000
-    assert input_budget(8_000, 800) == 6_400 - system_tokens - 800
+    # a small window gets the compact instructions (issue 26 item 18)
+    small_tokens = -(-len(SMALL_SYSTEM_PROMPT) // INPUT_CHARS_PER_TOKEN)
+    assert input_budget(8_000, 800) == 6_400 - small_tokens - 800
 
 
 # --- Anthropic: the request ----------------------------------------------------------------------------
@@ -221,8 +224,8 @@ def test_a_conversation_over_the_small_window_is_summarized_in_chunks(env: pytes
 
 
 def test_window_too_small_for_any_input(env: pytest.MonkeyPatch, server: ProviderServer) -> None:
-    with pytest.raises(SummarizerError, match="no room"):
-        anth(server, context_window=2_000).summarize(request(budget=800))
+    with pytest.raises(SummarizerError, match="no room"):  # 2,000 tokens now fit (tests/test_small_window.py)
+        anth(server, context_window=600).summarize(request(budget=800))
     assert server.received == []
 
 

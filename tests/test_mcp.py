@@ -23,7 +23,7 @@ SECRET = "the staging database password rotates every Tuesday at 04:00 UTC"
 def _log(path: Path) -> None:
     msgs = [sys_msg("You are a coding agent."), user("Set up the deploy. Note: " + SECRET + ".")]
     msgs += [assistant(None, [("c_env", "read_env", {"file": ".env.staging"})]),
-             tool("c_env", "DB_HOST=staging-db-7.internal\nDB_PORT=6543\n"),
+             tool("c_env", "DB_HOST=staging-db-7.internal\nDB_PORT=6543\nDB_PASSWORD=hunter2-staging\n"),
              assistant("The staging host is staging-db-7.internal on port 6543.")]
     msgs += coding_session(40)
     msgs.append(user("Now write the deploy script."))
@@ -80,6 +80,7 @@ def test_mcp_server_over_stdio(tmp_path: Path) -> None:
     regex = out["regex"]
     assert [h["line"] for h in regex["hits"]] == [4] and regex["more"] == 1  # the result, then the answer
     assert "staging-db-7.internal" in regex["hits"][0]["text"]
+    assert "hunter2" not in orjson.dumps(out).decode()  # credentials are masked in what recall returns
     assert out["none"]["hits"] == [] and out["none"]["more"] == 0
     assert out["bad_regex"][0] == "error" and "not a regular expression" in out["bad_regex"][1]
     assert out["missing"][0] == "error" and "no such file" in out["missing"][1]

@@ -177,3 +177,58 @@ def test_unknown_format_name_is_a_usage_error() -> None:
 def test_undetectable_input_is_a_report_not_an_exception() -> None:
     report = validate(BROKEN / "unknown.jsonl")
     assert report.format == "unknown" and not report.ok and report.records == 0
+
+
+# --------------------------------------------------------------------------------------------------------
+# issue 26 items 7 and 12: one rule for what a valid Claude Code log is (validate, clean, eval agree)
+
+_CC = Path(__file__).parent / "data" / "claude-code" / "spotter-tool-heavy.jsonl"
+
+
+def _cc_lines() -> list[bytes]:
+    return [x for x in _CC.read_bytes().split(b"\n") if x.strip()]
+
+
+def _call_and_result() -> tuple[int, int]:
+    """Indexes of the first tool_use line and of the line holding its result."""
+    lines = [orjson.loads(x) for x in _cc_lines()]
+    for i, obj in enumerate(lines):
+        content = (obj.get("message") or {}).get("content")
+        calls = [b["id"] for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if obj.get("type") == "assistant" and calls:
+            for j in range(i + 1, len(lines)):
+                c = (lines[j].get("message") or {}).get("content")
+                if isinstance(c, list) and any(isinstance(b, dict) and b.get("tool_use_id") == calls[0]
+                                               for b in c):
+                    return i, j
+    raise AssertionError("no call and result in the sample")
+
+
+def test_a_claude_code_result_written_before_its_call_is_valid_and_needs_no_repair(tmp_path: Path) -> None:
+    from ctxcompact import api
+    from ctxcompact.options import Options
+
+    lines = _cc_lines()
+    i, j = _call_and_result()
+    moved = [*lines[:i], lines[j], *lines[i:j], *lines[j + 1:]]  # the result line first; parents unchanged
+    data = b"\n".join(moved) + b"\n"
+    report = validate(data, "claude-code")
+    cleaned = api.clean_file(data, "claude-code", warn=lambda _m: None)
+    assert report.ok == (not cleaned.repairs), ([str(p) for p in report.problems], cleaned.repairs)
+    assert report.ok
+    out = tmp_path / "out.jsonl"
+    api.run(data, Options(use_state=False, window=1_000_000), output=out)
+    assert validate(out).ok
+
+
+def test_eval_calls_an_untouched_log_ending_on_its_live_call_valid() -> None:
+    from ctxcompact import api
+    from ctxcompact.options import Options
+
+    lines = _cc_lines()
+    i, _j = _call_and_result()
+    data = b"\n".join(lines[: i + 1]) + b"\n"  # the session is running: its last call has no result yet
+    assert validate(data).ok
+    result = api.evaluate(data, Options(use_state=False, window=1_000_000), calibration=False)
+    assert not result["compacted"]
+    assert result["valid"], result["problems"]

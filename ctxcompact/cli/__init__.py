@@ -11,6 +11,7 @@ from typing import NoReturn
 import click
 
 from ..errors import CtxCompactError, ExitCode, OutputError
+from ..secrets import scrub_credentials
 from . import serve as _serve  # noqa: F401  (registers `ctxcompact mcp`)
 from .commands import cli
 from .options import echo_err
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         raise SystemExit(ExitCode.USAGE) from None
     except click.ClickException as exc:
+        exc.message = scrub_credentials(exc.message)  # type: ignore[misc]  # it may quote a value given
         exc.show()
         raise SystemExit(ExitCode.USAGE) from None
     except click.exceptions.Abort:

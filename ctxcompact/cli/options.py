@@ -13,6 +13,7 @@ import click
 
 from ..errors import EXIT_MEANINGS, UsageError
 from ..options import Options
+from ..secrets import scrub_credentials
 from ..strategies import NAMES as STRATEGY_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -296,7 +297,9 @@ def colour(stream: Any) -> bool:
 
 
 def echo_err(message: str) -> None:
-    """``ctxcompact: <message>`` on stderr; an ``error:`` or ``warning:`` in colour on a terminal."""
+    """``ctxcompact: <message>`` on stderr; an ``error:`` or ``warning:`` in colour on a terminal. A message
+    never quotes a credential (secrets.scrub_credentials)."""
+    message = scrub_credentials(message)
     err = sys.stderr
     if colour(err):
         for word, fg in _COLOURS.items():

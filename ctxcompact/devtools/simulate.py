@@ -109,7 +109,7 @@ def request_heuristic(lines: bytes) -> int:
     """chars/4 (rounded up per message) of an OpenAI-format request: what the simulated provider bills,
     counted from the written lines themselves rather than from the pipeline's own counts."""
     total = 0
-    for line in lines.splitlines():
+    for line in lines.split(b"\n"):  # JSONL: lines end at \n only
         if not line.strip():
             continue
         obj = orjson.loads(line)

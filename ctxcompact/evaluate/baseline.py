@@ -34,12 +34,20 @@ def truncate(transcript: Transcript, budget: int, tokens_of: Callable[[list[Reco
     records = transcript.records
     system = [r for r in records if r.message is not None and r.message.role is Role.SYSTEM]
     rest = units(records)
-    start = 0
 
     def kept_from(first: int) -> list[Record]:
         keep = {id(r) for r in system} | {id(r) for u in rest[first:] for r in u}
         return [r for r in records if id(r) in keep]  # in the transcript's order
 
-    while start < len(rest) and tokens_of(kept_from(start)) > budget:
-        start += 1
+    # Dropping a unit never adds tokens, so "over the budget" holds for a prefix of the starts: the first
+    # start that fits is found by bisection (log U recounts; one recount per dropped unit was quadratic on
+    # a long session)
+    lo, hi = 0, len(rest)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tokens_of(kept_from(mid)) > budget:
+            lo = mid + 1
+        else:
+            hi = mid
+    start = lo
     return Transcript(transcript.format, kept_from(start), transcript.source)

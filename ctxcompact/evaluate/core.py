@@ -13,6 +13,7 @@ from ..engine import ReplayPoint, RunResult, output_format, replay_calibration, 
 from ..formats import read_transcript
 from ..model import Record, Transcript
 from ..options import Options
+from ..secrets import scrub_json
 from ..source import InputData, Source, is_file
 from ..tokens.counts import count_records
 from .baseline import truncate
@@ -146,4 +147,4 @@ def evaluate(
 
         out["judge"] = ask_judge(judge, probes, compare(original, result.transcript).text, opts)
     out["warnings"] = warnings + result.warnings
-    return out
+    return scrub_json(out)  # eval quotes the transcript (identifiers, requests, rules): never a credential

@@ -47,10 +47,13 @@ class Identifiers:
     """Identifiers by kind, each once, in the order they first occur."""
 
     by_kind: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    # what each kind holds, for O(1) membership (the list's ``in`` made a long session quadratic)
+    _seen: dict[str, set[str]] = field(default_factory=lambda: {k: set() for k in KINDS})
 
     def add(self, kind: str, value: str) -> None:
         value = value.strip()
-        if value and value not in self.by_kind[kind]:
+        if value and value not in self._seen[kind]:
+            self._seen[kind].add(value)
             self.by_kind[kind].append(value)
 
     def total(self) -> int:

@@ -63,7 +63,7 @@ def load_probes(path: str | Path) -> list[Probe]:
     except OSError as e:
         raise UsageError(f"--probes {path}: cannot read: {e.strerror or e}") from None
     probes = []
-    for n, raw in enumerate(data.splitlines(), start=1):
+    for n, raw in enumerate(data.split(b"\n"), start=1):  # JSONL: lines end at \n only
         stripped = raw.strip()
         if not stripped or stripped.startswith(b"#"):
             continue

@@ -16,7 +16,7 @@ from ..facts.text import latest_request
 from ..facts.todos import open_todos
 from ..formats.convert import lines_in
 from ..model import Origin, Record, Transcript, token_text
-from ..validate import validate
+from ..validate import live_calls, validate
 from .identifiers import KINDS, extract, squashed
 from .probes import Probe
 
@@ -146,7 +146,9 @@ def valid_score(transcript: Transcript, fmt: str | None = None) -> dict[str, Any
     report = validate(io.BytesIO(data), fmt)
     calls = {c.id for m in transcript.messages() for c in m.tool_calls()}
     results = {r.call_id for m in transcript.messages() for r in m.tool_results()}
-    unanswered, orphans = sorted(calls - results), sorted(results - calls)
+    # a tree log's live calls (the running session's) are no missing results: the cleaner's rule
+    unanswered = sorted(calls - results - live_calls(transcript, fmt))
+    orphans = sorted(results - calls)
     problems = [str(p) for p in report.problems if p.severity == "error"][:10]
     problems += [f"call {i} has no result" for i in unanswered[:5]]
     problems += [f"result {i} has no call" for i in orphans[:5]]

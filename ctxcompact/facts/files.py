@@ -3,6 +3,7 @@ user typed."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -79,15 +80,54 @@ def path_tokens(text: str) -> list[str]:
     return out
 
 
-# A here-document's body is content (a patch, a script, a file written), not the command's arguments.
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.S | re.M)
+# A here-document's body is content (a patch, a script, a file written), not the command's arguments: from
+# its opener ``<< word`` (``<<-``, quoted words) to the first later line that is the word alone. One regex
+# (opener, then ``.*?`` up to the terminator) rescans the rest of the command from every opener that is never
+# closed: quadratic. The openers are found once, the terminator lines are indexed once, each opener looks its
+# terminator up.
+_HEREDOC_OPENER = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+_HEREDOC_WORD_LINE = re.compile(r"^[^\S\n]*(\w+)[^\S\n]*$", re.M)
+
+
+def strip_heredocs(cmd: str) -> str:
+    """``cmd`` with each here-document (its opener's line through its terminator line) replaced by a space;
+    an opener that is never closed is left as it is."""
+    if "<<" not in cmd:
+        return cmd
+    # word → where the lines that are that word alone start, and where they end
+    starts: dict[str, list[int]] = {}
+    ends: dict[str, list[int]] = {}
+    for line in _HEREDOC_WORD_LINE.finditer(cmd):
+        starts.setdefault(line.group(1), []).append(line.start())
+        ends.setdefault(line.group(1), []).append(line.end())
+    out: list[str] = []
+    done = pos = 0
+    while True:
+        m = _HEREDOC_OPENER.search(cmd, pos)
+        if m is None:
+            break
+        eol = cmd.find("\n", m.end())
+        at = starts.get(m.group(2), [])
+        k = bisect.bisect_left(at, eol + 1) if eol >= 0 else len(at)
+        if k == len(at):  # never closed: not a here-document here
+            pos = m.start() + 1
+            continue
+        out.append(cmd[done:m.start()])
+        out.append(" ")
+        done = pos = ends[m.group(2)][k]
+    out.append(cmd[done:])
+    return "".join(out)
 
 
 def command_paths(cmd: str) -> list[str]:
     """Files a shell command names: path-like tokens of the command itself (a here-document's body
     left out) and the files a patch in it adds, updates or deletes."""
-    out = [p for p in _PATCH_FILE.findall(cmd)]
-    out.extend(p for p in path_tokens(_HEREDOC.sub(" ", cmd)) if p not in out)
+    out = list(dict.fromkeys(_PATCH_FILE.findall(cmd)))
+    seen = set(out)
+    for p in path_tokens(strip_heredocs(cmd)):
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
     return out
 
 
@@ -97,25 +137,25 @@ _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.M)
 def paths_of_call(call: ToolCall) -> list[str]:
     """Files a tool call touches: its path-like arguments, files named in a patch, and path-like tokens of
     its command."""
-    out: list[str] = []
+    found: dict[str, None] = {}  # ordered and deduplicated in O(1) per path (a list's ``in`` is O(n))
     args = decode_args(call)
     if isinstance(args, dict):
         for key in PATH_KEYS:
             for v in strings(args.get(key)):
                 v = v.strip()
-                if v.strip("./") and len(v) <= 400 and "\n" not in v and v not in out:
-                    out.append(v)
+                if v.strip("./") and len(v) <= 400 and "\n" not in v:
+                    found.setdefault(v)
         for key in ("patch", "input", "diff"):
             for v in strings(args.get(key)):
-                out.extend(p for p in _PATCH_FILE.findall(v) if p not in out)
+                found.update(dict.fromkeys(_PATCH_FILE.findall(v)))
     elif isinstance(args, str):
-        out.extend(p for p in _PATCH_FILE.findall(args) if p not in out)
+        found.update(dict.fromkeys(_PATCH_FILE.findall(args)))
     if not isinstance(args, dict) and call.arguments:
-        out.extend(p for p in _PATCH_FILE.findall(call.arguments) if p not in out)
+        found.update(dict.fromkeys(_PATCH_FILE.findall(call.arguments)))
     cmd = command_of(call)
     if cmd:
-        out.extend(p for p in command_paths(cmd) if p not in out)
-    return [p for p in out if not _NOT_FILES.match(p)]
+        found.update(dict.fromkeys(command_paths(cmd)))
+    return [p for p in found if not _NOT_FILES.match(p)]
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ def rules_in_text(text: str) -> list[str]:
     split at sentence ends and line breaks. Fenced code blocks are skipped: a "must" in pasted code is no
     instruction."""
     out: list[str] = []
+    seen: set[str] = set()  # membership in ``out`` would be O(n) per sentence: O(n²) on many rules
     in_fence = False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
@@ -34,17 +35,13 @@ def rules_in_text(text: str) -> list[str]:
         for piece in pieces:
             # a list marker is layout, not part of the rule
             piece = _LIST_MARKER.sub("", piece.strip(), count=1).strip()
-            if piece and len(piece) <= _MAX_RULE_CHARS and _RULE_WORDS.search(piece) and piece not in out:
+            if piece and len(piece) <= _MAX_RULE_CHARS and _RULE_WORDS.search(piece) and piece not in seen:
+                seen.add(piece)
                 out.append(piece)
     return out
 
 
 def user_rules(records: Sequence[Record]) -> list[str]:
     """Every rule or constraint the user typed, verbatim, deduplicated, oldest first."""
-    out: list[str] = []
-    for _, text in user_requests(records):
-        for rule in rules_in_text(text):
-            if rule not in out:
-                out.append(rule)
-    return out
+    return list(dict.fromkeys(rule for _, text in user_requests(records) for rule in rules_in_text(text)))
 

@@ -115,6 +115,11 @@ class Format(abc.ABC):
         ``record`` is the record the message came from, if any (its ``data`` holds the line's envelope for
         formats that wrap messages). Unknown fields in ``message.extra`` are written back."""
 
+    def relink_dropped(self, records: list[Record], dropped: Sequence[bytes]) -> None:
+        """Before :meth:`finish`, given the raw lines lenient reading dropped: keep the links between the
+        records whole past them (Claude Code's ``parentUuid`` chain). Default: nothing links lines."""
+        return None
+
     def finish(self, records: list[Record]) -> list[Record]:
         """Whole-file pass after every line is parsed (link ids, follow chains). Default: nothing."""
         return records

@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import uuid as uuidlib
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
@@ -205,6 +206,28 @@ def _agent_progress(obj: dict[str, Any], meta: dict[str, Any]) -> None:
         meta[SUBAGENT_CALL] = call
 
 
+_UUID_KEY = re.compile(rb'"uuid"\s*:\s*"([^"\\]{1,200})"')
+_PARENT_KEY = re.compile(rb'"parentUuid"\s*:\s*(?:"([^"\\]{1,200})"|null)')
+
+
+def _salvage_link(raw: bytes) -> tuple[str, str | None] | None:
+    """(uuid, parentUuid) of a line that did not read as a record, or None when it names no uuid."""
+    try:
+        obj = orjson.loads(raw.decode("utf-8", "replace"))
+    except (orjson.JSONDecodeError, RecursionError):
+        obj = None
+    if isinstance(obj, dict):
+        uuid, parent = obj.get("uuid"), obj.get("parentUuid")
+        if isinstance(uuid, str):
+            return uuid, parent if isinstance(parent, str) else None
+        return None
+    u, p = _UUID_KEY.search(raw), _PARENT_KEY.search(raw)
+    if u is None:
+        return None
+    return u.group(1).decode("utf-8", "replace"), (p.group(1).decode("utf-8", "replace")
+                                                   if p is not None and p.group(1) is not None else None)
+
+
 def _subagent_runs(records: list[Record]) -> None:
     """Sidechain lines with no ``agentId`` (CLI 1.0.x writes subagents into the main file) belong to the run
     of their root line (the ``parentUuid`` chain up to the subagent's prompt)."""
@@ -305,6 +328,30 @@ class ClaudeCodeFormat(Format):
                 meta[SUBAGENT_RUN] = obj["agentId"]
             _inactive(rec, "sidechain")
         return rec
+
+    def relink_dropped(self, records: list[Record], dropped: Sequence[bytes]) -> None:
+        """A dropped line's children hang from its parent instead (issue 26 item 5): the chain is followed
+        from the last line back, so a gap would silently cut every line before it out of the context. The
+        dropped line's ``uuid`` and ``parentUuid`` are read as far as they can be (invalid UTF-8 replaced,
+        else the two keys found in the text); a line that names neither links nothing."""
+        up: dict[str, str | None] = {}
+        for raw in dropped:
+            link = _salvage_link(raw)
+            if link is not None:
+                up[link[0]] = link[1]
+        if not up:
+            return
+        for rec in records:
+            parent = rec.meta.get("parent_uuid")
+            seen: set[str] = set()
+            while isinstance(parent, str) and parent in up and parent not in seen:
+                seen.add(parent)
+                parent = up[parent]
+            if seen:
+                if parent is None:
+                    rec.meta.pop("parent_uuid", None)
+                else:
+                    rec.meta["parent_uuid"] = parent
 
     def finish(self, records: list[Record]) -> list[Record]:
         # Claude Code resumes from its last compaction boundary: what came before is history only.
@@ -442,11 +489,9 @@ class ClaudeCodeFormat(Format):
         ``message.id`` (one per original id, so the lines of one response stay one response): Claude Code
         merges the lines that share an id, and a copy under its original's id sent its blocks twice."""
         history: list[Record] = []
-        for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
-            try:
-                data = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                data = None
+        from .jsonl import history_lines  # the reader's rule for which lines are records
+
+        for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
             history.append(Record(index=i, line=i + 1, raw=raw, data=data, meta={"history": True}))
         boundary = Record(index=-1, line=0, raw=None, data=None, origin=Origin.SUMMARY, dirty=True,
                           meta={"compact_boundary": True, "pre_tokens": pre_tokens,

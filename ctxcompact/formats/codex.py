@@ -420,11 +420,9 @@ class CodexFormat(Format):
             return records
         history: list[Record] = []
         seen = _Seen()
-        for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
-            try:
-                data = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                data = None
+        from .jsonl import history_lines  # the reader's rule for which lines are records
+
+        for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
             seen.add(data, raw)
             history.append(Record(index=i, line=i + 1, raw=raw, data=data))
         end = made[-1] + 1 if made else len(records)

@@ -268,13 +268,10 @@ class GenaiFormat(Format):
         ADK (and this reader) hide the events inside that range. A log of bare Contents has no timestamps
         to name a range: it is written as the context itself."""
         history: list[Record] = []
-        for i, raw in enumerate(x for x in input_data.splitlines() if x.strip()):
-            try:
-                obj = orjson.loads(raw)
-                rec = self.parse_line(obj, i, i + 1, raw)
-            except (orjson.JSONDecodeError, LineError):
-                rec = Record(index=i, line=i + 1, raw=raw, data=None)
-            history.append(rec)
+        from .jsonl import history_lines  # the reader's rule for which lines are records
+
+        for i, (raw, obj) in enumerate(history_lines(input_data, self.name)):
+            history.append(self.parse_line(obj, i, i + 1, raw))
         stamps = {r.index: r.meta["timestamp"] for r in history
                   if isinstance(r.meta.get("timestamp"), (int, float))}
         if not stamps:

@@ -144,6 +144,7 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
     problems: list[Problem] = []
     total_problems = 0
     bad: set[int] = set()
+    dropped: list[bytes] = []  # the raw bad lines, for the format to link past them (relink_dropped)
 
     def add(p: Problem) -> None:
         nonlocal total_problems
@@ -162,6 +163,7 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
                 decoded.append((lineno, base_offset + offset, raw, decode_line(raw, lineno)))
             except LineError as err:
                 add(Problem(lineno, err.path, err.message))
+                dropped.append(raw)
     except OSError as exc:
         raise UsageError(f"cannot read {name}: {exc}") from None
     finally:
@@ -181,23 +183,50 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
             rec.offset = offset
         except LineError as err:
             add(Problem(lineno, err.path, err.message))
+            dropped.append(raw)
             continue
         except RecursionError:
             add(Problem(lineno, "$", _TOO_DEEP))
+            dropped.append(raw)
             continue
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             # a shape the parser did not foresee: still the line's fault, named with its number
             add(Problem(lineno, "$", f"not a valid {chosen.name} line ({type(exc).__name__}: {exc})"))
+            dropped.append(raw)
             continue
         found = schema_problems(chosen, obj, lineno) if schema else []
         for p in found:
             add(p)
         if not found:
             records.append(rec)
+        else:
+            dropped.append(raw)
+    if dropped:
+        chosen.relink_dropped(records, dropped)
     records = chosen.finish(records)
     problems.sort(key=lambda p: p.line)
     transcript = Transcript(format=chosen.name, records=records, source=name)
     return transcript, _cap(problems, total_problems), len(bad)
+
+
+def history_lines(data: bytes, fmt_name: str) -> list[tuple[bytes, Any]]:
+    """(raw line, decoded object) of each line of ``data`` an append-only log's compaction copies into its
+    output (``Format.compaction_output``): the lines the reader reads as records, by its one rule (lines
+    end at ``\\n`` only, a CR inside a line is JSON whitespace; then JSON, the format's parse and schema). A
+    line lenient reading dropped is not copied (the output must validate), nor a line that only answers
+    calls no line of the log makes (their call was on a dropped line)."""
+    transcript, _problems, _bad = read_lines(data, fmt_name)
+    calls = {c.id for r in transcript.records if r.message is not None for c in r.message.tool_calls()}
+    out: list[tuple[bytes, Any]] = []
+    for rec in transcript.records:
+        msg = rec.message
+        if rec.raw is None:
+            continue
+        if msg is not None and msg.is_tool_result_only and msg.tool_results() and not any(
+                t.call_id in calls for t in msg.tool_results()):
+            continue
+        out.append((rec.raw, rec.data))
+    return out
 
 
 def read_transcript(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *, lenient: bool = False,

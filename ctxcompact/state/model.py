@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import UsageError
+from ..secrets import scrub_credentials, scrub_json
 from ..summarizers.base import SummaryResult
 from ..tokens.calibration import FIT_POINTS, clamp_factor, fit_affine
 
@@ -111,12 +112,15 @@ class Summary:
                     continuation: str | None = None,
                     attachment_lines: list[tuple[int, int]] | None = None) -> Summary:
         """The state's record of a summarizer's result covering the first ``records_covered`` records."""
-        return cls(text=result.text, summarizer=result.summarizer, model=result.model,
+        scrub = scrub_credentials  # the state holds what ctxcompact composed: never a credential
+        return cls(text=scrub(result.text), summarizer=result.summarizer, model=result.model,
                    fallback=result.fallback, fallback_reason=result.fallback_reason,
-                   records_covered=records_covered, latest_request=latest_request,
-                   facts=copy.deepcopy(result.facts), input_tokens=result.input_tokens,
+                   records_covered=records_covered,
+                   latest_request=scrub(latest_request) if latest_request is not None else None,
+                   facts=scrub_json(copy.deepcopy(result.facts)), input_tokens=result.input_tokens,
                    output_tokens=result.output_tokens, duration_s=float(result.duration_s),
-                   continuation=continuation, truncated=result.truncated,
+                   continuation=scrub(continuation) if continuation is not None else None,
+                   truncated=result.truncated,
                    check=copy.deepcopy(result.check), chunks=result.chunks, window=result.window,
                    window_source=result.window_source, attachment_lines=list(attachment_lines or []))
 

@@ -29,7 +29,10 @@ visible event starts and carries the summaries it replaces as prior context.
 
 from __future__ import annotations
 
+import bisect
+import collections
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +53,7 @@ from ..summarizers.fallback import summarize
 from ..tokens import heuristic
 from ..tokens.counts import count_records
 from .base import Outcome, StrategyInput, Written
+from .ranges import union_points, visible_events
 
 NAME = "sliding-window"
 
@@ -96,9 +100,11 @@ def invocations(records: list[Record]) -> list[Invocation]:
     uses_ids = any(r.meta.get("invocation_id") for r in anchors)
     out: list[Invocation] = []
     current: Invocation | None = None
+    numbered = 0
     for rec in anchors:
         if _starts_invocation(rec, uses_ids, current.id if current is not None else None):
-            current = Invocation(number=len([i for i in out if i.number > 0]) + 1, start=rec.index,
+            numbered += 1
+            current = Invocation(number=numbered, start=rec.index,
                                  end=rec.index + 1, id=rec.meta.get("invocation_id") if uses_ids else None)
             out.append(current)
         elif current is None:
@@ -140,17 +146,16 @@ def unsafe_splits(records: list[Record]) -> set[int]:
                 calls.setdefault(b.id, owner)
             elif isinstance(b, ToolResult) and not b.synthetic:
                 results.setdefault(b.call_id, owner)
-    bad: set[int] = set()
+    spans: list[tuple[int, int]] = []
     for cid, ci in calls.items():
         ri = results.get(cid)
         if ri is None or ri == ci:
             continue
-        lo, hi = min(ci, ri), max(ci, ri)
-        bad.update(range(lo + 1, hi + 1))
-    return bad
+        spans.append((min(ci, ri) + 1, max(ci, ri) + 1))
+    return union_points(spans)
 
 
-def _safe_point(p: int, lo: int, hi: int, bad: set[int]) -> int:
+def _safe_point(p: int, lo: int, hi: int, bad: set[int] | frozenset[int]) -> int:
     """The nearest safe split point to ``p`` within (lo, hi]: backward first, then forward."""
     q = p
     while q > lo and q in bad:
@@ -190,10 +195,11 @@ class Window:
 
 def _window(invs: list[Invocation], first_new: Invocation, end: int, last_no: int, omega: int,
             trigger: str) -> Window:
-    numbered = [i for i in invs if i.number > 0]
-    pos = numbered.index(first_new)
+    # invocations are numbered 1, 2, … in order after the preamble: a number is its place in ``numbered``
+    numbered = invs[1:] if invs and invs[0].number == 0 else invs
+    pos = first_new.number - 1
     first = numbered[max(0, pos - omega)]
-    inside = [i for i in numbered if first.number <= i.number <= last_no]
+    inside = numbered[first.number - 1:last_no]
     return Window(start=first.start, end=end, first=first.number, last=last_no, new_first=first_new.number,
                   trigger=trigger, ids=[i.id for i in inside if i.id],
                   timestamp_start=inside[0].timestamp_start if inside else None,
@@ -207,15 +213,18 @@ def plan_invocation_windows(invs: list[Invocation], covered_end: int, theta: int
     complete = numbered[:-1]
     out: list[Window] = []
     new = [i for i in complete if i.end > covered_end]
-    while len(new) >= theta:
-        block = new[:theta]
+    at = 0  # new[at:] are the invocations not yet in a window (one pass, not a new list per window)
+    while len(new) - at >= theta:
+        block = new[at:at + theta]
         end = block[-1].end
         if end in bad:  # a call answered after the next request began: keep the pair together
-            end = _safe_point(end, max(covered_end, block[0].start), numbered[-1].start, set(bad))
+            end = _safe_point(end, max(covered_end, block[0].start), numbered[-1].start, bad)
         w = _window(invs, block[0], end, block[-1].number, omega, "invocations")
         out.append(w)
         covered_end = w.end
-        new = [i for i in new[theta:] if i.end > covered_end]
+        at += theta
+        while at < len(new) and new[at].end <= covered_end:
+            at += 1
     return out
 
 
@@ -236,13 +245,6 @@ def token_limit(budget: Budget, ratio: float) -> int:
     return limit
 
 
-def _visible(events: list[Event]) -> list[int]:
-    """Indexes of the events no later event contains, ordered by where they start."""
-    keep = [i for i, e in enumerate(events)
-            if not any(f.start <= e.start and e.end <= f.end for f in events[i + 1:])]
-    return sorted(keep, key=lambda i: (events[i].start, events[i].end, i))
-
-
 # --------------------------------------------------------------------------------------------------
 # The context: events applied
 
@@ -254,21 +256,31 @@ def apply_events(records: list[Record], state: State, fmt_name: str) -> list[Rec
     records dropped are kept on the summary records' meta, so the strategy can summarize an overlap
     again without re-reading the input."""
     events = state.events
-    order = [i for i in _visible(events) if events[i].end > state.watermark]
+    order = [i for i in visible_events(events) if events[i].end > state.watermark]
     if not order:
         return records
     fmt = get_format(fmt_name)
     dropped: list[Record] = []
     out: list[Record] = []
-    pending = list(order)
+    pending = collections.deque(order)
+    # the visible ranges merged: whether an index is covered is one bisect (not a scan of every event)
+    merged: list[list[int]] = []
+    for i in order:  # ordered by start
+        e = events[i]
+        if merged and e.start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e.end)
+        elif e.start < e.end:
+            merged.append([e.start, e.end])
+    merged_starts = [m[0] for m in merged]
     last_dropped = False
     for rec in records:
         if _is_ours(rec):
             continue  # an earlier rendering; regenerated below
         if _anchor(rec):
             while pending and events[pending[0]].start <= rec.index:
-                out.extend(_summary_records(fmt, events[pending.pop(0)], pending, dropped))
-            covered = any(events[i].start <= rec.index < events[i].end for i in order)
+                out.extend(_summary_records(fmt, events[pending.popleft()], [], dropped))
+            k = bisect.bisect_right(merged_starts, rec.index) - 1
+            covered = k >= 0 and rec.index < merged[k][1]
             last_dropped = covered and (rec.message is None or rec.message.role is not Role.SYSTEM)
             if last_dropped:
                 dropped.append(rec)
@@ -300,11 +312,17 @@ def _alternate(records: list[Record], fmt: Any) -> list[Record]:
     """Alternating layouts: an assistant acknowledgement after a summary that a user message follows, so
     cleaning never merges a summary into the user's next request."""
     out: list[Record] = []
+    nxt_at: list[Record | None] = [None] * len(records)  # the next record with a message, from the right
+    following: Record | None = None
+    for i in range(len(records) - 1, -1, -1):
+        nxt_at[i] = following
+        if records[i].message is not None:
+            following = records[i]
     for i, rec in enumerate(records):
         out.append(rec)
         if not _is_ours(rec) or rec.message is None or rec.message.role is not Role.USER:
             continue
-        nxt = next((r for r in records[i + 1:] if r.message is not None), None)
+        nxt = nxt_at[i]
         if nxt is not None and nxt.message is not None and nxt.message.role is Role.USER:
             out.append(new_record(fmt.make_message(Role.ASSISTANT, ACK_TEXT), Origin.SUMMARY,
                                   {META_KEY: {"ack": True}}))
@@ -375,26 +393,64 @@ class _Planner:
         self.si = si
         self.view = view
         self.events: list[Event] = list(si.state.events) if si.state is not None else []
+        # the visible events, kept as events are added (a new event hides those it contains; a hidden one
+        # never shows again): recomputing them at every window made a long first run quadratic
+        self.visible: list[Event] = [self.events[i] for i in visible_events(self.events)]
         self.new: list[Event] = []
         self.summaries: list[SummaryResult] = []
         self.windows: list[Window] = []
         self.cap = max(1, si.budget.summary_budget)
+        owners = _owner_index(view)
+        # owners never decrease along the view (input order): a window's records are one bisected slice
+        self.owners = owners if all(a <= b for a, b in itertools.pairwise(owners)) else None
+        self._prefix: list[int] | None = None
+        self.rollup_facts: dict[int, dict[str, Any]] = {}  # the facts of each roll-up made in this run
+
+    def _between(self, start: int, end: int) -> list[Record]:
+        """The view's records owned by input indexes ``start`` ≤ owner < ``end``."""
+        owners = self.owners
+        if owners is None:
+            return [r for r, o in zip(self.view, _owner_index(self.view), strict=True) if start <= o < end]
+        return self.view[bisect.bisect_left(owners, start):bisect.bisect_left(owners, end)]
+
+    def _tokens_between(self, start: int, end: int) -> int:
+        """The heuristic tokens of the view's records owned by ``start`` ≤ owner < ``end`` (prefix sums,
+        built once: a roll-up's range reaches back to the first event)."""
+        if self.owners is None:
+            return sum(heuristic.message_tokens(r.message) for r in self._between(start, end)
+                       if r.message is not None)
+        if self._prefix is None:
+            self._prefix = list(itertools.accumulate(
+                (heuristic.message_tokens(r.message) if r.message is not None else 0 for r in self.view),
+                initial=0))
+        lo, hi = bisect.bisect_left(self.owners, start), bisect.bisect_left(self.owners, end)
+        return self._prefix[hi] - self._prefix[lo]
 
     def make(self, w: Window) -> None:
-        vis = [self.events[i] for i in _visible(self.events) if self.events[i].end > self.si.ctx.covered]
+        vis = [e for e in self.visible if e.end > self.si.ctx.covered]
         used = sum(heuristic.text_tokens(e.summary) for e in vis)
         room = self.cap - used
         prior: str | None = None
         start = w.start
+        read_from = w.start
+        facts = None
         if room < self.cap / 4 and vis:
             # roll-up: one event from the first visible one's start, carrying the summaries it replaces
             start = min(w.start, min(e.start for e in vis))
             prior = "\n\n".join(e.summary for e in vis if e.start >= start)
             room = self.cap
-        records = [r for r, o in zip(self.view, _owner_index(self.view), strict=True) if start <= o < w.end]
-        facts = self.si.state.summary.facts if prior and self.si.state and self.si.state.summary else None
+            read_from = start
+            facts = self.si.state.summary.facts if self.si.state and self.si.state.summary else None
+            first = min(vis, key=lambda e: (e.start, -e.end))
+            carried = self.rollup_facts.get(id(first))
+            if first.start == start and carried is not None:
+                # a roll-up of this run starts there: its facts hold what it covered, so only the records
+                # after it are read again (re-reading from the first event at every roll-up made a long
+                # session's first run quadratic)
+                read_from, facts = first.end, carried
+        records = self._between(read_from, w.end)
         summary = _summarize(self.si, records, room, prior, facts)
-        original = sum(heuristic.message_tokens(r.message) for r in records if r.message is not None)
+        original = self._tokens_between(start, w.end)
         compacted = heuristic.text_tokens(summary.text)
         ev = Event(start=start, end=w.end, invocations=w.last - w.first + 1,
                    records=w.end - start, original_tokens=original, compacted_tokens=compacted,
@@ -403,7 +459,11 @@ class _Planner:
                    start_timestamp=w.timestamp_start, end_timestamp=w.timestamp_end, model=summary.model,
                    first_invocation=w.first, last_invocation=w.last, invocation_ids=list(w.ids) or None)
         w.start = start
+        if prior is not None and summary.facts is not None:
+            self.rollup_facts[id(ev)] = summary.facts
         self.events.append(ev)
+        shown = [e for e in self.visible if not (ev.start <= e.start and e.end <= ev.end)]
+        self.visible = sorted([*shown, ev], key=lambda e: (e.start, e.end))
         self.new.append(ev)
         self.summaries.append(summary)
         self.windows.append(w)
@@ -499,17 +559,21 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
     # the new summary costs at most its budget; everything kept from p on costs what it costs now
     tail_cost = _tail_costs(si, t)
     fixed = sum(c for idx, c in tail_cost if idx < 0)
+    # what is kept from each split point on: suffix sums over the owners, one bisect per candidate
+    owned = sorted((idx, c) for idx, c in tail_cost if idx >= 0)
+    owned_at = [idx for idx, _ in owned]
+    suffix = list(itertools.accumulate(reversed([c for _, c in owned]), initial=0))[::-1]
     chosen = candidates[-1]
     for p in candidates:
-        kept = sum(c for idx, c in tail_cost if idx >= p)
+        kept = suffix[bisect.bisect_left(owned_at, p)]
         if si.report.calibrated.project(fixed + kept + si.budget.summary_budget) <= limit:
             chosen = p
             break
-    before = [i.number for i in numbered if i.start < chosen]
+    before = bisect.bisect_left([i.start for i in numbered], chosen)  # invocations that start before it
     if not before:
         # the first split point that fits is the first request itself: there is nothing to compact yet
         return t, _fits_window(si, t), [_over(limit, "no complete invocation before the split point")]
-    last_no = max(before)
+    last_no = numbered[before - 1].number
     w = _window(invs, first_new, chosen, last_no, si.opts.overlap, "tokens")
     planner.make(w)
     t = _render(si, planner.events)

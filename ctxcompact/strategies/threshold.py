@@ -29,6 +29,7 @@ from ..formats import get_format
 from ..model import ImageBlock, Origin, Record, Role, Transcript
 from ..options import Options
 from ..progress import progress
+from ..secrets import scrub_credentials
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
@@ -79,6 +80,7 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         attached, spans = [], []
     else:
         continuation = continuation_text(latest)
+    continuation = scrub_credentials(continuation)  # composed by ctxcompact: the quote keeps no credential
     if opts.cite_source and ctx.transcript.source not in ("", "-"):
         continuation = f"{continuation}\n\n{source_note(ctx.transcript.source, ctx.input_lines)}"
     out = [*system, *fmt.summary_records(summary.text, continuation, attached)]

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import SummarizerError, UsageError
 from .base import SummaryResult, fit_summary
-from .prompt import SYSTEM_PROMPT
+from .prompt import system_prompt
 from .provider import (
     ContextTooLong,
     ProviderSummarizer,
@@ -69,7 +69,7 @@ class AnthropicSummarizer(ProviderSummarizer):
             message = client.messages.create(
                 model=self.model or "",
                 max_tokens=budget_tokens,
-                system=SYSTEM_PROMPT,
+                system=system_prompt(self.context_window),
                 messages=[{"role": "user", "content": prompt}],
             )
         except Exception as err:  # any SDK or transport failure becomes a fallback reason

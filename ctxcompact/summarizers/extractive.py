@@ -207,15 +207,18 @@ def merge_facts(prior: dict[str, Any], new: _New) -> dict[str, Any]:
     goals = list(prior["goals"])
     if prior["latest_request"] and prior["latest_request"] != new.latest:
         goals.append(prior["latest_request"])  # the earlier latest request is now one of the goals
+    have = set(goals)  # membership in the list is O(n) per goal: quadratic on a long session
     for g in new.goals:
-        if g not in goals:
+        if g not in have:
+            have.add(g)
             goals.append(g)
     goals = [g for g in goals if g != new.latest]
     if len(goals) > MAX_GOALS:  # keep the first request (the task) and the most recent ones
         goals = goals[:1] + goals[-(MAX_GOALS - 1):]
 
     rules = list(prior["rules"])
-    rules += [r for r in new.rules if r not in rules]
+    had = set(rules)
+    rules += [r for r in dict.fromkeys(new.rules) if r not in had]
     rules = rules[-MAX_RULES:]
 
     files: dict[str, dict[str, Any]] = {}

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from ..errors import SummarizerError
 from ..facts.text import SUMMARY_MARKER
 from ..options import Options
+from ..secrets import scrub_credentials, scrub_json
 from . import get_summarizer, summarizer_for
 from .base import SummaryRequest, SummaryResult, fit_summary
 from .check import SummaryCheck, check_summary
@@ -54,6 +55,12 @@ def summarize(request: SummaryRequest, opts: Options, warn: Callable[[str], None
             summary.window, summary.window_source = exc.rejected.window, exc.rejected.window_source
     secrets = getattr(summarizer, "secrets", None)  # a summarizer registered at run time may not have it
     summary = redact_result(summary, secrets() if callable(secrets) else [])
+    # what ctxcompact composes never quotes a credential the transcript holds: the summary, and the facts
+    # the state keeps for the next compaction
+    summary.text = scrub_credentials(summary.text)
+    summary.facts = scrub_json(summary.facts) if summary.facts is not None else None
+    if summary.fallback_reason is not None:
+        summary.fallback_reason = scrub_credentials(summary.fallback_reason)
     summary.duration_s = round(time.monotonic() - started, 3)
     text = summary.text.strip()
     if not text.startswith(SUMMARY_MARKER):

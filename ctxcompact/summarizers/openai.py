@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from ..errors import SummarizerError, UsageError
 from .base import SummaryResult, fit_summary
-from .prompt import SYSTEM_PROMPT
+from .prompt import system_prompt
 from .provider import (
     ContextTooLong,
     ProviderSummarizer,
@@ -128,7 +128,7 @@ class OpenAISummarizer(ProviderSummarizer):
             completion = client.chat.completions.create(
                 model=self.model or "",
                 messages=[
-                    {"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "system", "content": system_prompt(self.context_window)},
                     {"role": "user", "content": prompt},
                 ],
                 **limit,

@@ -12,14 +12,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import SummarizerError
+from ..secrets import redact, scrub  # re-exported: the one scrubber lives in the low layer
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .prompt import (
-    MIN_INPUT_BUDGET,
-    SYSTEM_PROMPT,
     build_user_prompt,
     chunk_records,
     estimate_input_tokens,
     input_budget,
+    min_input_budget,
+    system_prompt,
 )
 
 # What an HTTP status means to a user (529 is Anthropic's "overloaded").
@@ -82,21 +83,6 @@ def resolve_api_key(explicit: str | None, provider_var: str) -> str | None:
         if value and value.strip():
             return value.strip()
     return None
-
-
-def redact(text: str, secrets: list[str | None]) -> str:
-    """``text`` with every secret replaced by ``***`` and nothing else changed."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    return text
-
-
-def scrub(text: str, secrets: list[str | None]) -> str:
-    """Remove any secret from a message meant for users, state or logs (belt and braces: reasons are built
-    from status codes and error types, never from headers, but servers sometimes echo a key back), on one
-    line of at most 300 characters."""
-    return " ".join(redact(text, secrets).split())[:300]
 
 
 def redact_result(result: SummaryResult, secrets: list[str]) -> SummaryResult:
@@ -251,7 +237,7 @@ class ProviderSummarizer(Summarizer):
             result = self._summarize_within(window, request, key)
         except ContextTooLong as exc:
             # retry once, the input cut to fit the window the server named (or half of what was sent)
-            sent = self.last_stats.estimated_tokens + estimate_input_tokens(SYSTEM_PROMPT) \
+            sent = self.last_stats.estimated_tokens + estimate_input_tokens(system_prompt(window)) \
                 + request.budget_tokens if self.last_stats is not None else window
             smaller = exc.window if exc.window and exc.window < window else min(window, sent) // 2
             self.context_window, self.window_source = smaller, "the server's context-length error"
@@ -272,7 +258,7 @@ class ProviderSummarizer(Summarizer):
         if output < request.budget_tokens:  # a small model's window: ask for a shorter summary
             request = dataclasses.replace(request, budget_tokens=output)
         budget = input_budget(window, request.budget_tokens)
-        if budget < MIN_INPUT_BUDGET:
+        if budget < min_input_budget(window):
             raise SummarizerError(
                 f"{self.name}: the summarizer window ({window:,} tokens) leaves no room for input "
                 f"after the {request.budget_tokens:,}-token summary budget")

@@ -142,26 +142,67 @@ def save_table(path: Path, ranks: dict[bytes, int], ranks_sha256: str) -> None:
 
 
 def _bpe_len(piece: bytes, get: Lookup) -> int:
-    """How many tokens tiktoken's byte-pair merge makes of ``piece`` (a piece with no rank of its own)."""
-    bounds = list(range(len(piece) + 1))
+    """How many tokens tiktoken's byte-pair merge makes of ``piece`` (a piece with no rank of its own).
 
-    def rank(i: int) -> int:
-        r = get(piece[bounds[i]:bounds[i + 2]])
-        return _INF if r is None else r
+    tiktoken merges the adjacent pair of lowest rank, the leftmost on a tie, until no pair has a rank. A
+    scan for that pair after every merge is O(L²) in the piece's length (a run of 100k spaces: a minute);
+    here the pairs wait in a heap keyed by (rank, start), which pops exactly that pair, and the parts are a
+    linked list: O(L log L). A heap entry whose part has since merged, or whose pair has changed, is stale
+    and skipped (its recorded end no longer matches the pair's).
+    """
+    import heapq
 
-    ranks = [rank(i) for i in range(len(bounds) - 2)]
-    while ranks:
-        m = min(ranks)
-        if m == _INF:
-            break
-        i = ranks.index(m)  # the leftmost on a tie, as tiktoken
-        del bounds[i + 1]
-        del ranks[i]
-        if i < len(ranks):
-            ranks[i] = rank(i)
-        if i > 0:
-            ranks[i - 1] = rank(i - 1)
-    return len(bounds) - 1
+    n = len(piece)
+    if n < 2:
+        return n
+    # a heap entry is one int, (rank, start, end) packed: ints are not tracked by the garbage collector,
+    # whose passes over ever more tuples made the time grow faster than the piece
+    seen: dict[bytes, int | None] = {}  # a long piece repeats its pairs (a run of one character: all alike)
+
+    def rank_of(part: bytes) -> int | None:
+        r = seen.get(part, -1)
+        if r == -1:
+            r = seen[part] = get(part)
+        return r
+
+    w = (n + 1).bit_length()
+    wmask = (1 << w) - 1
+    nxt = list(range(1, n + 1))  # the start of the part after the one starting at i (n: none)
+    prv = list(range(-1, n))  # the start of the part before (-1: none)
+    alive = [True] * n
+    heap: list[int] = []
+    for i in range(n - 1):
+        r = rank_of(piece[i:i + 2])
+        if r is not None:
+            heap.append((((r << w) | i) << w) | (i + 2))
+    heapq.heapify(heap)
+    parts = n
+    push, pop = heapq.heappush, heapq.heappop
+    while heap:
+        key = pop(heap)
+        end = key & wmask
+        i = (key >> w) & wmask
+        if not alive[i]:
+            continue
+        j = nxt[i]
+        if j >= n or nxt[j] != end:  # the pair changed since this entry was made
+            continue
+        alive[j] = False  # the part at i absorbs the part at j
+        nxt[i] = end
+        if end < n:
+            prv[end] = i
+        parts -= 1
+        p = prv[i]
+        if p >= 0:
+            r = rank_of(piece[p:end])
+            if r is not None:
+                push(heap, (((r << w) | p) << w) | end)
+        if end < n:
+            e2 = nxt[end]
+            r = rank_of(piece[i:e2])
+            if r is not None:
+                push(heap, (((r << w) | i) << w) | e2)
+    return parts
 
 
 def _sure(text: str) -> bool:

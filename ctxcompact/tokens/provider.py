@@ -166,8 +166,9 @@ def anthropic_count_tokens(
     Key: ``api_key``, else CTXCOMPACT_API_KEY, else ANTHROPIC_API_KEY. Base URL: ``base_url``, else
     ANTHROPIC_BASE_URL (read by the SDK). Raises :class:`ProviderCountError` with a secret-free reason.
     """
+    from ..secrets import scrub
     from ..summarizers.anthropic import anthropic_error_reason
-    from ..summarizers.provider import resolve_api_key, scrub
+    from ..summarizers.provider import resolve_api_key
 
     if not model or not model.strip():
         raise ProviderCountError("--exact anthropic needs --model MODEL (an Anthropic model name)")
