@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exact", default="tiktoken", choices=["tiktoken", "none"])
     args = ap.parse_args(argv)
     from ctxcompact import api
-    from ctxcompact.engine import replay_calibration
+    from ctxcompact.evaluate.calibration import replay_calibration
 
     files = [Path(f) for f in args.files] or _corpus()
     opts = api.Options(exact=args.exact, use_state=False)

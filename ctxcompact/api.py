@@ -23,6 +23,7 @@ from .batch import Row, Totals, error_row, expand
 from .batch import estimate_many as _estimate_many
 from .clean import CleanResult, Repair
 from .clean import clean as _clean
+from .convert import lines_in
 from .engine import (
     RunResult,
     Warn,
@@ -40,7 +41,6 @@ from .evaluate.render import chart as eval_chart
 from .evaluate.render import table as eval_table
 from .evaluate.replay import replay
 from .formats import read_transcript
-from .formats.convert import lines_in
 from .messages import CompactResult, Session, acompact, compact
 from .model import Transcript
 from .options import Options

@@ -11,24 +11,26 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import io
 import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
 from .clean import Repair
 from .context import Context, build_context
+from .convert import lines_in
 from .errors import ExitCode, OutputError, Problem, StateError, SummarizerError, UsageError
 from .formats import get_format, is_unchanged
-from .formats.convert import lines_in
 from .model import Origin, Record, Transcript
 from .options import Options
 from .paths import check_paths, check_state_path, state_path_in
+from .plugins import FAST_RUN, STRATEGIES
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
 from .secrets import scrub_credentials
@@ -144,38 +146,6 @@ def _anthropic_count(transcript: Transcript, opts: Options) -> int:
         return anthropic_count_tokens_for_transcript(
             transcript, model=opts.model, api_key=opts.api_key, base_url=opts.base_url, timeout=opts.timeout
         )
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayPoint:
-    """One request the log recorded: what ``run`` would have estimated before it was sent, and the bill."""
-
-    line: int
-    visible: int  # estimated tokens of the context the request saw
-    predicted: int  # calibrated, from the requests before it only
-    real: int  # what the provider billed
-
-    @property
-    def error(self) -> float:
-        """(predicted − real) / real: negative is an undercount."""
-        return (self.predicted - self.real) / self.real if self.real else 0.0
-
-
-def replay_calibration(source: Source, opts: Options | None = None) -> list[ReplayPoint]:
-    """Every provider usage the log records, estimated exactly as ``run`` would have estimated that request
-    from what was known before it (the earlier usage only, no state), against what the provider billed:
-    how a user checks "never undercount" on their own logs."""
-    opts = opts or Options()
-    ctx = build_context(InputData.load(source), opts, None, schema=False)
-    counts = count_records(ctx.transcript.records, opts)
-    points = usage_points(ctx.transcript.records)
-    out = []
-    for k, u in enumerate(points):
-        base = counts.base[: u.position]
-        cal = calibrate_request(base, usage=points[:k], real_tokens=None, stored=None,
-                                estimator=counts.estimator, default=_default(opts, counts), default_source="")
-        out.append(ReplayPoint(line=u.line, visible=sum(base), predicted=cal.tokens, real=u.prompt_tokens))
-    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -296,9 +266,38 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
 # run
 
 
-@dataclass(slots=True)
+class _Deferred:
+    """A ``Transcript`` field the fast run may fill with a loader instead (``RunResult.defer``): the loader
+    runs (the full path's parse) the first time a caller reads the field, so the usual hook call parses
+    nothing, and every caller gets a plain ``Transcript`` (``dataclasses.replace`` works on it)."""
+
+    def __init__(self, required: bool) -> None:
+        self.required = required
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj: object, owner: type | None = None) -> Transcript | None:
+        if obj is None:
+            if self.required:
+                raise AttributeError(self.slot)  # no class-level default: the dataclass field stays required
+            return None
+        value = getattr(obj, self.slot)
+        if callable(value):
+            value = value()
+            setattr(obj, self.slot, value)
+        return value
+
+    def __set__(self, obj: object, value: Transcript | Callable[[], Transcript] | None) -> None:
+        setattr(obj, self.slot, value)
+
+
+@dataclass
 class RunResult:
-    transcript: Transcript  # what was (or would be) written
+    if TYPE_CHECKING:
+        transcript: Transcript  # what was (or would be) written
+    else:
+        transcript: Transcript = _Deferred(required=True)
     output_format: str
     compacted: bool
     tokens_before: int
@@ -311,14 +310,22 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     state: State | None = None
     state_path: Path | None = None
-    context: Transcript | None = None  # the effective context the strategy was given (before compacting)
-    # the fast path's output: the input, unchanged, written as it is (the transcript then holds no records)
+    if TYPE_CHECKING:
+        context: Transcript | None = None  # the effective context the strategy was given (before compacting)
+    else:
+        context: Transcript | None = _Deferred(required=False)
+    # the fast path's output: the input, unchanged, written as it is (the transcripts are parsed if read)
     passthrough: bytes | None = None
 
     @property
     def summary(self) -> SummaryResult | None:
         """The summary the compaction made, or None."""
         return self.outcome.summary if self.outcome is not None else None
+
+    def defer(self, load: Callable[[], Transcript]) -> None:
+        """Both transcripts (the same one on the fast run) are made by ``load`` when first read."""
+        object.__setattr__(self, "_transcript", load)
+        object.__setattr__(self, "_context", load)
 
     def lines(self) -> Iterator[bytes]:
         if self.passthrough is not None:
@@ -340,7 +347,7 @@ def output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:
 
 def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO | None = None,
         dry_run: bool = False, warn: Warn = stderr_warn) -> RunResult:
-    """validate → clean → apply state → estimate → compact if over the threshold → write output and state.
+    """validate → apply the state → clean → estimate → compact if over the threshold → write output and state.
 
     ``output``: a path (written atomically), a binary stream, or None (nothing written; the caller can use
     ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.
@@ -481,27 +488,6 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
         written.forget()
 
 
-class _LazyTranscript(Transcript):
-    """The transcript of a fast run: parsed (the full path's way) only if a caller asks for its records."""
-
-    __slots__ = ("_load", "_loaded")
-
-    def __init__(self, format: str, source: str, load: Callable[[], list[Record]]) -> None:
-        self.format, self.source, self._load = format, source, load
-        self._loaded: list[Record] | None = None
-
-    @property
-    def records(self) -> list[Record]:
-        loaded = self._loaded
-        if loaded is None:
-            loaded = self._loaded = self._load()
-        return loaded
-
-    @records.setter
-    def records(self, value: list[Record]) -> None:
-        self._loaded = value
-
-
 def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
               output: Path | BinaryIO | None, held: HeldCounts | Path | None = None) -> RunResult | None:
     """The usual hook call, without building the model (README "Performance"): a transcript the streaming
@@ -514,7 +500,7 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
     from .tokens.fast import NotFast, walk_bytes
 
     data = inp.data
-    if ((inp.path is None and held is None) or opts.strategy != "threshold" or opts.prune
+    if ((inp.path is None and held is None) or not STRATEGIES.has(opts.strategy, FAST_RUN) or opts.prune
             or opts.to not in (None, opts.format) or not _fast_allowed(opts, state)
             or not data.endswith(b"\n") or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
         return None
@@ -551,11 +537,16 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
         # the state has nothing that changes the context here (fast_path_allowed): without it, the same
         return build_context(inp, opts, None, schema=True, reapply=reapply_all).transcript.records
 
-    transcript = _LazyTranscript(fc.format, str(inp.path or "-"), parse)
-    result = RunResult(transcript=transcript, output_format=fc.format, compacted=False,
+    @functools.cache
+    def loaded() -> Transcript:  # one parse, shared by the two fields
+        return Transcript(fc.format, parse(), str(inp.path or "-"))
+
+    result = RunResult(transcript=Transcript(fc.format, [], str(inp.path or "-")), output_format=fc.format,
+                       compacted=False,
                        tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,
                        estimate=report, repairs=[], problems=[], state=state, state_path=state_path,
-                       context=transcript, passthrough=data)
+                       passthrough=data)
+    result.defer(loaded)
     _write_both(result, output, state_path)  # the same write order as the full path
     if cache is not None:
         save_counts(cache, data, key, new_snap, hasher, snap["bytes"] if snap is not None else 0)

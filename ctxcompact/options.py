@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .plugins import STRATEGIES, SUMMARIZERS
+
 
 @dataclass(slots=True)
 class Options:
@@ -34,8 +36,8 @@ class Options:
     # turn answers them)
     keep_trailing_results: bool = False
     # compaction (README "`ctxcompact run`", "LLM summarizers")
-    strategy: str = "threshold"
-    summarizer: str = "extractive"
+    strategy: str = STRATEGIES.default
+    summarizer: str = SUMMARIZERS.default
     summary_model: str | None = None
     summary_window: int | None = None  # the summarizer's own window (None: table/config, then the server)
     base_url: str | None = None

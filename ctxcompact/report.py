@@ -11,6 +11,7 @@ from typing import Any
 from .budget import Budget
 from .facts.text import continuation_text
 from .model import Record, message_chars
+from .plugins import STRATEGIES
 from .tokens import heuristic
 from .tokens.calibration import Calibrated
 
@@ -83,7 +84,7 @@ class EstimateReport:
     projected_tokens_after: int
     repairs: int
     state_path: str | None
-    strategy: str = "threshold"
+    strategy: str = STRATEGIES.default
     over_threshold: bool = False
     extras: dict[str, Any] = field(default_factory=dict)  # the strategy's own keys (Strategy.describe)
 

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from ctxcompact.api import clean_file
+from ctxcompact.convert import convert
 from ctxcompact.formats import read_transcript
-from ctxcompact.formats.convert import convert
 from ctxcompact.formats.jsonl import write_transcript
 
 DATA = Path(__file__).resolve().parent / "data" / "claude-code"

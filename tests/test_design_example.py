@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import coding_session, jsonl, sys_msg
 
-from ctxcompact import api, strategies
+from ctxcompact import api, plugins, strategies
 from ctxcompact.errors import UsageError
 from ctxcompact.facts.text import typed_text
 
@@ -27,7 +27,7 @@ def example_code() -> str:
 def registered() -> None:
     exec(compile(example_code(), str(DESIGN), "exec"), {})
     yield
-    strategies._REGISTERED.pop("drop-oldest", None)
+    plugins.STRATEGIES.unregister("drop-oldest")
 
 
 def test_the_example_strategy_works_through_the_api(registered: None, tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def test_several_strategies_and_files_give_rows_and_a_mean(tmp_path: Path) -> No
 def test_calibration_replays_the_recorded_usage() -> None:
     """The replay matches engine.replay_calibration point for point; the first request (nothing before it
     to learn the hidden prompt from) is reported apart and left out of the mean and the undercounts."""
-    from ctxcompact.engine import replay_calibration
+    from ctxcompact.evaluate.calibration import replay_calibration
 
     log = REPO / "tests" / "data" / "claude-code" / "spotter-subagent-command.jsonl"
     points = replay_calibration(log, api.Options())

@@ -51,6 +51,7 @@ from ctxcompact.state import (
     utc_now,
     validate_state,
 )
+from ctxcompact.strategies.threshold import summary_from_result
 from ctxcompact.summarizers.base import SummaryResult
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "ctxcompact" / "schemas" / "state.schema.json"
@@ -657,7 +658,7 @@ def test_summary_from_result_keeps_how_it_was_made() -> None:
     result = SummaryResult(text="S", summarizer="extractive", model=None, fallback=True,
                            fallback_reason="401 from provider", facts={"files": ["a.py"]}, input_tokens=None,
                            output_tokens=None, duration_s=0.25, truncated=True)
-    summary = Summary.from_result(result, records_covered=12, latest_request="do it", continuation="go on")
+    summary = summary_from_result(result, records_covered=12, latest_request="do it", continuation="go on")
     assert (summary.text, summary.summarizer, summary.fallback, summary.fallback_reason) == (
         "S", "extractive", True, "401 from provider")
     assert (summary.records_covered, summary.latest_request, summary.continuation, summary.truncated) == (

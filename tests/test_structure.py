@@ -6,6 +6,7 @@ starting without the heavy layers. docs/DESIGN.md "Layers" says why."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,123 @@ def test_the_cli_starts_without_the_heavy_layers() -> None:
     code = f"import sys, ctxcompact.cli; print(' '.join(m for m in sys.modules if m.startswith({heavy!r})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == []
+
+
+# --- docs/DESIGN.md "Layers": the map is read from the document and checked against the code -------------
+
+DESIGN = PKG.parent / "docs" / "DESIGN.md"
+
+
+def _layer_map() -> dict[str, int]:
+    """Module → layer (0 at the top) from the code block under DESIGN.md's "## Layers": one entry per line
+    that starts in the first column (its continuation lines are indented); a package's entry lists its
+    modules, comma-separated, notes in parentheses, free text after " — "."""
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```\n", 1)[1].split("```", 1)[0]
+    entries: list[list[str]] = []
+    for line in block.splitlines():
+        if line.strip() and not line[0].isspace():
+            entries.append([line])
+        elif line.strip():
+            assert entries, f"DESIGN.md Layers: a continuation line before any entry: {line!r}"
+            entries[-1].append(line)
+    layers: dict[str, int] = {}
+    for layer, lines in enumerate(entries):
+        words = lines[0].split()
+        heads = []
+        for w in words:
+            if not (w.endswith(".py") or w.endswith("/")):
+                break
+            heads.append(w)
+        assert heads, f"DESIGN.md Layers: an entry names no module: {lines[0]!r}"
+        for head in heads:
+            if head.endswith(".py"):
+                name = head.removesuffix(".py")
+                layers["ctxcompact" if name == "__init__" else f"ctxcompact.{name}"] = layer
+                continue
+            package = f"ctxcompact.{head.removesuffix('/')}"
+            assert len(heads) == 1, f"DESIGN.md Layers: a package shares its line: {lines[0]!r}"
+            listed = " ".join([lines[0].split(head, 1)[1], *lines[1:]]).split(" — ")[0]
+            while True:  # notes in parentheses, innermost first
+                stripped = re.sub(r"\([^()]*\)", "", listed)
+                if stripped == listed:
+                    break
+                listed = stripped
+            for item in (i.strip() for i in listed.split(",")):
+                assert re.fullmatch(r"\w+", item), f"DESIGN.md Layers: {head} lists {item!r}, not a module"
+                layers[package if item == "__init__" else f"{package}.{item}"] = layer
+    return layers
+
+
+def _layer_of(module: str, layers: dict[str, int]) -> int | None:
+    """A module's layer: its own entry, else its closest named ancestor's (a module inside a package named in
+    the map, e.g. a module split into a package)."""
+    name = module
+    while name:
+        if name in layers and (name == module or name != "ctxcompact"):
+            return layers[name]
+        name = name.rpartition(".")[0]
+    return None
+
+
+def test_design_names_only_modules_that_exist() -> None:
+    missing = [m for m in _layer_map() if m not in MODULES]
+    assert missing == [], "docs/DESIGN.md's Layers names modules that do not exist"
+
+
+def test_design_names_every_module() -> None:
+    layers = _layer_map()
+    unnamed = sorted(m for m in MODULES if _layer_of(m, layers) is None)
+    assert unnamed == [], "modules docs/DESIGN.md's Layers does not name"
+
+
+def test_modules_import_only_their_layer_or_below() -> None:
+    layers = _layer_map()
+    upward = sorted(f"{m} -> {d}" for m, deps in _graph().items() for d in deps
+                    if (lm := _layer_of(m, layers)) is not None and (ld := _layer_of(d, layers)) is not None
+                    and ld < lm)
+    assert upward == [], "imports upwards (docs/DESIGN.md Layers)"
+
+
+def test_the_layer_map_reader_sees_what_it_should() -> None:
+    layers = _layer_map()
+    assert layers["ctxcompact.__main__"] == 0 and layers["ctxcompact.model"] == max(layers.values())
+    strategies = layers["ctxcompact.strategies"]
+    assert strategies == layers["ctxcompact.strategies.mask"] < layers["ctxcompact.report"]
+    assert layers["ctxcompact.formats.claude_code"] > layers["ctxcompact.clean"]
+    assert _layer_of("ctxcompact.strategies.sliding_window.plan", layers) == strategies  # a split module
+    assert _layer_of("ctxcompact.nowhere", layers) is None  # the root package's entry is its __init__ only
+
+
+def _resolve_reference(ref: str) -> bool:
+    """Whether ``ref`` (``pkg/module.py``, ``module.name``, ``pkg/module.Class.attr``, ``Format.method``)
+    names something that exists in the package."""
+    import importlib
+
+    path = ref.replace("/", ".").removesuffix(".py").split(".")
+    if path[0] in ("Format", "Layout"):
+        path = ["formats", "base", *path]
+    for cut in range(len(path), 0, -1):
+        module = "ctxcompact." + ".".join(path[:cut])
+        if module in MODULES:
+            obj: object = importlib.import_module(module)
+            for attr in path[cut:]:
+                if not hasattr(obj, attr):
+                    return False
+                obj = getattr(obj, attr)
+            return True
+    return False
+
+
+def test_the_rule_table_names_what_exists() -> None:
+    """Every module or name in DESIGN.md's "Where each rule lives" column exists (a rule whose owner moved
+    must move in the table too)."""
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text.split("\n## Where each rule lives\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|") and not line.startswith("|--")]
+    refs = [ref for row in rows[1:] for ref in re.findall(r"`([^`]+)`", row.rsplit("|", 2)[1])
+            if "." in ref or "/" in ref]
+    assert len(refs) >= 30
+    assert [r for r in refs if not _resolve_reference(r)] == []
+    assert not _resolve_reference("summarizers/provider.error_reason")  # the check can fail

@@ -16,10 +16,11 @@ from .. import __version__
 from ..atomic import output_error
 from ..errors import ExitCode, UsageError
 from ..options import Options
-from ..strategies import NAMES as STRATEGY_CHOICES
 from .options import (
+    DEFAULTS,
     EXIT_CODES,
     FORMAT_NAMES,
+    STRATEGY_NAMES,
     budget_options,
     echo_err,
     env_name,
@@ -326,9 +327,9 @@ def _estimate_row(row: Any, as_json: bool, totals: Any) -> None:
 @opt(
     "--strategy",
     "strategies",
-    default="threshold",
+    default=DEFAULTS.strategy,
     show_default=True,
-    help="Strategy to measure; several, comma-separated (threshold,mask,sliding-window), side by side.",
+    help=f"Strategy to measure; several, comma-separated ({','.join(STRATEGY_NAMES)}), side by side.",
 )
 @to_option
 @trailing_option
@@ -389,8 +390,8 @@ def eval_command(
     opts = options_from(**kw)
     names = [n.strip() for n in strategies.split(",") if n.strip()]
     for name in names:
-        if name not in STRATEGY_CHOICES:
-            choices = ", ".join(STRATEGY_CHOICES)
+        if name not in STRATEGY_NAMES:
+            choices = ", ".join(STRATEGY_NAMES)
             raise UsageError(f"--strategy: unknown strategy {name!r} (choose from {choices})")
     probes = api.load_probes(probes_file) if probes_file else []
     many = len(files) > 1 or recursive or (files and files[0] != "-" and _is_many(files[0]))
@@ -478,7 +479,7 @@ def _eval_one(api: Any, source: Any, path: str, opts: Options, probes: Any, judg
 )
 @opt("-q", "--quiet", is_flag=True, help="No summary, repairs line or progress on stderr.")
 def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quiet: bool, **kw: Any) -> None:
-    """Validate, clean, apply the state, estimate, and compact if over the threshold; write the transcript
+    """Validate, apply the state, clean, estimate, and compact if over the threshold; write the transcript
     and the state.
 
     The output is `[system messages] + [summary] + [continuation quoting the latest request]` when it

@@ -13,8 +13,8 @@ import click
 
 from ..errors import EXIT_MEANINGS, UsageError
 from ..options import Options
+from ..plugins import FORMATS, STRATEGIES, SUMMARIZERS
 from ..secrets import scrub_credentials
-from ..strategies import NAMES as STRATEGY_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,7 +22,10 @@ EXIT_CODES = "\b\nExit codes:\n" + "".join(
     f"  {int(code):>2}  {text}\n" for code, text in EXIT_MEANINGS.items()
 )
 
-FORMAT_NAMES = ["auto", "openai", "anthropic", "genai", "claude-code", "codex"]
+#: every default a flag shows is the library's (one place: options.Options, and plugins for the names)
+DEFAULTS = Options()
+FORMAT_NAMES = ["auto", *FORMATS.names()]
+STRATEGY_NAMES = STRATEGIES.names()
 
 
 def env_name(name: str) -> str:
@@ -67,7 +70,7 @@ def format_options(f: F) -> F:
         "--format",
         "fmt",
         type=click.Choice(FORMAT_NAMES),
-        default="auto",
+        default=DEFAULTS.format,
         show_default=True,
         envvar=env_name("format"),
         help="Input format; auto detects it from the content.",
@@ -111,7 +114,7 @@ def estimate_options(f: F) -> F:
     f = opt(
         "--exact",
         type=click.Choice(["tiktoken", "none", "anthropic", "openai"]),
-        default="tiktoken",
+        default=DEFAULTS.exact,
         show_default=True,
         help="Exact counter: tiktoken (offline), none (heuristic only), "
         "anthropic (the provider's count_tokens endpoint); openai has no such endpoint and says so.",
@@ -124,7 +127,7 @@ def strategy_options(f: F) -> F:
     f = opt(
         "--strategy",
         type=click.Choice(list(STRATEGY_NAMES)),
-        default="threshold",
+        default=DEFAULTS.strategy,
         show_default=True,
         help="Compaction strategy (see README: when to use which).",
     )(f)
@@ -136,21 +139,21 @@ def strategy_tuning_options(f: F) -> F:
     f = opt(
         "--safety-ratio",
         type=click.FloatRange(min=0.05, max=1.0),
-        default=0.7,
+        default=DEFAULTS.safety_ratio,
         show_default=True,
         help="sliding-window: also compact when the context exceeds this share of the window.",
     )(f)
     f = opt(
         "--overlap",
         type=click.IntRange(min=0),
-        default=2,
+        default=DEFAULTS.overlap,
         show_default=True,
         help="sliding-window: invocations before the new ones that each event re-covers (ω).",
     )(f)
     f = opt(
         "--invocation-threshold",
         type=click.IntRange(min=1),
-        default=5,
+        default=DEFAULTS.invocation_threshold,
         show_default=True,
         help="sliding-window: compact every θ new invocations.",
     )(f)
@@ -178,7 +181,7 @@ def strategy_tuning_options(f: F) -> F:
     f = opt(
         "--keep-results",
         type=click.IntRange(min=0),
-        default=3,
+        default=DEFAULTS.keep_results,
         show_default=True,
         help="mask: never clear the N most recent tool results.",
     )(f)
@@ -207,12 +210,12 @@ def summary_options(f: F) -> F:
     f = opt("--no-fallback", is_flag=True,
             help="Exit 4 instead of falling back to extractive when the LLM fails.")(f)
     f = opt("--instructions", help="What the summary should focus on (like /compact <instructions>).")(f)
-    f = opt("--max-retries", type=click.IntRange(min=0), default=2, show_default=True,
+    f = opt("--max-retries", type=click.IntRange(min=0), default=DEFAULTS.max_retries, show_default=True,
             help="Provider retries.")(f)
     f = opt(
         "--timeout",
         type=click.FloatRange(min=0.1),
-        default=60.0,
+        default=DEFAULTS.timeout,
         show_default=True,
         help="Seconds before a provider call times out.",
     )(f)
@@ -226,8 +229,8 @@ def summary_options(f: F) -> F:
     f = opt("--summary-model", help="Model of the LLM summarizer.")(f)
     f = opt(
         "--summarizer",
-        type=click.Choice(["extractive", "anthropic", "openai"]),
-        default="extractive",
+        type=click.Choice(list(SUMMARIZERS.names())),
+        default=DEFAULTS.summarizer,
         show_default=True,
         help="Who writes the summary; extractive is offline and deterministic.",
     )(f)

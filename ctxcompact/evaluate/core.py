@@ -9,7 +9,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from ..engine import ReplayPoint, RunResult, output_format, replay_calibration, run
+from ..engine import RunResult, output_format, run
 from ..formats import read_transcript
 from ..model import Record, Transcript
 from ..options import Options
@@ -17,6 +17,7 @@ from ..secrets import scrub_json
 from ..source import InputData, Source, is_file
 from ..tokens.counts import count_records
 from .baseline import truncate
+from .calibration import ReplayPoint, replay_calibration
 from .probes import Probe
 from .scores import compare, score
 

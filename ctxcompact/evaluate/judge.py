@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import sdk
 from ..errors import SummarizerError, UsageError
 from ..options import Options
 from ..summarizers.openai import PLACEHOLDER_KEY, is_local_url
-from ..summarizers.provider import error_reason, resolve_api_key
 from .probes import Probe
 
 SYSTEM = (
@@ -22,64 +22,44 @@ SYSTEM = (
 def _ask_openai(opts: Options, prompt: str) -> str:
     import openai
 
-    key = resolve_api_key(opts.api_key, "OPENAI_API_KEY") or (
+    key = sdk.resolve_api_key(opts.api_key, "OPENAI_API_KEY") or (
         PLACEHOLDER_KEY if is_local_url(opts.base_url) else None
     )
     if key is None:
         raise UsageError("--judge openai: no API key (set OPENAI_API_KEY or CTXCOMPACT_API_KEY)")
-    client = openai.OpenAI(
-        api_key=key, base_url=opts.base_url, timeout=opts.timeout, max_retries=opts.max_retries
-    )
-    try:
-        completion: Any = client.chat.completions.create(
+
+    def send() -> Any:
+        client = openai.OpenAI(api_key=key, base_url=opts.base_url, timeout=opts.timeout,
+                               max_retries=opts.max_retries)
+        return client.chat.completions.create(
             model=opts.summary_model or "",
             messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
         )
-    except Exception as err:
-        raise SummarizerError(
-            "--judge openai: "
-            + error_reason(
-                err,
-                openai,
-                timeout=opts.timeout,
-                max_retries=opts.max_retries,
-                base_url=opts.base_url,
-                labels=("code", "type"),
-                detail_statuses=(400, 404),
-            )
-        ) from None
+
+    completion = sdk.call("openai", send, key=key, prefix="--judge openai", error=SummarizerError,
+                          timeout=opts.timeout, max_retries=opts.max_retries, base_url=opts.base_url)
     return str(completion.choices[0].message.content or "")
 
 
 def _ask_anthropic(opts: Options, prompt: str) -> str:
     import anthropic
 
-    key = resolve_api_key(opts.api_key, "ANTHROPIC_API_KEY")
+    key = sdk.resolve_api_key(opts.api_key, "ANTHROPIC_API_KEY")
     if key is None:
         raise UsageError("--judge anthropic: no API key (set ANTHROPIC_API_KEY or CTXCOMPACT_API_KEY)")
-    client = anthropic.Anthropic(
-        api_key=key, base_url=opts.base_url, timeout=opts.timeout, max_retries=opts.max_retries
-    )
-    try:
-        message: Any = client.messages.create(
+
+    def send() -> Any:
+        client = anthropic.Anthropic(api_key=key, base_url=opts.base_url, timeout=opts.timeout,
+                                     max_retries=opts.max_retries)
+        return client.messages.create(
             model=opts.summary_model or "",
             max_tokens=200,
             system=SYSTEM,
             messages=[{"role": "user", "content": prompt}],
         )
-    except Exception as err:
-        raise SummarizerError(
-            "--judge anthropic: "
-            + error_reason(
-                err,
-                anthropic,
-                timeout=opts.timeout,
-                max_retries=opts.max_retries,
-                base_url=opts.base_url,
-                labels=("type",),
-                detail_statuses=(400, 404),
-            )
-        ) from None
+
+    message = sdk.call("anthropic", send, key=key, prefix="--judge anthropic", error=SummarizerError,
+                       timeout=opts.timeout, max_retries=opts.max_retries, base_url=opts.base_url)
     return "".join(getattr(b, "text", "") for b in message.content)
 
 

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..convert import lines_in
 from ..facts.outcomes import errors_seen
 from ..facts.rules import user_rules
 from ..facts.text import latest_request
 from ..facts.todos import open_todos
-from ..formats.convert import lines_in
 from ..model import Origin, Record, Transcript, token_text
 from ..validate import live_calls, validate
 from .identifiers import KINDS, extract, squashed

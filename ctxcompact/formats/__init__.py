@@ -1,9 +1,9 @@
 """Transcript formats: one module per format behind :mod:`.base`'s small interface, the registry and
-detection (:mod:`.registry`), reading and writing JSONL (:mod:`.jsonl`) and conversion (:mod:`.convert`).
+detection (:mod:`.registry`), reading and writing JSONL (:mod:`.jsonl`).
 
 ``from ctxcompact.formats import …`` gives the registry and the readers/writers; conversion, which cleans
-its result, is imported from :mod:`ctxcompact.formats.convert` (it needs the cleaner, which needs the
-format layouts).
+its result, is :mod:`ctxcompact.convert`, a layer above (it needs the cleaner, which needs the format
+layouts).
 """
 
 from __future__ import annotations

@@ -1,26 +1,21 @@
-"""The format registry and format detection.
-
-Adding a format is one line: put its module name in ``_MODULES``; the module exposes ``FORMAT``, an instance
-of :class:`~ctxcompact.formats.base.Format`."""
+"""The formats by name and format detection. The names are :data:`ctxcompact.plugins.FORMATS` (adding a
+format: a module exposing ``FORMAT``, an instance of :class:`~ctxcompact.formats.base.Format`, and its line
+there); every format is loaded here, since detection asks them all."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InputError, Problem, UsageError
+from ..errors import InputError, Problem
+from ..plugins import FORMATS as REGISTRY
 from .base import Format
 
-# Order matters: on a tie in detection the earlier format wins.
-_MODULES = ["openai", "anthropic", "genai", "claude_code", "codex"]
+# the built-in formats, in the registry's order (on a tie in detection the earlier format wins)
+FORMATS: dict[str, Format] = {name: REGISTRY.get(name) for name in REGISTRY.builtin_names()}
+assert all(fmt.name == name for name, fmt in FORMATS.items())
 
-FORMATS: dict[str, Format] = {}
-for _name in _MODULES:
-    _fmt: Format = importlib.import_module(f"{__package__}.{_name}").FORMAT
-    FORMATS[_fmt.name] = _fmt
-
-DEFAULT_FORMAT = "openai"
+DEFAULT_FORMAT = REGISTRY.default
 #: a sniff score at or above this means "certainly this format"
 SURE = 90
 #: how many decoded lines detection looks at before it decides (more only while still ambiguous)
@@ -29,10 +24,7 @@ DETECT_LINES = 50
 
 def get_format(name: str) -> Format:
     """The format called ``name`` (``claude_code`` and ``claude-code`` are the same name)."""
-    fmt = FORMATS.get(name) or FORMATS.get(name.replace("_", "-"))
-    if fmt is None:
-        raise UsageError(f"unknown format {name!r}; known formats: {', '.join(FORMATS)} (or auto)")
-    return fmt
+    return REGISTRY.get(name)
 
 
 def detect(objs: Sequence[Any], lines: Sequence[int] | None = None) -> str:
@@ -52,12 +44,12 @@ def detect(objs: Sequence[Any], lines: Sequence[int] | None = None) -> str:
     """
     if lines is None:
         lines = range(1, len(objs) + 1)
-    names = list(FORMATS)
+    names = list(REGISTRY.names())
     count = dict.fromkeys(names, 0)
     total = dict.fromkeys(names, 0)
     scores: list[dict[str, int]] = []
     for i, obj in enumerate(objs):
-        row = {n: _sniff(FORMATS[n], obj) for n in names}
+        row = {n: _sniff(REGISTRY.get(n), obj) for n in names}
         scores.append(row)
         for n, s in row.items():
             if s > 0:

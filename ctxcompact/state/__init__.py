@@ -21,6 +21,7 @@ headers, and the schema closes every object it defines.
 
 from __future__ import annotations
 
+from .calibration import record_estimate, record_real_tokens, remember_measured, reset_calibration
 from .fingerprint import check_fingerprint, make_fingerprint, prefix_fingerprint
 from .model import (
     EMPTY_SHA256,
@@ -37,10 +38,6 @@ from .model import (
     TokenCache,
     add_compaction,
     new_state,
-    record_estimate,
-    record_real_tokens,
-    remember_measured,
-    reset_calibration,
     set_watermark,
     utc_now,
 )

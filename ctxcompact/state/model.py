@@ -1,6 +1,6 @@
 """The state file's content as typed objects (README "The state file"), and the updates every run makes to
-it: calibration, the compaction history, the watermark. Reading, writing and locking the file is
-:mod:`.store`; hashing the covered prefix is :mod:`.fingerprint`."""
+its compaction history and watermark. The calibration's updates are :mod:`.calibration`; reading, writing
+and locking the file is :mod:`.store`; hashing the covered prefix is :mod:`.fingerprint`."""
 
 from __future__ import annotations
 
@@ -8,15 +8,11 @@ import copy
 import hashlib
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import UsageError
-from ..secrets import scrub_credentials, scrub_json
-from ..summarizers.base import SummaryResult
-from ..tokens.calibration import FIT_POINTS, clamp_factor, fit_affine
+from ..tokens.calibration import FIT_POINTS
 
 STATE_VERSION = 2
 #: versions this ctxcompact reads (1: before the affine calibration; read as having no model yet)
@@ -106,23 +102,6 @@ class Summary:
     #: (offset, length) of the input lines whose images and documents the continuation carries (the latest
     #: request's), re-read from the verified prefix by later runs instead of copying the payloads here
     attachment_lines: list[tuple[int, int]] = field(default_factory=list)
-
-    @classmethod
-    def from_result(cls, result: SummaryResult, *, records_covered: int, latest_request: str | None = None,
-                    continuation: str | None = None,
-                    attachment_lines: list[tuple[int, int]] | None = None) -> Summary:
-        """The state's record of a summarizer's result covering the first ``records_covered`` records."""
-        scrub = scrub_credentials  # the state holds what ctxcompact composed: never a credential
-        return cls(text=scrub(result.text), summarizer=result.summarizer, model=result.model,
-                   fallback=result.fallback, fallback_reason=result.fallback_reason,
-                   records_covered=records_covered,
-                   latest_request=scrub(latest_request) if latest_request is not None else None,
-                   facts=scrub_json(copy.deepcopy(result.facts)), input_tokens=result.input_tokens,
-                   output_tokens=result.output_tokens, duration_s=float(result.duration_s),
-                   continuation=scrub(continuation) if continuation is not None else None,
-                   truncated=result.truncated,
-                   check=copy.deepcopy(result.check), chunks=result.chunks, window=result.window,
-                   window_source=result.window_source, attachment_lines=list(attachment_lines or []))
 
     def to_json(self) -> dict[str, Any]:
         out = self._to_json()
@@ -394,84 +373,6 @@ def new_state(format: str, input_path: str | os.PathLike[str] | None = None) -> 
     """A fresh state for a transcript of ``format``: nothing covered, no calibration."""
     info = InputInfo(path=os.fspath(input_path) if input_path is not None else None, format=format)
     return State(fingerprint=Fingerprint(format=format), input=info)
-
-
-def _check_count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(f"{name} must be a whole number >= 0, got {value!r}")
-    return value
-
-
-def record_real_tokens(state: State, prompt_tokens: int) -> Calibration:
-    """Store the prompt tokens the provider reported for the last request (``ctxcompact calibrate``).
-
-    When the estimate of that request is known, the pair is a measured request: kept in ``points``, with the
-    factor it measures (``clamp(real / last_estimate, 1, 5)``) and the affine model refitted."""
-    real = _check_count("prompt tokens", prompt_tokens)
-    cal = state.calibration
-    cal.real = real
-    if cal.last_estimate is not None:
-        factor = clamp_factor(real, cal.last_estimate)
-        if factor is not None:
-            cal.factor = factor
-            _add_points(cal, [(cal.last_estimate, real)])
-    cal.updated_at = utc_now()
-    return cal
-
-
-def remember_measured(state: State, measured: Iterable[tuple[int, int]], estimator: str) -> Calibration:
-    """Keep the requests a run measured (the transcript's usage, ``--real-tokens``) with the model fitted to
-    them, so they still count once the records that carried them are compacted away."""
-    cal = state.calibration
-    if estimator != cal.estimator:
-        cal.factor, cal.points, cal.hidden, cal.slope = None, [], None, None
-        cal.estimator = estimator
-    _add_points(cal, measured)
-    return cal
-
-
-def _add_points(cal: Calibration, measured: Iterable[tuple[int, int]]) -> None:
-    points = list(cal.points)
-    for p in measured:
-        if p not in points:
-            points.append(p)
-    cal.points = points[-MAX_POINTS:]
-    model = fit_affine(cal.points, cal.slope or cal.factor or 1.0)
-    if model is not None:
-        cal.hidden, cal.slope = model.hidden, model.slope
-
-
-def record_estimate(state: State, estimate: int, estimator: str) -> Calibration:
-    """Store our estimate of the request about to be sent (the written output), made by ``estimator``
-    (``"heuristic"`` or ``"tiktoken:<encoding>"``).
-
-    ``real`` is cleared: it measured the previous request, and pairing it with this new estimate would give
-    a wrong factor (too small once the transcript grew). What was measured (factor, points, the model) is
-    kept as the best guess until the provider reports again, unless the estimator changed (a measurement
-    only holds for the estimator that made it)."""
-    value = _check_count("estimate", estimate)
-    cal = state.calibration
-    if estimator != cal.estimator:
-        cal.factor, cal.points, cal.hidden, cal.slope = None, [], None, None
-    cal.real = None
-    cal.last_estimate = value
-    cal.estimator = estimator
-    cal.updated_at = utc_now()
-    return cal
-
-
-def reset_calibration(state: State) -> Calibration:
-    """After a compaction (README "Token estimation and calibration"): the last request's pair and factor are
-    forgotten, so a factor measured on the large pre-compaction request cannot scale the small compacted one
-    into a loop. The affine model and its points stay: the hidden part (system prompt and tools the log does
-    not hold) is in every request, before and after a compaction, and the slope is a property of the
-    tokenizer, not of the transcript's size. Without such a model nothing is kept."""
-    old = state.calibration
-    keep = old.slope is not None
-    state.calibration = Calibration(updated_at=utc_now(), estimator=old.estimator if keep else None,
-                                    hidden=old.hidden if keep else None, slope=old.slope if keep else None,
-                                    points=list(old.points) if keep else [])
-    return state.calibration
 
 
 # ---------------------------------------------------------------------------------------- compactions

@@ -11,6 +11,7 @@ that is the outcome (tier ``mask``); otherwise the masked context is summarized 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -29,7 +30,7 @@ from ..formats import get_format
 from ..model import ImageBlock, Origin, Record, Role, Transcript
 from ..options import Options
 from ..progress import progress
-from ..secrets import scrub_credentials
+from ..secrets import scrub_credentials, scrub_json
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
@@ -109,6 +110,23 @@ def _attached(records: list[Record], body: list[Record],
     return carried, list(prior.attachment_lines) if prior is not None and carried else []
 
 
+def summary_from_result(result: SummaryResult, *, records_covered: int, latest_request: str | None = None,
+                        continuation: str | None = None,
+                        attachment_lines: list[tuple[int, int]] | None = None) -> Summary:
+    """The state's record of a summarizer's result covering the first ``records_covered`` records."""
+    scrub = scrub_credentials  # the state holds what ctxcompact composed: never a credential
+    return Summary(text=scrub(result.text), summarizer=result.summarizer, model=result.model,
+                   fallback=result.fallback, fallback_reason=result.fallback_reason,
+                   records_covered=records_covered,
+                   latest_request=scrub(latest_request) if latest_request is not None else None,
+                   facts=scrub_json(copy.deepcopy(result.facts)), input_tokens=result.input_tokens,
+                   output_tokens=result.output_tokens, duration_s=float(result.duration_s),
+                   continuation=scrub(continuation) if continuation is not None else None,
+                   truncated=result.truncated,
+                   check=copy.deepcopy(result.check), chunks=result.chunks, window=result.window,
+                   window_source=result.window_source, attachment_lines=list(attachment_lines or []))
+
+
 def _commit(state: State, written: Written, summary: SummaryResult, latest: str | None,
             continuation: str, spans: list[tuple[int, int]]) -> None:
     """Move the watermark over every input record, keep the summary, reset the calibration."""
@@ -120,7 +138,7 @@ def _commit(state: State, written: Written, summary: SummaryResult, latest: str 
                                    lines=ctx.input_lines, format=ctx.input_format,
                                    system_lines=ctx.system_spans, tokens=tokens)
     state.masking = None  # every masked record is now inside the summary
-    set_watermark(state, fingerprint, Summary.from_result(
+    set_watermark(state, fingerprint, summary_from_result(
         summary, records_covered=ctx.input_records, latest_request=latest, continuation=continuation,
         attachment_lines=spans))
     # the factor measured on the large pre-compaction request must not scale the small one

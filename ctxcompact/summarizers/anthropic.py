@@ -11,29 +11,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import sdk
 from ..errors import SummarizerError, UsageError
+from ..sdk import resolve_api_key
+from ..secrets import scrub
 from .base import SummaryResult, fit_summary
 from .prompt import system_prompt
-from .provider import (
-    ContextTooLong,
-    ProviderSummarizer,
-    context_overflow,
-    error_reason,
-    resolve_api_key,
-    scrub,
-)
+from .provider import ProviderSummarizer, context_overflow
 
 DEFAULT_CONTEXT_WINDOW = 200_000
-
-def anthropic_error_reason(err: BaseException, *, timeout: float, max_retries: int,
-                           base_url: str | None) -> str:
-    """A short, secret-free reason for an ``anthropic`` SDK exception (shared with the token-count path).
-    Anthropic's error message is kept for 400/404/413 (e.g. "prompt is too long", an unknown model)."""
-    import anthropic
-
-    return error_reason(err, anthropic, timeout=timeout, max_retries=max_retries, base_url=base_url,
-                        labels=("type",), detail_statuses=(400, 404, 413))
-
 
 class AnthropicSummarizer(ProviderSummarizer):
     name = "anthropic"
@@ -60,28 +46,20 @@ class AnthropicSummarizer(ProviderSummarizer):
         import anthropic
 
         started = time.monotonic()
-        message: Any = None
-        reason: str | None = None
-        overflow: ContextTooLong | None = None
-        try:
+
+        def send() -> Any:
             client = anthropic.Anthropic(
                 api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
-            message = client.messages.create(
+            return client.messages.create(
                 model=self.model or "",
                 max_tokens=budget_tokens,
                 system=system_prompt(self.context_window),
                 messages=[{"role": "user", "content": prompt}],
             )
-        except Exception as err:  # any SDK or transport failure becomes a fallback reason
-            overflow = context_overflow(err)
-            reason = anthropic_error_reason(err, timeout=self.timeout, max_retries=self.max_retries,
-                                            base_url=self.base_url or _env_base_url())
-        if overflow is not None:
-            raise overflow
-        if reason is not None:
-            # raised outside the except block so the SDK error (whose text may echo the key or the
-            # request) is not even attached as __context__ for a traceback printer to show
-            raise SummarizerError(scrub(f"anthropic: {reason}", [key]))
+
+        message = sdk.call("anthropic", send, key=key, prefix="anthropic", error=SummarizerError,
+                           timeout=self.timeout, max_retries=self.max_retries, base_url=self.base_url,
+                           special=context_overflow)
         duration = time.monotonic() - started
         return self._result(message, budget_tokens, duration, key)
 
@@ -120,8 +98,3 @@ class AnthropicSummarizer(ProviderSummarizer):
             truncated=cut or stop == "max_tokens",
         )
 
-
-def _env_base_url() -> str | None:
-    import os
-
-    return os.environ.get("ANTHROPIC_BASE_URL") or None

@@ -19,17 +19,13 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from .. import sdk
 from ..errors import SummarizerError, UsageError
+from ..sdk import resolve_api_key
+from ..secrets import scrub
 from .base import SummaryResult, fit_summary
 from .prompt import system_prompt
-from .provider import (
-    ContextTooLong,
-    ProviderSummarizer,
-    context_overflow,
-    error_reason,
-    resolve_api_key,
-    scrub,
-)
+from .provider import ProviderSummarizer, context_overflow
 from .server_window import server_window
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -62,15 +58,6 @@ def _is_openai_host(url: str | None) -> bool:
         return (urlsplit(url).hostname or "").lower() == OPENAI_HOST
     except ValueError:
         return False
-
-
-def openai_error_reason(err: BaseException, *, timeout: float, max_retries: int, base_url: str | None) -> str:
-    """A short, secret-free reason for an ``openai`` SDK exception. The error message is left out on purpose:
-    OpenAI's 401 message echoes part of the key."""
-    import openai
-
-    return error_reason(err, openai, timeout=timeout, max_retries=max_retries, base_url=base_url,
-                        labels=("code", "type"), detail_statuses=())
 
 
 class OpenAISummarizer(ProviderSummarizer):
@@ -119,13 +106,11 @@ class OpenAISummarizer(ProviderSummarizer):
 
         limit: dict[str, Any] = {self.output_param: budget_tokens}
         started = time.monotonic()
-        completion: Any = None
-        reason: str | None = None
-        overflow: ContextTooLong | None = None
-        try:
+
+        def send() -> Any:
             client = openai.OpenAI(
                 api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
-            completion = client.chat.completions.create(
+            return client.chat.completions.create(
                 model=self.model or "",
                 messages=[
                     {"role": "system", "content": system_prompt(self.context_window)},
@@ -133,14 +118,10 @@ class OpenAISummarizer(ProviderSummarizer):
                 ],
                 **limit,
             )
-        except Exception as err:  # any SDK or transport failure becomes a fallback reason
-            overflow = context_overflow(err)
-            reason = openai_error_reason(err, timeout=self.timeout, max_retries=self.max_retries,
-                                         base_url=self.effective_base_url)
-        if overflow is not None:
-            raise overflow
-        if reason is not None:  # raised outside the except block: no SDK error attached as __context__
-            raise SummarizerError(scrub(f"openai: {reason}", [key]))
+
+        completion = sdk.call("openai", send, key=key, prefix="openai", error=SummarizerError,
+                              timeout=self.timeout, max_retries=self.max_retries,
+                              base_url=self.effective_base_url, special=context_overflow)
         duration = time.monotonic() - started
         return self._result(completion, budget_tokens, duration, key)
 

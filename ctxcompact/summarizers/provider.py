@@ -1,5 +1,6 @@
-"""What the LLM summarizers share: their options, the key, one mapping of SDK errors to secret-free
-reasons, and scrubbing of anything a provider sends back."""
+"""What the LLM summarizers share: their options, the window, the flow of a summary, reading a context-length
+error, and redacting anything a provider sends back. The key and the mapping of SDK errors to secret-free
+reasons are :mod:`ctxcompact.sdk`'s (re-exported here)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import dataclasses
 import os
 import re
 import time
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,67 +22,6 @@ from .prompt import (
     min_input_budget,
     system_prompt,
 )
-
-# What an HTTP status means to a user (529 is Anthropic's "overloaded").
-STATUS_WORDS = {
-    400: "bad request",
-    401: "authentication failed (check the API key)",
-    403: "permission denied",
-    404: "not found (check the model name and base URL)",
-    413: "request too large",
-    429: "rate limited",
-    500: "server error",
-    503: "service unavailable",
-    529: "overloaded",
-}
-
-
-def host_of(url: str | None) -> str:
-    """Host and port only: a base URL may carry credentials (user:pass@) or tokens in its query."""
-    if not url:
-        return "the default endpoint"
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        return f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        return "the configured endpoint"
-
-
-def error_reason(err: BaseException, sdk: ModuleType, *, timeout: float, max_retries: int,
-                 base_url: str | None, labels: tuple[str, ...], detail_statuses: tuple[int, ...]) -> str:
-    """A short reason for an exception of either official SDK (they share the class names), built from the
-    status code and error type only, never from headers or the key. ``labels``: the error attributes that
-    name the kind of error, first found wins; ``detail_statuses``: statuses whose API message is added."""
-    retries = f" after {max_retries} retr{'y' if max_retries == 1 else 'ies'}" if max_retries else ""
-    if isinstance(err, sdk.APITimeoutError):
-        return f"request timed out ({timeout:g} s){retries}"
-    if isinstance(err, sdk.APIConnectionError):
-        return f"cannot connect to {host_of(base_url)}{retries}"
-    if isinstance(err, sdk.APIStatusError):
-        status = err.status_code
-        label = next((x for x in (getattr(err, a, None) for a in labels) if isinstance(x, str) and x), None)
-        words = STATUS_WORDS.get(status) or ("server error" if status >= 500 else "request rejected")
-        reason = f"HTTP {status}" + (f" {label}" if label else "") + f": {words}"
-        message = getattr(err, "api_message", None)
-        if status in detail_statuses and isinstance(message, str):
-            reason += f" ({message})"
-        if status == 429 or status >= 500:
-            reason += retries
-        return reason
-    if isinstance(err, sdk.APIError):
-        return "malformed response from the server"
-    if isinstance(err, ValueError) and "JSON" in type(err).__name__:
-        return "malformed response from the server (not valid JSON)"
-    return f"unexpected error ({type(err).__name__})"
-
-
-def resolve_api_key(explicit: str | None, provider_var: str) -> str | None:
-    """The key to use: the explicit one, else CTXCOMPACT_API_KEY, else the provider's usual variable."""
-    for value in (explicit, os.environ.get("CTXCOMPACT_API_KEY"), os.environ.get(provider_var)):
-        if value and value.strip():
-            return value.strip()
-    return None
 
 
 def redact_result(result: SummaryResult, secrets: list[str]) -> SummaryResult:

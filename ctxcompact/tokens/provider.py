@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .. import sdk
 from ..errors import UsageError
 from ..formats.anthropic import binary_block
 from ..model import (
@@ -166,35 +167,24 @@ def anthropic_count_tokens(
     Key: ``api_key``, else CTXCOMPACT_API_KEY, else ANTHROPIC_API_KEY. Base URL: ``base_url``, else
     ANTHROPIC_BASE_URL (read by the SDK). Raises :class:`ProviderCountError` with a secret-free reason.
     """
-    from ..secrets import scrub
-    from ..summarizers.anthropic import anthropic_error_reason
-    from ..summarizers.provider import resolve_api_key
-
     if not model or not model.strip():
         raise ProviderCountError("--exact anthropic needs --model MODEL (an Anthropic model name)")
-    key = resolve_api_key(api_key, "ANTHROPIC_API_KEY")
+    key = sdk.resolve_api_key(api_key, "ANTHROPIC_API_KEY")
     if key is None:
         raise ProviderCountError("--exact anthropic needs an API key: set ANTHROPIC_API_KEY or "
                                  "CTXCOMPACT_API_KEY")
 
     import anthropic
 
-    reason: str | None = None
-    tokens: Any = None
-    try:
+    def send() -> Any:
         client = anthropic.Anthropic(api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries)
         kwargs: dict[str, Any] = {"model": model, "messages": messages_payload}
         if system:
             kwargs["system"] = system
-        result: Any = client.messages.count_tokens(**kwargs)
-        tokens = getattr(result, "input_tokens", None)
-    except Exception as err:
-        import os
+        return getattr(client.messages.count_tokens(**kwargs), "input_tokens", None)
 
-        reason = anthropic_error_reason(err, timeout=timeout, max_retries=max_retries,
-                                        base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL"))
-    if reason is not None:  # raised outside the except block: no SDK error attached as __context__
-        raise ProviderCountError(scrub(f"--exact anthropic: token count failed: {reason}", [key]))
+    tokens = sdk.call("anthropic", send, key=key, prefix="--exact anthropic: token count failed",
+                      error=ProviderCountError, timeout=timeout, max_retries=max_retries, base_url=base_url)
     if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
         raise ProviderCountError("--exact anthropic: token count failed: the reply has no input_tokens")
     return tokens

@@ -1,20 +1,20 @@
-"""Converting a transcript to another format so that it validates as that format (``--to``)."""
+"""Converting a transcript to another format so that it validates as that format (``--to``): written by the
+target format, read back and cleaned (so it sits above :mod:`.clean`, not in ``formats/``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..model import Transcript
-from .jsonl import read_transcript, write_transcript
-from .registry import get_format
+from .clean import clean
+from .formats.jsonl import read_transcript, write_transcript
+from .formats.registry import get_format
+from .model import Transcript
 
 
 def convert(transcript: Transcript, fmt: str) -> Transcript:
     """The transcript as a valid transcript of ``fmt``: written by the target format from the model, read
     back, and cleaned with the target's layout (e.g. OpenAI's one ``tool`` message per result become one
     Anthropic user message; Claude Code's one-line-per-block assistant turn becomes one message)."""
-    from ..clean import clean
-
     target = get_format(fmt)
     if not target.writable and target.fallback:
         target = get_format(target.fallback)

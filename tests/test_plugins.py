@@ -1,0 +1,140 @@
+"""One registry shape for formats, strategies and summarizers (``ctxcompact.plugins``): the CLI's choices,
+help and defaults read from it and from ``options.Options``; every built-in loads and is what its name says;
+no module exposing a plug-in is left out; importing the registry loads no plug-in."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import click
+import pytest
+
+from ctxcompact import plugins
+from ctxcompact.cli.commands import cli
+from ctxcompact.errors import UsageError
+from ctxcompact.formats import get_format
+from ctxcompact.formats.base import Format
+from ctxcompact.options import Options
+from ctxcompact.strategies import get_strategy, names, register
+from ctxcompact.summarizers import get_summarizer
+from ctxcompact.summarizers.base import Summarizer
+
+REGISTRIES = {"formats": plugins.FORMATS, "strategies": plugins.STRATEGIES,
+              "summarizers": plugins.SUMMARIZERS}
+ATTRIBUTE = {"formats": "FORMAT", "strategies": "STRATEGY"}
+
+
+def _params(command: str) -> dict[str, click.Parameter]:
+    cmd = cli.commands[command]
+    return {p.name: p for p in cmd.params if p.name}
+
+
+def _choices(param: click.Parameter) -> list[str]:
+    assert isinstance(param.type, click.Choice)
+    return list(param.type.choices)
+
+
+def test_the_cli_choices_are_the_registries() -> None:
+    run = _params("run")
+    assert _choices(run["fmt"]) == ["auto", *plugins.FORMATS.names()]
+    assert _choices(run["to"]) == list(plugins.FORMATS.names())
+    assert _choices(run["strategy"]) == list(plugins.STRATEGIES.names())
+    assert _choices(run["summarizer"]) == list(plugins.SUMMARIZERS.names())
+    for command in ("validate", "clean", "estimate"):
+        assert _choices(_params(command)["fmt"]) == ["auto", *plugins.FORMATS.names()]
+    help_text = _params("eval")["strategies"].help or ""
+    assert f"({','.join(plugins.STRATEGIES.names())})" in help_text
+
+
+@pytest.mark.parametrize("command", ["validate", "clean", "estimate", "eval", "run"])
+def test_every_cli_default_is_the_library_default(command: str) -> None:
+    defaults = Options()
+    fields = {f.name for f in dataclasses.fields(Options)}
+    rename = {"fmt": "format", "strategies": "strategy"}
+    checked = 0
+    for name, param in _params(command).items():
+        field = rename.get(name, name)
+        # a default the option shows (str/int/float: not a flag, not click's "unset")
+        if (field in fields and isinstance(param.default, (str, int, float))
+                and not isinstance(param.default, bool) and not getattr(param, "is_flag", False)):
+            assert param.default == getattr(defaults, field), f"{command} --{name}"
+            checked += 1
+    assert checked >= (1 if command in ("validate", "clean") else 3)
+
+
+@pytest.mark.parametrize("kind", sorted(REGISTRIES))
+def test_every_builtin_loads_and_is_what_its_name_says(kind: str) -> None:
+    registry = REGISTRIES[kind]
+    assert registry.default in registry.builtin_names()
+    for name in registry.builtin_names():
+        plugin = registry.get(name)
+        assert registry.get(name.upper().replace("-", "_")) is plugin  # one name, however written
+        if kind == "formats":
+            assert isinstance(plugin, Format) and plugin.name == name and get_format(name) is plugin
+        elif kind == "strategies":
+            assert plugin.name == name and get_strategy(name) is plugin
+        else:
+            assert issubclass(plugin, Summarizer) and plugin.name == name
+
+
+@pytest.mark.parametrize("kind", sorted(ATTRIBUTE))
+def test_no_module_exposing_a_plugin_is_left_out(kind: str) -> None:
+    package = importlib.import_module(f"ctxcompact.{kind}")
+    registered = {REGISTRIES[kind].get(n) for n in REGISTRIES[kind].builtin_names()}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"ctxcompact.{kind}.{info.name}")
+        exposed = getattr(module, ATTRIBUTE[kind], None)
+        assert exposed is None or exposed in registered, f"{module.__name__} is not registered"
+
+
+def test_summarizer_classes_are_all_registered() -> None:
+    registered = {plugins.SUMMARIZERS.get(n) for n in plugins.SUMMARIZERS.builtin_names()}
+    package = importlib.import_module("ctxcompact.summarizers")
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"ctxcompact.summarizers.{info.name}")
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, Summarizer)
+                    and value.__module__ == module.__name__ and getattr(value, "name", None)):
+                assert value in registered, value
+
+
+def test_unknown_names_and_builtin_names() -> None:
+    for registry in REGISTRIES.values():
+        with pytest.raises(UsageError, match=f"unknown {registry.kind} 'nope'; known: "):
+            registry.get("nope")
+        with pytest.raises(ValueError, match="built-in"):
+            registry.register(registry.default, object())
+        assert "nope" not in registry and registry.default in registry and 3 not in registry
+    with pytest.raises(UsageError, match="unknown summarizer"):
+        get_summarizer("")
+
+
+def test_a_registered_strategy_takes_the_fast_run_only_when_it_says_so() -> None:
+    class Quiet:
+        name = "quiet-test"
+        state_layer = 0
+
+    assert plugins.STRATEGIES.has("threshold", plugins.FAST_RUN)
+    assert not plugins.STRATEGIES.has("mask", plugins.FAST_RUN)
+    assert not plugins.STRATEGIES.has("sliding-window", plugins.FAST_RUN)
+    try:
+        register(Quiet())  # type: ignore[arg-type]
+        assert "quiet-test" in names() and not plugins.STRATEGIES.has("quiet-test", plugins.FAST_RUN)
+        register(Quiet(), fast_run=True)  # type: ignore[arg-type]
+        assert plugins.STRATEGIES.has("quiet-test", plugins.FAST_RUN)
+    finally:
+        plugins.STRATEGIES.unregister("quiet-test")
+    assert "quiet-test" not in names() and not plugins.STRATEGIES.has("quiet-test", plugins.FAST_RUN)
+
+
+def test_reading_the_names_loads_no_plugin() -> None:
+    code = ("import sys, ctxcompact.plugins as p, ctxcompact.cli.options; "
+            "[r.names() for r in (p.FORMATS, p.STRATEGIES, p.SUMMARIZERS)]; "
+            "print(' '.join(m for m in sys.modules if m.startswith(('ctxcompact.formats', "
+            "'ctxcompact.summarizers', 'ctxcompact.strategies.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == []
