@@ -3,8 +3,9 @@ estimated from what was known before it, exactly as `run` would have, against wh
 Prints, per log: the points, the mean absolute error and how many points were more than 5 % under the bill,
 for the affine model `run` uses and, side by side, the earlier rule (one factor from the last usage, never
 below it). The first request of a log has nothing before it to learn from (only the default factor), so the
-figures are over the requests after it; the first is shown apart. Targets (README "Token estimation and
-calibration"): mean error ≤ 3 %, > 5 % under at ≤ 15 % of the points.
+figures are over the requests after it; the first is shown apart. Targets
+(docs/concepts/calibration.md#calibration): mean error ≤ 3
+%, > 5 % under at ≤ 15 % of the points.
 
     python bench/calibration.py [--exact none] [FILE ...]
 """

@@ -153,7 +153,7 @@ def header(title: str) -> None:
 
 
 def table(rows: list[list[str]], head: list[str]) -> None:
-    """A Markdown table (the README's Performance section quotes these)."""
+    """A Markdown table (docs/measurements/performance.md quotes these)."""
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")

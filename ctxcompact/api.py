@@ -1,4 +1,4 @@
-"""The library API (README "Library API"): everything the CLI does, callable in-process.
+"""The library API (docs/guides/frameworks.md#the-library-api): everything the CLI does, callable in-process.
 
 An agent framework calls :func:`run` from its before-model hook and :func:`calibrate` from its after-model
 hook; a batch job calls :func:`estimate` (or :func:`estimate_many`) over many files without a subprocess per
@@ -44,13 +44,13 @@ from .formats import read_transcript
 from .messages import CompactResult, Session, acompact, compact
 from .model import Transcript
 from .options import Options
-from .paths import check_paths
+from .paths import check_paths, check_writes
 from .progress import bar as progress_bar
 from .progress import set_quiet as quiet_progress
 from .recall import Hit, Recall, recall
 from .report import EstimateReport
 from .source import InputData, Source
-from .state import State, load_state, save_state, state_lock
+from .state import State, check_is_state, load_state, save_state, state_lock
 from .state import reset_state as _reset_state
 from .tokens.usage import PromptUsage, load_usage_json
 from .tokens.usage import prompt_tokens as usage_prompt_tokens
@@ -127,6 +127,8 @@ def state_path(source: Source, opts: Options) -> Path | None:
 
 def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
     """Delete a state file (the next run starts from scratch), under its lock; True when there was one."""
+    if not check_is_state(path):  # before the lock: a slip of the tab key leaves no lock file behind
+        return False
     with state_lock(Path(path), timeout=lock_timeout):
         return _reset_state(Path(path))
 
@@ -155,6 +157,7 @@ __all__ = [
     "acompact",
     "calibrate",
     "check_paths",
+    "check_writes",
     "clean",
     "clean_file",
     "compact",

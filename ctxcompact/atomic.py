@@ -5,10 +5,11 @@ one file system), is flushed and fsynced, renamed over the target, and then the 
 rename itself survives a crash. On any error, including an exception raised by the caller while streaming,
 the temporary file is removed and the target is left exactly as it was.
 
-Writing is two steps when two files must change together (``run``'s output and state, README "The state
-file"): :func:`stage` writes and fsyncs the temporary file, so a full disk, a read-only or missing folder
-fails there with nothing visible; :meth:`Staged.commit` renames it into place, and ``keep=True`` keeps the
-previous content (a hard link) so that :meth:`Staged.undo` can put it back if the other file fails.
+Writing is two steps when two files must change together (``run``'s output and state,
+docs/reference/safety.md#atomic-writes-output-and-state-together): :func:`stage` writes and fsyncs the
+temporary file, so a full disk, a read-only or missing folder fails there with nothing visible;
+:meth:`Staged.commit` renames it into place, and ``keep=True`` keeps the previous content (a hard link) so
+that :meth:`Staged.undo` can put it back if the other file fails.
 
 Temporary files are named ``.<target name>.<8 characters>.tmp``; a run killed mid-write leaves one behind,
 and the next write of the same target removes those older than :data:`STALE_TEMP_S` (only that name
@@ -16,7 +17,7 @@ pattern, only regular files).
 
 ``atomic_write``/``atomic_writer`` raise the ``OSError`` of the failing call; :func:`stage` and
 :func:`write_lines` (the one writer of every command's output) raise :class:`~ctxcompact.errors.OutputError`
-naming the path (README "Exit codes": 6).
+naming the path (docs/reference/exit-codes.md#the-codes: 6).
 """
 
 from __future__ import annotations
@@ -280,12 +281,19 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
 
 
 def is_special_file(path: Path) -> bool:
-    if str(path).startswith(("/dev/", "/proc/")):
-        return True
+    """Written in place, not replaced: a FIFO, a device or a socket (``/dev/null``, a pipe on
+    ``/dev/stdout``), and a name for an open file (``/proc/<pid>/fd/N``, ``/dev/fd/N``, ``/dev/std*``), which
+    no rename can replace. A regular file anywhere else (``/dev/shm/x.jsonl`` too) is replaced atomically.
+    Whether it may be written at all is decided before (``paths.check_writes``, by device and inode)."""
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return True
+    except (OSError, ValueError):
         return False  # a new file
+    return _FD_NAME.match(os.path.abspath(path)) is not None
+
+
+_FD_NAME = re.compile(r"/(?:proc/[^/]+/fd/[0-9]+|dev/fd/[0-9]+|dev/std(?:in|out|err))\Z")
 
 
 def _resolve(path: Path) -> Path:

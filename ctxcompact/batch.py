@@ -10,7 +10,10 @@ loaded (the tiktoken ranks are parsed once, in the parent, before the pool start
 
 from __future__ import annotations
 
+import fnmatch
 import glob
+import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -111,11 +114,18 @@ def expand(args: Sequence[str], recursive: bool = False) -> list[str]:
         if path.is_dir():
             found: set[Path] = set()
             for pattern in PATTERNS:
-                found.update(path.rglob(pattern) if recursive else path.glob(pattern))
+                if recursive:
+                    found.update(f for f in walk_files(path) if fnmatch.fnmatch(f.name, pattern)
+                                 and not f.name.startswith("."))
+                else:
+                    found.update(path.glob(pattern))
             for p in sorted(f for f in found if f.is_file()):
                 take(str(p))
         elif not path.exists() and _GLOB_CHARS & set(arg):
-            matches = sorted(m for m in glob.glob(arg, recursive=recursive) if Path(m).is_file())
+            if recursive and "**" in arg:
+                matches = _recursive_glob(arg)
+            else:
+                matches = sorted(m for m in glob.glob(arg) if Path(m).is_file())
             if not matches:
                 raise UsageError(f"no file matches {arg!r}")
             for m in matches:
@@ -134,6 +144,83 @@ def error_row(path: str, exc: Exception) -> Row:
         return Row(path, None, f"cannot read {path}: {exc.strerror or exc}", 1)
     # a bug of ours must not stop the other files
     return Row(path, None, f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
+def walk_files(root: Path) -> Iterator[Path]:
+    """Every file under ``root``, in name order, each folder visited once: links to folders are followed,
+    but a folder already seen (by device and inode) is not entered again, so links that loop end the walk
+    instead of making it endless (docs/reference/safety.md)."""
+    seen: set[tuple[int, int]] = set()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            st = os.stat(folder)
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        subfolders = []
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    subfolders.append(Path(entry.path))
+                elif entry.is_file():
+                    yield Path(entry.path)
+            except OSError:
+                continue
+        stack.extend(reversed(subfolders))
+
+
+def _recursive_glob(pattern: str) -> list[str]:
+    """The files matching a ``**`` glob, walking the folder before its first wildcard once
+    (:func:`walk_files`). ``**`` matches any number of folders; ``*``, ``?`` and ``[…]`` stay within one
+    name; a name starting with a dot matches only a pattern name that starts with one (as :mod:`glob`)."""
+    parts = pattern.split("/")
+    fixed = 0
+    while fixed < len(parts) - 1 and not _GLOB_CHARS & set(parts[fixed]):
+        fixed += 1
+    root = "/".join(parts[:fixed]) or ("/" if pattern.startswith("/") else "")
+    regex = ""
+    rest = parts[fixed:]
+    for i, part in enumerate(rest):
+        last = i == len(rest) - 1
+        if part == "**":
+            regex += r"(?:(?!\.)[^/]*/)*" + (r"(?!\.)[^/]*" if last else "")
+        else:
+            regex += _component(part) + ("" if last else "/")
+    matcher = re.compile(regex + r"\Z", re.DOTALL)
+    out = []
+    for f in walk_files(Path(root or ".")):
+        rel = os.path.relpath(f, root or ".").replace(os.sep, "/")
+        if matcher.match(rel):
+            out.append(os.path.join(root, rel) if root else rel)
+    return sorted(out)
+
+
+def _component(part: str) -> str:
+    """One name of a glob as a regex (``*``, ``?``, ``[…]``, ``[!…]``)."""
+    out = "" if part.startswith(".") else r"(?!\.)"
+    i = 0
+    while i < len(part):
+        c = part[i]
+        end = part.find("]", i + 2) if c == "[" else -1
+        if c == "*":
+            out += "[^/]*"
+        elif c == "?":
+            out += "[^/]"
+        elif end > 0:
+            body = part[i + 1:end]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out += "[" + body.replace("\\", "\\\\") + "]"
+            i = end
+        else:
+            out += re.escape(c)
+        i += 1
+    return out
 
 
 def estimate_one(path: str, opts: Options) -> Row:

@@ -1,4 +1,5 @@
-"""The token budget (README "Budget"): context window, buffer, compaction threshold and summary budget.
+"""The token budget (docs/concepts/calibration.md#budget): context window, buffer, compaction threshold and
+summary budget.
 
 - Window: ``--window N``; else looked up from ``--model NAME`` in the table of known models
   (``ctxcompact/data/models.json``) merged with the user's config file; else :data:`DEFAULT_WINDOW`
@@ -27,6 +28,7 @@ from typing import Any
 import orjson
 
 from ctxcompact.errors import UsageError
+from ctxcompact.options import MAX_TOKENS
 from ctxcompact.paths import read_side_file
 
 DEFAULT_WINDOW = 200_000
@@ -99,9 +101,10 @@ def _check_models(models: Any, where: str) -> dict[str, int]:
         raise UsageError(f'{where}: "models" must be an object mapping model names to context windows')
     out: dict[str, int] = {}
     for name, window in models.items():
-        if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        if isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= MAX_TOKENS:
             raise UsageError(
-                f'{where}: "models"."{name}" must be a positive integer (tokens), got {window!r}'
+                f'{where}: "models"."{name}" must be a positive integer (tokens) up to {MAX_TOKENS:,}, '
+                f"got {window!r}"
             )
         out[str(name).strip().lower()] = window
     return out
@@ -170,7 +173,11 @@ def parse_threshold(value: str, window: int) -> tuple[int | None, str]:
     """(threshold, source) from a ``--threshold`` value: tokens (``150000``, ``150_000``, ``150,000``), a
     share of the window (``80%``, ``82.5%``, rounded down), or ``0`` / ``0%`` to disable compaction."""
     text = value.strip()
-    bad = f"invalid --threshold {value!r}: "
+    shown = value if len(value) <= 40 else value[:20] + "…"
+    bad = f"invalid --threshold {shown!r}: "
+    if len(text) > 40:  # no threshold needs more digits; int() of thousands of them is refused (or slow)
+        raise UsageError(bad + f"{len(text):,} characters; give tokens (150000) or a share of the "
+                         "window (80%)")
     if m := _PERCENT.fullmatch(text):
         share = Fraction(m.group(1)) / 100
         if share > 1:
@@ -201,8 +208,9 @@ def make_budget(
 ) -> Budget:
     """The budget from ``--window``, ``--model`` and ``--threshold`` (see the module docstring)."""
     if window is not None:
-        if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-            raise UsageError(f"--window must be a positive number of tokens, got {window!r}")
+        if isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= MAX_TOKENS:
+            raise UsageError(f"--window must be a positive number of tokens up to {MAX_TOKENS:,}, "
+                             f"got {window!r}")
         win, window_source = window, "--window"
     elif model:
         win, window_source = lookup_window(model, config_path)

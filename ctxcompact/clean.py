@@ -1,5 +1,5 @@
-"""Cleaning (README "`ctxcompact clean`"): make a transcript valid input for its target API, reporting every
-repair.
+"""Cleaning (docs/reference/cli.md#ctxcompact-clean-file): make a transcript valid input for its target API,
+reporting every repair.
 
 The cleaner works on the model only and asks the format nothing but its :class:`Layout`. It never mutates
 the records it is given: a record it does not change is passed through as the same object (so the writer
@@ -141,8 +141,8 @@ class _Result:
 def clean(
     transcript: Transcript, layout: Layout | None = None, *, close_trailing: bool = True
 ) -> CleanResult:
-    """Repair ``transcript`` for its format's API (README "`ctxcompact clean`"); ``layout`` defaults to its
-    format's.
+    """Repair ``transcript`` for its format's API (docs/reference/cli.md#ctxcompact-clean-file); ``layout``
+    defaults to its format's.
 
     ``close_trailing=False`` leaves a trailing tool result unanswered instead of appending ``Understood.``:
     what a before-model hook wants right after tools ran, when the model's next turn is the answer."""

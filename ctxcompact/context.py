@@ -1,4 +1,4 @@
-"""The effective context: what the agent will send now (README "What `run` does").
+"""The effective context: what the agent will send now (docs/concepts/state.md#the-watermark).
 
 It is built the same way for ``estimate`` and ``run``: the system records of the input, then the summary of
 the last compaction (if the state has one), then only the records newer than the watermark; then what earlier

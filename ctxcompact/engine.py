@@ -1,5 +1,5 @@
-"""The composition of every part (README "What `run` does"): read → validate → apply the state → clean →
-estimate → compact if over the threshold → write the output and the state.
+"""The composition of every part (docs/concepts/state.md#the-watermark): read → validate → apply the state →
+clean → estimate → compact if over the threshold → write the output and the state.
 
 ``estimate`` and ``run`` build the same effective context (:mod:`.context`), count it (:mod:`.tokens`),
 calibrate it and take the threshold decision (:mod:`.report`); ``run`` then hands it to the chosen strategy
@@ -28,8 +28,8 @@ from .convert import lines_in
 from .errors import ExitCode, OutputError, Problem, StateError, SummarizerError, UsageError
 from .formats import get_format, is_unchanged
 from .model import Origin, Record, Transcript
-from .options import Options
-from .paths import check_paths, check_state_path, state_path_in
+from .options import MAX_TOKENS, Options, check_options
+from .paths import check_paths, check_side_files, state_path_in
 from .plugins import FAST_RUN, STRATEGIES
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
@@ -89,6 +89,18 @@ def resolve_state_path(source: Source, opts: Options, *, required: bool) -> Path
     return None
 
 
+def input_path(source: Source) -> Path | None:
+    """The input as a path for the write check: a file, ``-`` for stdin, None for bytes or a stream."""
+    if isinstance(source, (str, Path)):
+        return Path(source)
+    return None
+
+
+def option_reads(opts: Options) -> list[tuple[str, Path | None]]:
+    """The files the options name for reading: no command may write over them (paths.check_writes)."""
+    return [("--todos file", opts.todos_file), ("config file", opts.config_path)]
+
+
 def _budget(opts: Options) -> Budget:
     return make_budget(opts.window, opts.model, opts.threshold, opts.config_path)
 
@@ -99,7 +111,8 @@ def budget_from_transcript(budget: Budget, opts: Options, records: list[Record])
     if opts.window is not None or opts.model is not None or budget.window_source != "default":
         return budget
     for rec in reversed(records):
-        if rec.usage is not None and rec.usage.context_window:
+        # a window no model has (a corrupt or hostile log) is not taken: the default stays
+        if rec.usage is not None and rec.usage.context_window and 0 < rec.usage.context_window <= MAX_TOKENS:
             found = make_budget(rec.usage.context_window, None, opts.threshold, opts.config_path)
             return dataclasses.replace(found, window_source=f"transcript (line {rec.line})")
     return budget
@@ -122,7 +135,7 @@ def _default(opts: Options, counts: Counts) -> float:
 
 
 def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State | None) -> Calibrated:
-    """The context's tokens in the provider's space (README "Token estimation and calibration")."""
+    """The context's tokens in the provider's space (docs/concepts/calibration.md#calibration)."""
     if opts.exact == "anthropic":
         current = sum(counts.base)
         real = _anthropic_count(ctx.transcript, opts)
@@ -136,7 +149,28 @@ def _calibrate(counts: Counts, usage: list[UsagePoint], opts: Options, state: St
         counts.base, usage=usage, real_tokens=opts.real_tokens,
         stored=state.calibration if state is not None else None, estimator=counts.estimator,
         default=_default(opts, counts),
-        default_source="default" if opts.default_factor is None else "--default-factor")
+        default_source="default" if opts.default_factor is None else "--default-factor",
+        compacted_away=compacted_away(state))
+
+
+def compacted_away(state: State | None) -> int:
+    """The provider tokens the state's compactions removed from the context (what an agent that still sends
+    the uncompacted context sends on top of what was written)."""
+    if state is None:
+        return 0
+    return sum(max(0, c.tokens_before - c.tokens_after) for c in state.compactions)
+
+
+def ignored_usage_warning(cal: Calibrated) -> str | None:
+    """The warning for recorded usage the calibration did not learn (tokens.calibration.not_for_written)."""
+    if not cal.ignored:
+        return None
+    lines = ", ".join(f"{line} ({real:,})" for line, real in cal.ignored[:3])
+    more = f" and {len(cal.ignored) - 3} more" if len(cal.ignored) > 3 else ""
+    return (f"the usage recorded at line {lines}{more} is for a larger context than the compacted one "
+            "ctxcompact wrote: your agent is not sending the compacted context (or the log is a replay of "
+            "the original session); not learned from it (docs/concepts/calibration.md"
+            "#usage-that-is-not-for-the-written-context)")
 
 
 def _anthropic_count(transcript: Transcript, opts: Options) -> int:
@@ -246,6 +280,7 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
 
     Reads the state (if any) but writes nothing."""
     opts = opts or Options()
+    check_options(opts)
     check_exact(opts)
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=False)
@@ -353,15 +388,16 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.
     """
     opts = opts or Options()
+    check_options(opts)
     check_exact(opts)
     get_strategy(opts.strategy)  # an unknown name is a usage error before any work
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=not dry_run)
     if not dry_run:
-        check_paths(input=Path(source) if is_file(source) else None,  # type: ignore[arg-type]
-                    output=output if isinstance(output, Path) else None, state=state_path)
+        check_paths(input=input_path(source), output=output if isinstance(output, Path) else None,
+                    state=state_path, reads=option_reads(opts))
         if state_path is not None:
-            check_state_path(state_path)
+            check_side_files(state_path)
     inp = InputData.load(source)
     if inp.document is not None:
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
@@ -407,6 +443,9 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         report = _estimate_context(ctx, opts, state, budget, state_path)
+    ignored = ignored_usage_warning(report.calibrated)
+    if ignored is not None:
+        warn(ignored)
     si = StrategyInput(ctx, opts, budget, state, report, warn)
     _describe(report, si)
     result = RunResult(
@@ -453,7 +492,8 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
 
 
 def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: Path | None) -> None:
-    """The output and the state change together or not at all (README "The state file").
+    """The output and the state change together or not at all
+    (docs/reference/safety.md#atomic-writes-output-and-state-together).
 
     The state is staged first (written and fsynced beside its path, not yet in place), so a full disk or a
     read-only folder fails before anything is visible. Then the output is written, then the state renamed
@@ -490,11 +530,12 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
 
 def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
               output: Path | BinaryIO | None, held: HeldCounts | Path | None = None) -> RunResult | None:
-    """The usual hook call, without building the model (README "Performance"): a transcript the streaming
-    walk reads as it is (nothing to repair, every line conforming, no blank line, no CR, no BOM), below the
-    threshold, with no summary or masking in the state, written out unchanged. The walk's snapshot is kept
-    beside the state, so the next call on the grown file reads only the appended bytes. None: the full path
-    decides (it gives the same answer, and the reports, repairs and compactions the fast one leaves to it)."""
+    """The usual hook call, without building the model (docs/measurements/performance.md#a-hooks-call): a
+    transcript the streaming walk reads as it is (nothing to repair, every line conforming, no blank line, no
+    CR, no BOM), below the threshold, with no summary or masking in the state, written out unchanged. The
+    walk's snapshot is kept beside the state, so the next call on the grown file reads only the appended
+    bytes. None: the full path decides (it gives the same answer, and the reports, repairs and compactions the
+    fast one leaves to it)."""
     from .schemacheck import conforms, load
     from .state.cache import cache_path, load_counts, save_counts
     from .tokens.fast import NotFast, walk_bytes
@@ -622,8 +663,9 @@ def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult,
 
 def record_real_tokens(state_path: Path, prompt_tokens: int, lock_timeout: float = 10.0) -> State:
     """``ctxcompact calibrate``: store what the provider reported for the last request (after-model hook)."""
-    if prompt_tokens < 0:
-        raise UsageError("--prompt-tokens must be 0 or more")
+    if not 0 <= prompt_tokens <= MAX_TOKENS:
+        raise UsageError(f"--prompt-tokens must be between 0 and {MAX_TOKENS:,}, got {prompt_tokens}")
+    check_side_files(state_path)
     with state_lock(state_path, timeout=lock_timeout):
         state = load_state(state_path)
         if state is None:

@@ -98,8 +98,8 @@ class SummarizerError(CtxCompactError):
 
 class OutputError(CtxCompactError):
     """The output or the state could not be written: a full disk, a read-only or vanished folder, a closed
-    pipe. The message names the path; no file is left half written or out of step with the other (README
-    "Exit codes"). ``errno`` is the failing call's."""
+    pipe. The message names the path; no file is left half written or out of step with the other
+    (docs/reference/exit-codes.md#the-codes). ``errno`` is the failing call's."""
 
     exit_code = ExitCode.OUTPUT
 

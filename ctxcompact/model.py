@@ -44,9 +44,10 @@ class Origin(str, enum.Enum):
     MASKED = "masked"  # a tool result replaced by a placeholder
 
 
-# Fixed token cost of an image or other binary part (see README "Token estimation"). Anthropic bills an
-# image at about (width*height)/750 tokens, capped near 1,600 for the largest accepted size; OpenAI's
-# high-detail 1024x1024 tile count is 765. We use the upper figure so estimates never undercount.
+# Fixed token cost of an image or other binary part (see
+# docs/concepts/calibration.md#counting-what-the-transcript-holds). Anthropic bills an image at about
+# (width*height)/750 tokens, capped near 1,600 for the largest accepted size; OpenAI's high-detail 1024x1024
+# tile count is 765. We use the upper figure so estimates never undercount.
 IMAGE_TOKENS = 1600
 
 
@@ -97,8 +98,8 @@ class ToolResult:
     ``is_error``). ``succeeded`` is the outcome the log records in a structured field, whatever the format:
     True when it says the tool succeeded (exit code 0, ``is_error`` false, ``status: success``), False when
     it says it failed (a non-zero exit code, ``is_error``, an ``error`` field), None when it records none;
-    each format reader fills it, and only then do the words of the output decide (README "Errors, files and
-    subagents in the summary").
+    each format reader fills it, and only then do the words of the output decide
+    (docs/concepts/summary.md#errors-files-and-subagents-in-the-summary).
     """
 
     call_id: str
@@ -189,11 +190,35 @@ SUBAGENT_RUN = "subagent_run"
 SUBAGENT_CALL = "subagent_call"
 
 
+# Record.meta keys of the handoff (docs/concepts/handoff.md), set by each format's parser from where a line
+# came from, never from how its text starts. EARLIER_SUMMARY: the record carries a summary of the earlier
+# conversation that an agent, a framework or ctxcompact wrote (the value names who: "claude-code", "codex",
+# "adk", "anthropic", "openai", "ctxcompact"); OPAQUE_SUMMARY: that summary is encrypted (kept as it is, never
+# read or dropped); INTERRUPTED: the client's own "request interrupted" marker; INSTRUCTIONS: text the client
+# expanded from an active skill or slash command (instructions in force, not typed by the user).
+EARLIER_SUMMARY = "earlier_summary"
+OPAQUE_SUMMARY = "opaque_summary"
+INTERRUPTED = "interrupted"
+INSTRUCTIONS = "instructions"
+#: the whole text of the interruption markers a client writes as a text block of their own (Claude Code); a
+#: person's text that merely starts like one is a request
+INTERRUPTION_TEXTS = frozenset({"[Request interrupted by user]",
+                                "[Request interrupted by user for tool use]"})
+
+
+def is_interruption_message(message: Message) -> bool:
+    """A user message made only of whole interruption markers (:data:`INTERRUPTION_TEXTS`)."""
+    if message.role is not Role.USER or not message.blocks:
+        return False
+    return all(isinstance(b, TextBlock) and b.text.strip() in INTERRUPTION_TEXTS for b in message.blocks)
+
+
 class _NoMeta(dict[str, Any]):
     """The one empty ``meta`` shared by every record that has none (most lines of most formats): a fresh
-    ``{}`` per record is 64 bytes of each of millions of records (memory per record, README "Performance").
-    Writing into it raises, so a record that needs meta must be given its own dict (``meta={...}`` or
-    ``dataclasses.replace(rec, meta={**rec.meta, …})``), never share one by accident."""
+    ``{}`` per record is 64 bytes of each of millions of records (memory per record,
+    docs/measurements/performance.md#memory-per-record). Writing into it raises, so a record that needs meta
+    must be given its own dict (``meta={...}`` or ``dataclasses.replace(rec, meta={**rec.meta, …})``), never
+    share one by accident."""
 
     __slots__ = ()
 

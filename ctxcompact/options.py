@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from .plugins import STRATEGIES, SUMMARIZERS
 
@@ -15,27 +16,27 @@ class Options:
     format: str = "auto"  # input format, or "auto" to detect it
     to: str | None = None  # output format (default: the input's)
     lenient: bool = False  # drop lines that fail their schema instead of failing
-    # budget (README "Budget")
+    # budget (docs/concepts/calibration.md#budget)
     window: int | None = None
     model: str | None = None
     threshold: str | None = None  # "N" tokens, "80%" of the window, "0" disables compaction
     config_path: Path | None = None  # user config with extra models
-    # estimation (README "Token estimation and calibration")
+    # estimation (docs/concepts/calibration.md#calibration)
     exact: str = "tiktoken"  # "tiktoken", "none", or "anthropic"
     encoding: str | None = None  # tiktoken encoding; default from --model, else o200k_base
     default_factor: float | None = None  # calibration factor when nothing was reported
     real_tokens: int | None = None  # prompt tokens the provider reported for the last request
-    # state (README "The state file")
+    # state (docs/concepts/state.md#the-state-file)
     state_path: Path | None = None  # default: <input>.ctxstate.json
     state_dir: Path | None = None  # states named after their input in this folder (paths.state_path_in)
     use_state: bool = True
     reset_state: bool = False
     lock_timeout: float = 10.0
-    # cleaning (README "`ctxcompact clean`"): a transcript never ends on a tool result ("Understood." is
-    # appended) unless this is set, for a before-model hook called right after tools ran (the model's next
-    # turn answers them)
+    # cleaning (docs/reference/cli.md#ctxcompact-clean-file): a transcript never ends on a tool result
+    # ("Understood." is appended) unless this is set, for a before-model hook called right after tools ran
+    # (the model's next turn answers them)
     keep_trailing_results: bool = False
-    # compaction (README "`ctxcompact run`", "LLM summarizers")
+    # compaction (docs/concepts/summary.md#the-extractive-summary, docs/concepts/summary.md#llm-summarizers)
     strategy: str = STRATEGIES.default
     summarizer: str = SUMMARIZERS.default
     summary_model: str | None = None
@@ -50,14 +51,73 @@ class Options:
     # the continuation names the file and lines the summary replaced, for a reader who can open it (the MCP
     # server's recall, a file Session): docs/guides/frameworks.md#mcp-server
     cite_source: bool = False
-    # masking (README "Strategies"): --strategy mask, or the first tier of threshold with --prune
+    # masking (docs/guides/strategies.md#the-four-strategies): --strategy mask, or the first tier of threshold
+    # with --prune
     prune: bool = False
     keep_results: int = 3
     protect_tokens: int | None = None  # None: the strategy's documented default
     exclude_tools: tuple[str, ...] = ()
     min_savings: int | None = None  # None: the strategy's documented default
     clear_thinking: bool = False
-    # sliding window (README "Strategies")
+    # sliding window (docs/guides/strategies.md#the-four-strategies)
     invocation_threshold: int = 5
     overlap: int = 2
     safety_ratio: float = 0.7
+
+
+MAX_TOKENS = 1_000_000_000
+"""The largest token figure ctxcompact takes from anyone (an option, a log's usage, a server's window): no
+model has a window near a billion tokens, and every figure below it is exact in a float and fits the
+state (docs/reference/safety.md)."""
+
+MAX_RETRIES = 10
+MAX_SECONDS = 86_400.0
+
+LIMITS: dict[str, tuple[float, float]] = {
+    "window": (1, MAX_TOKENS),
+    "summary_window": (1, MAX_TOKENS),
+    "real_tokens": (0, MAX_TOKENS),
+    "protect_tokens": (0, MAX_TOKENS),
+    "min_savings": (0, MAX_TOKENS),
+    "keep_results": (0, MAX_TOKENS),
+    "invocation_threshold": (1, MAX_TOKENS),
+    "overlap": (0, MAX_TOKENS),
+    "max_retries": (0, MAX_RETRIES),
+    "default_factor": (1.0, 5.0),
+    "safety_ratio": (0.05, 1.0),
+    "timeout": (0.1, MAX_SECONDS),
+    "lock_timeout": (0.0, MAX_SECONDS),
+}
+"""The range of every numeric option (inclusive): the CLI's types and :func:`check_options` both read it."""
+
+
+def option_flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def range_problem(name: str, value: object) -> str | None:
+    """Why ``value`` is not a sane ``name`` (``window``…), or None. NaN and infinities are never sane."""
+    low, high = LIMITS[name]
+    integral = isinstance(low, int)
+    wrong_type = isinstance(value, bool) or not isinstance(value, (int, float))
+    if wrong_type or (integral and isinstance(value, float)):
+        return f"{option_flag(name)} must be {'a whole number' if integral else 'a number'}, got {value!r}"
+    number = cast(float, value)  # an int or a float, checked just above (an int compares exactly)
+    if number != number or not low <= number <= high:  # number != number: NaN
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:20] + "…"
+        return f"{option_flag(name)} must be between {low:,} and {high:,}, got {shown}"
+    return None
+
+
+def check_options(opts: Options) -> None:
+    """UsageError (exit 2) naming the first numeric option out of its range (:data:`LIMITS`): the library's
+    callers get the same rule as the command line."""
+    from .errors import UsageError
+
+    for name in LIMITS:
+        value = getattr(opts, name)
+        if value is None:
+            continue
+        problem = range_problem(name, value)
+        if problem is not None:
+            raise UsageError(problem)

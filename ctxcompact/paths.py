@@ -1,11 +1,22 @@
-"""The files one command touches must not destroy each other (README "Exit codes", "The state file").
+"""What ctxcompact may write, and how it reads files it did not write
+(docs/reference/safety.md#files-it-never-touches,
+docs/reference/safety.md#atomic-writes-output-and-state-together).
 
-The input, the output and the state are three different files: writing the output over the input, or the
-state over either, would replace what the user asked us to read. Paths are compared after resolving links
-and, where both exist, by device and inode (``./in.jsonl``, a symlink or a hard link to the input are the
-input). No folder is created implicitly: a missing one is a usage error, before any work. A state or its
-lock that is a symbolic link is refused: the state is rewritten by renaming over it, and writing through a
-link someone else planted replaces a file the user never named.
+One rule for every file any command writes (``-o``, the state, its lock, its count cache, ``eval --html``):
+it must not be a file the command reads (the transcript, ``--todos``, ``--probes``, ``--config``) nor
+another file it writes. Paths are compared by what they *are*: the device and inode of the existing file
+(``./in.jsonl``, a symbolic or hard link, ``/proc/self/fd/3``, ``/dev/fd/3``, ``/dev/stdin``, a bind mount,
+anything under ``/dev/shm``), and where a file does not exist yet, by where it would be. No folder is created
+implicitly: a missing one is a usage error, before any work (:func:`check_writes`, exit 2).
+
+The state's side files (the state, ``<state>.lock``, ``<state>.counts``) are refused when they are symbolic
+links or exist as anything but a regular file (:func:`check_side_files`, exit 3): the state is rewritten by
+renaming over it, writing through a link someone else planted replaces a file the user never named, and a
+FIFO or a device would block or never end.
+
+Every read of a file ctxcompact did not write is bounded: a side file (:func:`read_side_file`,
+:func:`read_regular`) is a regular file under a size limit; a transcript path that is a FIFO or a device is
+read up to :data:`STREAM_INPUT_LIMIT` (:func:`read_input`), and a FIFO with no writer is empty, never a hang.
 
 ``--state-dir`` (docs/concepts/state.md#the-state-folder) puts the states in one folder instead of beside
 their inputs: :func:`state_path_in` names each after its input, with a digest of the input's real path so
@@ -15,25 +26,72 @@ that two inputs of the same name in different folders never share a state.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import stat
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
-from .atomic import is_special_file
-from .errors import StateError, UsageError
+from .errors import CtxCompactError, StateError, UsageError
 
-__all__ = ["SIDE_FILE_LIMIT", "check_paths", "check_state_path", "read_side_file", "state_path_in"]
+__all__ = ["SIDE_FILE_LIMIT", "STATE_FILE_LIMIT", "STREAM_INPUT_LIMIT", "check_paths", "check_side_files",
+           "check_state_path", "check_writes", "file_identity", "open_input", "read_input", "read_regular",
+           "read_side_file", "same_file", "side_files", "state_path_in", "stdin_path"]
 
 SIDE_FILE_LIMIT = 4 * 1024 * 1024
 """The most ctxcompact reads of a file that is not the transcript (``--todos``, ``--probes``, the config):
-4 MiB (README "Exit codes": a larger one is a usage error, exit 2)."""
+4 MiB (docs/reference/safety.md#bounded-reads: a larger one is a usage error, exit 2)."""
+
+STATE_FILE_LIMIT = 64 * 1024 * 1024
+"""The most ctxcompact reads of a state or count cache: 64 MiB (a state is a few KB; a larger one is not
+one ctxcompact wrote: exit 3)."""
+
+STREAM_INPUT_LIMIT = 256 * 1024 * 1024
+"""The most ctxcompact reads from a transcript path that is a FIFO or a device (``/dev/zero`` never ends):
+256 MiB, then a usage error (exit 2). Stdin (``-``) is a stream and is read whole; a regular file is read
+whole."""
+
+Named = tuple[str, "Path | None"]
+"""A file a command reads or writes, with what it is (``input``, ``output``, ``state``, ``--todos``…)."""
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def _same(a: Path, b: Path) -> bool:
+def stdin_path() -> Path:
+    """The name of what stdin is (``/dev/stdin``): comparing it finds ``run - -o in.jsonl < in.jsonl``."""
+    return Path("/dev/stdin")
+
+
+def file_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(device, inode) of the file ``path`` names, links and ``/proc/self/fd/N`` followed; None when it does
+    not exist (or cannot be reached)."""
     try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist yet: compare where they would be
-        return os.path.realpath(a) == os.path.realpath(b)
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """True when ``a`` and ``b`` are the same file: by device and inode when both exist, else by where they
+    would be (links in the folders resolved)."""
+    ia, ib = file_identity(a), file_identity(b)
+    if ia is not None and ib is not None:
+        return ia == ib
+    if ia is not None or ib is not None:
+        return False  # one exists, the other does not: two files
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _written_in_place(path: Path) -> bool:
+    """A FIFO, a device or a socket: written where it is, so nothing is replaced by writing it."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _folder_exists(path: Path, what: str) -> None:
@@ -43,31 +101,110 @@ def _folder_exists(path: Path, what: str) -> None:
                          "(ctxcompact creates no folders)")
 
 
-def check_paths(*, input: Path | None, output: Path | None, state: Path | None) -> None:
-    """UsageError (exit 2) unless the input, the output and the state are three different files and the
-    folders of what is written exist."""
-    # a FIFO or device (/dev/null, /dev/stdout) is written in place (atomic.write_lines): nothing to compare
-    if output is not None and not is_special_file(output):
-        if input is not None and _same(input, output):
-            raise UsageError(f"the output {output} is the input {input}: ctxcompact never overwrites its "
-                             "input; write to another file")
-        _folder_exists(output, "output")
+def check_writes(writes: Sequence[Named], reads: Iterable[Named] = ()) -> None:
+    """UsageError (exit 2) unless every file in ``writes`` is neither a file in ``reads`` nor another file in
+    ``writes``, and the folder of each exists. The one check of every file any command writes; entries whose
+    path is None are skipped. A FIFO or a device (``/dev/null``, a pipe on ``/dev/stdout``) is written in
+    place and replaces nothing: it is not compared."""
+    # "-" is stdin: what it is (a file redirected with <) is compared like any other
+    read_list = [(what, stdin_path() if os.fspath(p) == "-" else Path(p))
+                 for what, p in reads if p is not None]
+    done: list[tuple[str, Path]] = []
+    for what, p in writes:
+        if p is None:
+            continue
+        path = Path(p)
+        if not _written_in_place(path):
+            for other, q in read_list:
+                if same_file(path, q):
+                    raise UsageError(f"the {what} {path} is the {other} {q}: ctxcompact never overwrites "
+                                     f"a file it reads; write the {what} to another file")
+            for other, q in done:
+                if same_file(path, q):
+                    raise UsageError(f"the {what} {path} is the {other} {q}: give the {what} another file")
+            _folder_exists(path, what)
+        done.append((what, path))
+
+
+def side_files(state: Path) -> list[tuple[str, Path]]:
+    """The files a state at ``state`` consists of: the state, its lock, its count cache."""
+    text = os.fspath(state)
+    return [("state", Path(text)), ("state lock", Path(text + ".lock")),
+            ("count cache", Path(text + ".counts"))]
+
+
+def check_paths(*, input: Path | None, output: Path | None, state: Path | None,
+                reads: Iterable[Named] = ()) -> None:
+    """:func:`check_writes` for a command that reads ``input`` (``-``: stdin) and ``reads``, and writes
+    ``output`` and the state with its side files."""
+    writes: list[Named] = [("output", output)]
     if state is not None:
-        if input is not None and _same(input, state):
-            raise UsageError(f"the state {state} is the input {input}: give --state another file")
-        if output is not None and _same(output, state):
-            raise UsageError(f"the state {state} is the output {output}: give --state another file")
-        _folder_exists(state, "state")
+        writes.extend(side_files(state))
+    check_writes(writes, [("input", input), *reads])
 
 
-def check_state_path(state: Path) -> None:
-    """StateError (exit 3) when the state or its lock is a symbolic link (see the module docstring)."""
-    for path in (state, Path(os.fspath(state) + ".lock")):
-        if path.is_symlink():
+def check_side_files(state: Path) -> None:
+    """StateError (exit 3) when the state, its lock or its count cache is a symbolic link, or exists as
+    anything but a regular file (see the module docstring): the same rule for every side file."""
+    for what, path in side_files(state):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StateError(f"cannot use the {what} {path}: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(st.st_mode):
             real = os.path.realpath(path)
-            raise StateError(f"{path} is a symbolic link (to {real}); ctxcompact does not write a state "
-                             "through a link. If that file is really the state, name it: --state "
-                             f"{os.path.realpath(state)}")
+            hint = (f" If that file is really the state, name it: --state {real}" if what == "state"
+                    else f" Remove the link {path} (ctxcompact makes the file itself).")
+            raise StateError(f"{path} is a symbolic link (to {real}); ctxcompact does not write its "
+                             f"{what} through a link.{hint}")
+        if not stat.S_ISREG(st.st_mode):
+            raise StateError(f"the {what} {path} is not a regular file ({_kind(st.st_mode)}); ctxcompact "
+                             "reads and writes only regular files there")
+
+
+check_state_path = check_side_files  # the name callers used before the count cache joined the rule
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_regular(path: str | os.PathLike[str], what: str, limit: int, *,
+                 error: type[CtxCompactError] = UsageError, follow: bool = True) -> bytes:
+    """The bytes of the regular file ``path`` (``what`` names it in messages), at most ``limit`` of them;
+    anything else (a FIFO, a device, a folder; a link when not ``follow``) or a larger file raises ``error``
+    before any read. An ``OSError`` of opening the file propagates (the caller decides whether a missing file
+    matters)."""
+    # O_NONBLOCK: opening a FIFO with no writer would block in open() itself; it changes nothing for a file
+    flags = os.O_RDONLY | _NONBLOCK | (0 if follow else _NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow and os.path.islink(path):
+            raise error(f"{what}: a symbolic link; ctxcompact does not follow a link there") from None
+        raise exc from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{what}: not a regular file ({_kind(st.st_mode)}; it cannot be read as one)")
+        if st.st_size > limit:
+            raise error(f"{what}: {st.st_size:,} bytes, over the {limit:,}-byte limit of such a file")
+        data = _read_bounded(fd, limit)
+        if data is None:
+            raise error(f"{what}: over the {limit:,}-byte limit of such a file")
+        return data
+    finally:
+        os.close(fd)
 
 
 def state_path_in(folder: Path, input_path: Path, beside: Path) -> Path:
@@ -83,28 +220,60 @@ def state_path_in(folder: Path, input_path: Path, beside: Path) -> Path:
 
 
 def read_side_file(path: str | os.PathLike[str], what: str, limit: int = SIDE_FILE_LIMIT) -> bytes:
-    """The bytes of a small side file (``what`` names it in messages: ``--todos x.md``). Only a regular file
-    of at most ``limit`` bytes: ``/dev/zero`` would be read without end and a FIFO would block forever, so
-    both are a UsageError before any read. An ``OSError`` of opening the file propagates (the caller decides
-    whether a missing file matters)."""
-    # O_NONBLOCK: opening a FIFO with no writer would block in open() itself; it changes nothing for a file
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    """The bytes of a small side file (``--todos x.md``, ``--probes``, the config): :func:`read_regular`
+    with a UsageError (exit 2)."""
+    return read_regular(path, what, limit)
+
+
+def _read_bounded(fd: int, limit: int) -> bytes | None:
+    """Everything ``fd`` gives, or None once it gives more than ``limit`` bytes (never reads past that)."""
+    buf = bytearray()
+    while len(buf) <= limit:  # the file may grow while we read: never read past the limit
+        chunk = os.read(fd, min(1 << 20, limit + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+    return None
+
+
+def open_input(path: str | os.PathLike[str]) -> BinaryIO:
+    """The transcript at ``path`` as a binary stream, for a reader that goes line by line (``validate``): a
+    regular file is streamed from disk; a FIFO or a device is read first, within the bound of
+    :func:`read_input`, so opening a FIFO with no writer never blocks. Opening errors propagate."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{what}: not a regular file (a device, FIFO or folder cannot be read as one)")
-        if st.st_size > limit:
-            raise UsageError(f"{what}: {st.st_size:,} bytes, over the {limit:,}-byte limit of such a file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:  # the file may grow while we read: never read past the limit
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise UsageError(f"{what}: over the {limit:,}-byte limit of such a file")
-        return b"".join(chunks)
+        if stat.S_ISREG(st.st_mode):
+            if _NONBLOCK:
+                os.set_blocking(fd, True)
+            stream = os.fdopen(fd, "rb")
+            fd = -1  # owned by the stream now
+            return stream
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return io.BytesIO(read_input(Path(path)))
+
+
+def read_input(path: Path) -> bytes:
+    """The transcript at ``path``: a regular file whole; a FIFO or a device up to
+    :data:`STREAM_INPUT_LIMIT` bytes (UsageError past it); a FIFO nobody writes to reads as empty. Opening
+    errors propagate as ``OSError``."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(21, "Is a directory", str(path))
+        if stat.S_ISREG(st.st_mode):
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return f.read()
+        if _NONBLOCK:
+            os.set_blocking(fd, True)  # a writer that is slower than we are is waited for
+        data = _read_bounded(fd, STREAM_INPUT_LIMIT)
+        if data is None:
+            raise UsageError(f"{path} is {_kind(st.st_mode)} that gave more than {STREAM_INPUT_LIMIT:,} "
+                             "bytes; ctxcompact reads at most that from one (save the transcript to a "
+                             "file, or pipe it on stdin)")
+        return data
     finally:
         os.close(fd)

@@ -28,8 +28,8 @@ _DEEP_RECURSION = 8 * ORJSON_MAX_DEPTH
 
 def allow_deep_values() -> None:
     """Raise Python's recursion limit so code that walks a decoded value recursively (the schema check, a
-    repr, an equality test) handles every nesting the reader accepts (README "Exit codes": up to 1024 levels
-    is valid input, deeper is a clean error)."""
+    repr, an equality test) handles every nesting the reader accepts (docs/reference/exit-codes.md#bad-input:
+    up to 1024 levels is valid input, deeper is a clean error)."""
     if sys.getrecursionlimit() < _DEEP_RECURSION:
         sys.setrecursionlimit(_DEEP_RECURSION)
 
@@ -149,12 +149,17 @@ def decode_line(raw: bytes, line: int) -> Any:
     return obj
 
 
-def encode_json(value: Any) -> bytes:
+def encode_json(value: Any, max_depth: int | None = None) -> bytes:
     """``value`` as compact JSON, byte for byte what ``orjson.dumps`` writes, at any depth the reader accepts.
 
     orjson writes at most 255 levels of nesting, while it reads 1024; a tool's arguments nested deeper than
-    255 levels are still a valid line (README "Exit codes"), so deeper values are written by a loop that
-    leaves every scalar to orjson.
+    255 levels are still a valid line (docs/reference/exit-codes.md#bad-input), so deeper values are written
+    by a loop that leaves every scalar to orjson.
+
+    ``max_depth`` (a line's writer gives :data:`ORJSON_MAX_DEPTH`): an array or object that would sit deeper
+    is written as the JSON text of itself, a string, so the line stays one the reader (and ``validate``)
+    accepts. Converting to a format that wraps a tool's arguments in more levels than the input did
+    (``--to genai``) is the only way a line gets there (docs/reference/safety.md).
     """
     try:
         return orjson.dumps(value)
@@ -162,17 +167,21 @@ def encode_json(value: Any) -> bytes:
         if "ecursion" not in str(err):
             raise
     out: list[bytes] = []
-    # a stack of pending work: a value to write, or literal bytes (separators and closing brackets)
-    stack: list[Any] = [value]
+    # a stack of pending work: a value to write (with its depth), or literal bytes (separators, brackets)
+    stack: list[Any] = [(value, 1)]
     while stack:
-        item = stack.pop()
-        if isinstance(item, _Raw):
-            out.append(item.data)
+        entry = stack.pop()
+        if isinstance(entry, _Raw):
+            out.append(entry.data)
+            continue
+        item, depth = entry
+        if max_depth is not None and depth > max_depth and isinstance(item, (dict, list, tuple)):
+            out.append(orjson.dumps(encode_json(item).decode()))
         elif isinstance(item, dict):
             parts: list[Any] = [_Raw(b"{")]
             for i, (k, v) in enumerate(item.items()):
                 parts.append(_Raw((b"," if i else b"") + orjson.dumps(k) + b":"))
-                parts.append(v)
+                parts.append((v, depth + 1))
             parts.append(_Raw(b"}"))
             stack.extend(reversed(parts))
         elif isinstance(item, (list, tuple)):
@@ -180,7 +189,7 @@ def encode_json(value: Any) -> bytes:
             for i, v in enumerate(item):
                 if i:
                     parts.append(_Raw(b","))
-                parts.append(v)
+                parts.append((v, depth + 1))
             parts.append(_Raw(b"]"))
             stack.extend(reversed(parts))
         else:

@@ -1,6 +1,6 @@
-"""What ``estimate`` reports (README "`ctxcompact estimate`"): the context's shape, its tokens, the
-calibration, the budget and the decision. One builder serves the full path and the streaming fast path, so
-both give the same report for the same input.
+"""What ``estimate`` reports (docs/reference/cli.md#ctxcompact-estimate-file): the context's shape, its
+tokens, the calibration, the budget and the decision. One builder serves the full path and the streaming fast
+path, so both give the same report for the same input.
 """
 
 from __future__ import annotations

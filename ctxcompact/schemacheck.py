@@ -1,4 +1,5 @@
-"""Whether a JSON value conforms to one of our schemas, without importing jsonschema (README "Performance").
+"""Whether a JSON value conforms to one of our schemas, without importing jsonschema
+(docs/measurements/performance.md#a-hooks-call).
 
 Importing jsonschema and compiling a Draft 2020-12 validator costs about 0.1 s per process, more than a small
 run's whole work. Almost every line and every state conforms, so :func:`conforms` answers that question

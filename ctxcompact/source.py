@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import UsageError
+from .paths import read_input
 from .reader import split_document
 
 Source = str | Path | bytes | BinaryIO
@@ -43,14 +44,16 @@ class InputData:
             if str(source) == "-":
                 return sys.stdin.buffer.read(), None
             path = Path(source)
-            try:
-                return path.read_bytes(), path
+            try:  # a FIFO or a device is read up to a bound, never without end (paths.read_input)
+                return read_input(path), path
             except FileNotFoundError:
                 raise UsageError(f"no such file: {path}") from None
             except IsADirectoryError:
                 raise UsageError(f"{path} is a directory, not a transcript") from None
             except PermissionError:
                 raise UsageError(f"cannot read {path}: permission denied") from None
+            except OSError as exc:
+                raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
         return source.read(), None
 
     @property

@@ -1,5 +1,5 @@
-"""Validation (README "`ctxcompact clean`"): every line against the format's JSON Schema, plus the
-cross-record rules.
+"""Validation (docs/reference/cli.md#ctxcompact-clean-file): every line against the format's JSON Schema, plus
+the cross-record rules.
 
 Cross-record rules: tool-call ids are unique, and every tool result answers a call that came before it.
 Every problem reads ``line N: <json path>: <what>``.

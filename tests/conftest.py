@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import tempfile
 
-# The exact counter caches its rank tables in the user's cache folder (README "Performance"); the suite and
-# every CLI it starts keep them in a folder of their own. XDG_CACHE_HOME rather than CTXCOMPACT_CACHE_DIR,
-# because the CLI helpers start the CLI without the CTXCOMPACT_ variables of the test environment.
+# The exact counter caches its rank tables in the user's cache folder
+# (docs/measurements/performance.md#a-hooks-call); the suite and every CLI it starts keep them in a folder of
+# their own. XDG_CACHE_HOME rather than CTXCOMPACT_CACHE_DIR, because the CLI helpers start the CLI without
+# the CTXCOMPACT_ variables of the test environment.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ctxcompact-test-cache-")

@@ -6,9 +6,9 @@ the same bytes on every machine. Each mutant is run through ``ctxcompact.cli.mai
 with its error handling) inside click's ``CliRunner`` isolation, once per command of :data:`COMMANDS`.
 
 A *finding* is any of: output containing ``internal error`` or a Python traceback, an exit code outside
-0-5 (README "Exit codes"), a change to the input file, ``estimate`` exiting 0 on an input ``run`` rejects, or
-a command that runs past the time limit (``timeout``, not a crash: the quadratic paths of issue 19 class 4
-show up this way).
+0-5 (docs/reference/exit-codes.md#bad-input), a change to the input file, ``estimate`` exiting 0 on an input
+``run`` rejects, or a command that runs past the time limit (``timeout``, not a crash: the quadratic paths of
+issue 19 class 4 show up this way).
 
 Nothing here needs the network; everything is written under a temporary directory.
 """
@@ -531,7 +531,8 @@ def run_commands(data: bytes, workdir: Path, commands: list[str] | None = None,
                     break
         finally:
             shutil.rmtree(case, ignore_errors=True)
-    # `estimate` exiting 0 promises that `run` will not fail on validity (README "`ctxcompact estimate`")
+    # `estimate` exiting 0 promises that `run` will not fail on validity
+    # (docs/reference/cli.md#ctxcompact-estimate-file)
     if codes.get("estimate") == 0 and codes.get("run") == 1:
         findings.append(Finding("estimate", "estimate-disagrees", 0,
                                 "estimate exits 0, run rejects the input"))

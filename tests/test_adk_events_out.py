@@ -1,5 +1,5 @@
-"""ADK events stay events (issue 15 item 5; README "Transcript formats"): a compacted ADK session is
-written as the input's events followed by the compaction events ADK's LlmEventSummarizer writes."""
+"""ADK events stay events (issue 15 item 5; docs/reference/formats.md#how-each-is-read): a compacted ADK
+session is written as the input's events followed by the compaction events ADK's LlmEventSummarizer writes."""
 
 from __future__ import annotations
 

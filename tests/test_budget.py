@@ -1,5 +1,5 @@
-"""Budget per README "Budget": window, buffer, threshold and summary budget; the model table and user
-config."""
+"""Budget per docs/concepts/calibration.md#budget: window, buffer, threshold and summary budget; the model
+table and user config."""
 
 from __future__ import annotations
 

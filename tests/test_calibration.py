@@ -1,9 +1,10 @@
-"""Calibration per README "Token estimation and calibration": factor = clamp(real / last, 1, 5); tokens =
+"""Calibration per docs/concepts/calibration.md#calibration: factor = clamp(real / last, 1, 5); tokens =
 max(real, ceil(current × f))."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,13 +14,18 @@ from ctxcompact.tokens.calibration import (
     DEFAULT_EXACT_FACTOR,
     DEFAULT_HEURISTIC_FACTOR,
     Calibrated,
+    UsagePoint,
     calibrate,
+    calibrate_request,
     default_factor_for,
+    not_for_written,
 )
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_defaults() -> None:
-    assert DEFAULT_HEURISTIC_FACTOR == 2.0  # README "Token estimation and calibration"
+    assert DEFAULT_HEURISTIC_FACTOR == 2.0  # docs/concepts/calibration.md#calibration
     assert 1.0 < DEFAULT_EXACT_FACTOR < DEFAULT_HEURISTIC_FACTOR
     assert default_factor_for("none") == 2.0
     assert default_factor_for("tiktoken") == DEFAULT_EXACT_FACTOR
@@ -111,3 +117,57 @@ def test_never_undercounts(current: int, real: int | None, last: int | None, def
         assert 1.0 <= c.factor <= 5.0
         assert c.calibrated <= 5 * current
     assert c.calibrated == math.ceil(current * c.factor) or abs(c.calibrated - current * c.factor) < 1
+
+
+# ------------------------------------------------- usage that is not for the written context (issue 23)
+
+
+def test_a_bill_nearer_the_uncompacted_cost_is_not_for_the_written_context() -> None:
+    # after removing 40,000 tokens: ~10,000 is what was written, ~50,000 the uncompacted context
+    assert not_for_written(48_000, predicted=10_000, compacted_away=40_000)
+    assert not not_for_written(14_000, predicted=10_000, compacted_away=40_000)  # drift, not the old context
+    assert not not_for_written(10_000, predicted=10_000, compacted_away=0)  # no compaction: nothing to tell
+    assert not not_for_written(10_200, predicted=10_000, compacted_away=255)  # less than the noise
+
+
+@given(st.lists(st.integers(min_value=1, max_value=200_000), min_size=1, max_size=6),
+       st.integers(min_value=0, max_value=300_000))
+def test_without_a_compaction_no_usage_is_ignored(bills: list[int], away: int) -> None:
+    usage = [UsagePoint(position=i + 1, prompt_tokens=b, line=i + 1, source="t") for i, b in enumerate(bills)]
+    base = [1_000] * (len(bills) + 1)
+    kept = calibrate_request(base, usage=usage, real_tokens=None, stored=None, estimator="heuristic",
+                             default=2.0, default_source="default")
+    assert kept.ignored == ()
+    after = calibrate_request(base, usage=usage, real_tokens=None, stored=None, estimator="heuristic",
+                              default=2.0, default_source="default", compacted_away=away)
+    # what is ignored is a prefix-closed rule: once a bill is ignored every later one as large is too
+    ignored = {line for line, _ in after.ignored}
+    for u in usage:
+        if u.line in ignored:
+            later = [v for v in usage if v.line > u.line and v.prompt_tokens >= u.prompt_tokens]
+            assert all(v.line in ignored for v in later)
+    accepted = [u.prompt_tokens for u in usage if u.line not in ignored]
+    if accepted:  # the last bill learned is still a floor; an ignored one never is
+        assert after.tokens >= accepted[-1]
+
+
+def test_a_grown_log_whose_agent_ignored_the_compaction_learns_no_hidden_prompt(tmp_path: Path) -> None:
+    """A real Claude Code log (hidden prompt ~31k): run compacts a prefix, then the log grows with the
+    original session's lines (the agent kept sending the uncompacted context). The grown run used to learn
+    a 77,043-token hidden part; it keeps the measured one and says why."""
+    from ctxcompact import api
+
+    path = DATA / "claude-code" / "codemie-bmad-techspec-excerpt.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    log, out = tmp_path / "s.jsonl", tmp_path / "out.jsonl"
+    log.write_bytes(b"".join(lines[:60]))
+    first = api.run(log, api.Options(window=45000), output=out, warn=lambda _: None)
+    assert first.compacted
+    hidden = first.estimate.calibrated.hidden
+    log.write_bytes(b"".join(lines))
+    warnings: list[str] = []
+    grown = api.run(log, api.Options(window=45000), output=out, warn=warnings.append)
+    assert grown.estimate.calibrated.hidden <= hidden * 1.2
+    assert grown.estimate.calibrated.ignored
+    assert any("your agent is not sending the compacted context" in w for w in warnings)
+    assert grown.tokens_after <= 45000

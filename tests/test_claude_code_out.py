@@ -1,6 +1,6 @@
-"""Claude Code in, Claude Code out (issue 15; README "Claude Code"): an untouched log passes through byte for
-byte, masking rewrites it in place, compaction is written the way Claude Code records its own, and every
-output passes the structural check (tests/claude_code_check.py)."""
+"""Claude Code in, Claude Code out (issue 15; docs/reference/formats.md#claude-code-logs): an untouched log
+passes through byte for byte, masking rewrites it in place, compaction is written the way Claude Code records
+its own, and every output passes the structural check (tests/claude_code_check.py)."""
 
 from __future__ import annotations
 
@@ -339,8 +339,8 @@ def test_every_output_is_detected_back_as_its_format(src: str, to: str, window: 
     if to == "anthropic" and all(o["role"] in ("system", "user", "assistant") and (
             isinstance(o["content"], str) or all(b.get("type") == "text" for b in o["content"]))
             for o in lines_of(out)):
-        # text only: the same bytes are valid OpenAI, and detection calls such a file openai (README
-        # "Transcript formats"); read as anthropic when named
+        # text only: the same bytes are valid OpenAI, and detection calls such a file openai
+        # (docs/reference/formats.md#output-and-conversion-to); read as anthropic when named
         assert api.validate(out).format == "openai" and api.validate(out, "anthropic").ok
         return
     report = api.validate(out)

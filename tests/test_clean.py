@@ -1,5 +1,5 @@
-"""Cleaning (README "`ctxcompact clean`"): each repair in both layouts, idempotence and invariants
-(hypothesis), golden files."""
+"""Cleaning (docs/reference/cli.md#ctxcompact-clean-file): each repair in both layouts, idempotence and
+invariants (hypothesis), golden files."""
 
 from __future__ import annotations
 

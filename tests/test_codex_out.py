@@ -1,5 +1,6 @@
-"""Codex rollouts out (issue 15 item 6; README "Transcript formats"): a compacted rollout is the input's
-lines, then a ``compacted`` line with ``replacement_history`` as Codex writes its own, then the kept lines."""
+"""Codex rollouts out (issue 15 item 6; docs/reference/formats.md#how-each-is-read): a compacted rollout is
+the input's lines, then a ``compacted`` line with ``replacement_history`` as Codex writes its own, then the
+kept lines."""
 
 from __future__ import annotations
 

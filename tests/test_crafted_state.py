@@ -90,8 +90,8 @@ def test_a_state_naming_another_format_blames_the_state(compacted: tuple[Path, d
 
 def test_attachment_lines_must_be_user_lines_inside_the_prefix(compacted: tuple[Path, dict[str, Any]],
                                                                 tmp_path: Path) -> None:
-    """README "`ctxcompact run`": the continuation re-reads the latest request's attachments from the lines
-    the state names; a crafted span must not smuggle another line in."""
+    """docs/concepts/handoff.md#attachments-of-the-latest-request: the continuation re-reads the latest
+    request's attachments from the lines the state names; a crafted span must not smuggle another line in."""
     log, obj = compacted
     lines = log.read_bytes().splitlines(keepends=True)
     said = next(i for i, ln in enumerate(lines) if b'"role":"assistant"' in ln)

@@ -34,6 +34,9 @@ EVAL_KEYS = {
     "identifiers",
     "probes",
     "baseline",
+    "baseline_head",
+    "handoff",
+    "summary_budget",
     "calibration",
 }
 
@@ -70,7 +73,8 @@ def test_json_has_the_stable_fields_and_a_missing_probe_is_missing(planted: Path
     r = orjson.loads(out.stdout)
     assert set(r) >= EVAL_KEYS
     assert set(r["tokens"]) == {"before", "after", "ratio"} and r["tokens"]["after"] < r["tokens"]["before"]
-    assert r["probes"] == {"total": 3, "found": 2, "missing": ["a string nobody wrote"]}
+    assert r["probes"] == {"total": 3, "found": 2, "missing": ["a string nobody wrote"],
+                           "by_category": {"other": {"total": 3, "found": 2}}}
     assert r["rules"]["found"] == 1 and r["rules"]["kept_verbatim"] == 1
     assert r["latest_request"] == {"text": "Carry on with the refactor.", "kept_verbatim": True}
     assert r["valid"] is True and r["fits"] is True

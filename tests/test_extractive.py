@@ -192,7 +192,9 @@ def test_malformed_prior_facts_are_ignored() -> None:
 def test_prior_summary_text_is_carried_and_trimmed() -> None:
     earlier = SUMMARY_MARKER + "\nThe user wants the naïve-datetime bug fixed. " + "Details. " * 400
     res = summarize([], 300, prior_summary=earlier)
-    assert "## Earlier summary\nThe user wants the naïve-datetime bug fixed." in res.text
+    # quoted line by line (its own headings never read as the summary's), cut from the middle
+    assert "## Earlier summary\n> The user wants the naïve-datetime bug fixed." in res.text
+    assert "part of the earlier summary left out" in res.text and res.text.rstrip().endswith("Details.")
     assert tokens(res.text) <= 300 and not res.truncated
     assert res.text.count(SUMMARY_MARKER) == 1
     # an extractive prior summary with its facts: the facts carry the past; the text is not repeated
@@ -201,7 +203,9 @@ def test_prior_summary_text_is_carried_and_trimmed() -> None:
     assert "Earlier summary" not in res.text and "Always be nice." in res.text
     # an LLM's prior summary (checked, so it has facts too): its text is carried as well as its facts
     res = summarize([], 300, prior_summary=earlier, prior_facts={"rules": ["Always be nice."]})
-    assert "## Earlier summary\nThe user wants" in res.text and "Always be nice." in res.text
+    assert "## Earlier summary\n> The user wants" in res.text and "Always be nice." in res.text
+    # and the facts keep it, so the compaction after this one still carries it (docs/concepts/handoff.md)
+    assert res.facts is not None and res.facts["earlier"].startswith("The user wants")
 
 
 def test_rules_and_latest_request_outlive_everything_else() -> None:

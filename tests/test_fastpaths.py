@@ -1,5 +1,6 @@
-"""The small-input paths of README "Performance" give exactly what the slow ones give: the pure-Python token
-counter (tokens/bpe.py) against tiktoken, and the schema pre-check (schemacheck.py) against jsonschema."""
+"""The small-input paths of docs/measurements/performance.md#a-hooks-call give exactly what the slow ones
+give: the pure-Python token counter (tokens/bpe.py) against tiktoken, and the schema pre-check
+(schemacheck.py) against jsonschema."""
 
 from __future__ import annotations
 

@@ -149,7 +149,7 @@ def test_model_round_trip_equals_every_real_line() -> None:
 
 
 def test_writable_as_itself() -> None:
-    # README "Claude Code": a Claude Code log is written as a Claude Code log (issue 15)
+    # docs/reference/formats.md#claude-code-logs: a Claude Code log is written as a Claude Code log (issue 15)
     assert FORMAT.writable is True and FORMAT.fallback == ""
 
 

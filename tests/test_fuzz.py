@@ -1,7 +1,7 @@
 """The bounded fuzz corpus (issue 19): mutants of the real logs in ``samples/`` and ``tests/data/*`` run
-through every command in-process. None may reach "internal error" or a traceback, exit outside README "Exit
-codes", change its input, or pass `estimate` where `run` rejects it. The long campaign is
-``bench/fuzz.py --campaign N``; the harness is ``tests/fuzz_harness.py``.
+through every command in-process. None may reach "internal error" or a traceback, exit outside
+docs/reference/exit-codes.md#the-codes, change its input, or pass `estimate` where `run` rejects it. The long
+campaign is ``bench/fuzz.py --campaign N``; the harness is ``tests/fuzz_harness.py``.
 """
 
 from __future__ import annotations

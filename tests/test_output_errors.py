@@ -1,6 +1,6 @@
-"""Errors at the output (README "Exit codes", 6): a full disk, a folder where nothing can be made, a closed
-pipe. Each names the path, exits 6, and leaves neither the output nor the state changed or half written;
-temporary files a killed run left are removed by the next write of the same file."""
+"""Errors at the output (docs/reference/exit-codes.md#the-codes, 6): a full disk, a folder where nothing can
+be made, a closed pipe. Each names the path, exits 6, and leaves neither the output nor the state changed or
+half written; temporary files a killed run left are removed by the next write of the same file."""
 
 from __future__ import annotations
 
@@ -254,7 +254,7 @@ def test_output_under_a_file_is_a_usage_error_before_work(log: Path) -> None:
 
 def test_exit_6_is_documented_in_one_table_and_the_docs() -> None:
     page = (ROOT / "docs" / "reference" / "exit-codes.md").read_text(encoding="utf-8")
-    section = page.split("# Exit codes", 1)[1].split("\n## ", 1)[0]
+    section = page.split("## The codes", 1)[1].split("\n## ", 1)[0]
     codes = {int(m) for m in re.findall(r"^\| (\d+) \|", section, re.M)}
     assert {int(c) for c in EXIT_MEANINGS} == {int(c) for c in ExitCode}
     assert codes - {130} == {int(c) for c in ExitCode}  # 130: Ctrl-C, the shell's convention

@@ -1,6 +1,7 @@
-"""Who said it, and what the request is (README "What a summary holds"): slash commands typed as requests,
-local commands and their output, Claude Code's synthetic replies, system lines moved for role order, ADK
-events of other agents. Each class on a real log of the corpus and on a minimal synthetic case."""
+"""Who said it, and what the request is (docs/concepts/summary.md#only-what-a-person-typed-is-the-users):
+slash commands typed as requests, local commands and their output, Claude Code's synthetic replies, system
+lines moved for role order, ADK events of other agents. Each class on a real log of the corpus and on a
+minimal synthetic case."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from ctxcompact import api
 from ctxcompact.clean import MOVED_SYSTEM, clean
 from ctxcompact.facts import last_assistant_action, latest_request, timeline, typed_text, user_rules
+from ctxcompact.facts.handoff import instructions_in_force
 from ctxcompact.facts.text import (
     LOCAL_COMMANDS,
     attachments,
@@ -109,8 +111,15 @@ def test_real_orchestrator_command_is_the_latest_request(name: str) -> None:
     path = CC / name
     first = lines(path)[1 if "excerpt" in name else 0]["message"]["content"]
     args = first.split("<command-args>")[1].split("</command-args>")[0]
-    summary, continuation = compacted(path)
     expected = f"/orchestrator {args}"
+    if "excerpt" in name:
+        # the excerpt ends inside the command's first tool loop: that turn is the work in flight, kept
+        # verbatim, and what is left to summarize (the command and its expansion) would not get smaller
+        recs = read_transcript(path).transcript.records
+        assert latest_request(recs) == expected
+        assert instructions_in_force(recs)[0].startswith("Split complex tasks")
+        return
+    summary, continuation = compacted(path)
     assert section(summary, "Latest request") == expected
     assert f"quoted verbatim:\n\n{expected}\n\n" in continuation
     # the isMeta expansion (the command file) is never quoted as the person's words
@@ -124,7 +133,13 @@ def test_real_custom_command_stays_among_the_goals() -> None:
     goals = section(summary, "User goals and rules")
     assert "- /handgemacht:create-beads websearch to learn how to fastest setup credo" in goals
     assert section(summary, "Latest request") == "create the beads"
-    assert "Create beads (epic + tasks" not in summary  # the expansion
+    # the expansion is no goal of the user's: it is kept whole among the instructions in force, marked as
+    # not typed by the user (issue 23 item 6)
+    assert "Create beads (epic + tasks" not in goals
+    instructions = section(summary, "Instructions in force (from an active skill or command; not typed by "
+                                    "the user)")
+    assert "DO NOT create any beads until the user explicitly approves the plan" in instructions
+    assert instructions.startswith("> Create beads (epic + tasks")
     assert "create the beads" in continuation
 
 

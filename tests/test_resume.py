@@ -1,5 +1,6 @@
-"""The count cache beside the state (README "Performance"): a run that walks only the appended bytes gives
-what a run from scratch gives, whatever the appends; a rewritten prefix or a corrupt cache is rebuilt."""
+"""The count cache beside the state (docs/measurements/performance.md#a-hooks-call): a run that walks only the
+appended bytes gives what a run from scratch gives, whatever the appends; a rewritten prefix or a corrupt
+cache is rebuilt."""
 
 from __future__ import annotations
 

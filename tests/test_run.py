@@ -320,7 +320,7 @@ def test_compaction_that_does_not_shrink_is_dropped(tmp_path: Path) -> None:
 
 def test_keep_trailing_results_for_a_before_model_hook(tmp_path: Path) -> None:
     """Right after tools ran, the hook's context must end on the results (the model answers them next);
-    by default cleaning closes them with 'Understood.' (README "`ctxcompact clean`")."""
+    by default cleaning closes them with 'Understood.' (docs/reference/cli.md#ctxcompact-clean-file)."""
     log = tmp_path / "t.jsonl"
     write(
         log,

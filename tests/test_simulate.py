@@ -1,5 +1,5 @@
-"""The README "Simulation: the stress matrix" stress matrix: every seed scenario through the real pipeline,
-no overflow and no loop.
+"""The docs/measurements/simulation.md#what-it-plays stress matrix: every seed scenario through the real
+pipeline, no overflow and no loop.
 
 The whole matrix runs once per test session (module fixture); the other tests use small selections.
 """

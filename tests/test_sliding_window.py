@@ -1,5 +1,5 @@
-"""Sliding-window strategy (README "Strategies"): ADK-style events, the context rule, pair safety,
-shrinking, growing runs."""
+"""Sliding-window strategy (docs/guides/strategies.md#sliding-window): ADK-style events, the context rule,
+pair safety, shrinking, growing runs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The sidecar state (README "The state file"): round trip, schema, versions, corruption, lock, fingerprint,
-calibration."""
+"""The sidecar state (docs/concepts/state.md#the-state-file): round trip, schema, versions, corruption, lock,
+fingerprint, calibration."""
 
 from __future__ import annotations
 

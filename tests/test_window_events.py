@@ -1,5 +1,5 @@
-"""What a sliding-window event records in the state (README "Strategies"): the invocations it covers, by
-number and, where
+"""What a sliding-window event records in the state (docs/guides/strategies.md#sliding-window): the
+invocations it covers, by number and, where
 the format has them, by id."""
 
 from __future__ import annotations

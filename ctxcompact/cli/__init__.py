@@ -1,5 +1,5 @@
-"""The command line (README "Commands"): ``main`` turns every error into a message on stderr and a documented
-exit code, never a traceback; the commands are in :mod:`.commands`."""
+"""The command line (docs/reference/cli.md#input-output-and-options): ``main`` turns every error into a
+message on stderr and a documented exit code, never a traceback; the commands are in :mod:`.commands`."""
 
 from __future__ import annotations
 

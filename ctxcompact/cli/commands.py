@@ -30,6 +30,7 @@ from .options import (
     opt,
     options_from,
     output_option,
+    ranged,
     source_of,
     state_options,
     stdout,
@@ -45,7 +46,7 @@ from .render import ROW, compaction_line, render_dry_run, render_estimate, repai
 
 class _Group(click.Group):
     """Writing to stdout can fail too (``| head`` closed the pipe, ``> /dev/full``): that is exit 6 with a
-    message, not click's silent exit 1 (README "Exit codes")."""
+    message, not click's silent exit 1 (docs/reference/exit-codes.md#the-codes)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -147,8 +148,8 @@ def clean(
     """
     from .. import api
 
-    api.check_paths(input=Path(file) if file and file != "-" else None,
-                    output=Path(output) if output and output != "-" else None, state=None)
+    api.check_paths(input=Path(source_of(file)), output=Path(output) if output and output != "-" else None,
+                    state=None)
     result = api.clean_file(
         source_of(file),
         fmt=fmt,
@@ -191,7 +192,7 @@ def clean(
 @opt(
     "-j",
     "--jobs",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=1024),
     help="Processes for several files (default: all cores); 1 runs them in turn.",
 )
 @opt("-q", "--quiet", is_flag=True, help="No progress on stderr (it is shown only on a terminal anyway).")
@@ -398,6 +399,12 @@ def eval_command(
     paths = api.expand_paths(files, recursive) if many else [source_of(files[0] if files else None)]
     if not paths:
         raise UsageError(f"no *.jsonl files in {' '.join(files)}")
+    if html_file:  # the one check of every written file: never a file eval reads (docs/reference/safety.md)
+        reads: list[tuple[str, Path | None]] = [("input", Path(p)) for p in paths]
+        reads += [("--probes file", Path(probes_file) if probes_file else None),
+                  ("--todos file", opts.todos_file), ("config file", opts.config_path),
+                  ("state", opts.state_path)]
+        api.check_writes([("HTML report", Path(html_file))], reads)
     rows: list[dict[str, Any]] = []
     failed = 0
     items = len(paths) * len(names)  # one item: its replay has the bar (over the turns), else the items do
@@ -535,18 +542,12 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
 )
 @opt(
     "--prompt-tokens",
-    type=click.IntRange(min=0),
+    type=ranged("real_tokens"),
     default=None,
     help="Prompt tokens the provider reported for the last request.",
 )
-@opt(
-    "--usage-json",
-    metavar="JSON|@FILE|-",
-    default=None,
-    help="The usage object (or whole response) the provider returned, as JSON text, @file or - for stdin: "
-    "Anthropic (input + cache creation + cache read), OpenAI chat and Responses, Gemini usageMetadata, "
-    "LangChain usage_metadata.",
-)
+@opt("--usage-json", metavar="JSON|@FILE|-", default=None,
+     help="The usage object or whole response the provider returned (JSON, @file, - for stdin).")
 def calibrate(state_path: str, prompt_tokens: int | None, usage_json: str | None) -> None:
     """Record the prompt tokens the provider reported for the last request (what an after-model hook sees),
     so the next `run` corrects its estimate. Give --prompt-tokens or --usage-json.
@@ -562,8 +563,7 @@ def calibrate(state_path: str, prompt_tokens: int | None, usage_json: str | None
         raise UsageError("give --prompt-tokens or --usage-json (one of them)")
     if usage_json is not None:
         prompt_tokens = api.usage_prompt_tokens(api.load_usage_json(usage_json)).tokens
-    assert prompt_tokens is not None
-    state = api.calibrate(Path(state_path), prompt_tokens)
+    state = api.calibrate(Path(state_path), prompt_tokens or 0)
     cal = state.calibration
     if cal.last_estimate:
         echo_err(

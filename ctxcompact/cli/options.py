@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from ..errors import EXIT_MEANINGS, UsageError
-from ..options import Options
+from ..options import LIMITS, Options
 from ..plugins import FORMATS, STRATEGIES, SUMMARIZERS
 from ..secrets import scrub_credentials
 
@@ -28,12 +28,47 @@ FORMAT_NAMES = ["auto", *FORMATS.names()]
 STRATEGY_NAMES = STRATEGIES.names()
 
 
+def _short_value(value: Any, param: click.Parameter | None, ctx: click.Context | None,
+                 fail: Callable[..., Any], low: float, high: float) -> None:
+    """A value of thousands of characters is named by its start and length, not echoed whole."""
+    if isinstance(value, str) and len(value) > 40:
+        fail(f"{value[:20]!r}… ({len(value):,} characters) is not a number from {low:,} to {high:,}.",
+             param, ctx)
+
+
+class _Int(click.IntRange):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        _short_value(value, param, ctx, self.fail, self.min or 0, self.max or 0)
+        return super().convert(value, param, ctx)
+
+
+class _Finite(click.FloatRange):
+    """A FloatRange that also refuses NaN and infinities (click's comparisons let NaN through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        _short_value(value, param, ctx, self.fail, self.min or 0, self.max or 0)
+        rv = super().convert(value, param, ctx)
+        if rv != rv or rv in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+def ranged(name: str) -> click.ParamType:
+    """The click type of the numeric option ``name``, its range from :data:`ctxcompact.options.LIMITS` (the
+    same rule ``check_options`` applies to library callers)."""
+    low, high = LIMITS[name]
+    if isinstance(low, int):
+        return _Int(min=low, max=int(high))
+    return _Finite(min=low, max=high)
+
+
 def env_name(name: str) -> str:
     return "CTXCOMPACT_" + name.upper().replace("-", "_")
 
 
 def opt(*decls: str, **kw: Any) -> Callable[[F], F]:
-    """click.option with the CTXCOMPACT_<OPTION> variable every option has (README "Commands")."""
+    """click.option with the CTXCOMPACT_<OPTION> variable every option has
+    (docs/reference/cli.md#input-output-and-options)."""
     long = next(d for d in decls if d.startswith("--"))
     kw.setdefault("envvar", env_name(long[2:].split("/")[0]))
     kw.setdefault("show_envvar", True)
@@ -91,20 +126,21 @@ def budget_options(f: F) -> F:
         help="Compact at N tokens, or N% of the window; 0 disables compaction (default: window − buffer).",
     )(f)
     f = opt("--model", help="Model name: sets the window from the known-models table and the encoding.")(f)
-    f = opt("--window", type=click.IntRange(min=1), help="Context window in tokens (default 200000).")(f)
+    f = opt("--window", type=ranged("window"), help="Context window in tokens (default 200000).")(f)
     return f
 
 
 def estimate_options(f: F) -> F:
     f = opt(
         "--real-tokens",
-        type=click.IntRange(min=0),
+        type=ranged("real_tokens"),
         help="Prompt tokens the provider reported for the last request (calibration).",
     )(f)
     f = opt(
         "--default-factor",
-        type=click.FloatRange(min=1.0, max=5.0),
-        help="Correction factor when nothing was reported (default 2.0 heuristic, see README for exact).",
+        type=ranged("default_factor"),
+        help="Correction factor when nothing was reported (default 2.0 heuristic, 1.25 exact; "
+        "docs/concepts/calibration.md#calibration).",
     )(f)
     f = opt(
         "--encoding",
@@ -129,7 +165,7 @@ def strategy_options(f: F) -> F:
         type=click.Choice(list(STRATEGY_NAMES)),
         default=DEFAULTS.strategy,
         show_default=True,
-        help="Compaction strategy (see README: when to use which).",
+        help="Compaction strategy (docs/guides/strategies.md: when to use which).",
     )(f)
     return f
 
@@ -138,21 +174,21 @@ def strategy_tuning_options(f: F) -> F:
     """The strategies' own options, without ``--strategy`` (``eval`` takes several names)."""
     f = opt(
         "--safety-ratio",
-        type=click.FloatRange(min=0.05, max=1.0),
+        type=ranged("safety_ratio"),
         default=DEFAULTS.safety_ratio,
         show_default=True,
         help="sliding-window: also compact when the context exceeds this share of the window.",
     )(f)
     f = opt(
         "--overlap",
-        type=click.IntRange(min=0),
+        type=ranged("overlap"),
         default=DEFAULTS.overlap,
         show_default=True,
         help="sliding-window: invocations before the new ones that each event re-covers (ω).",
     )(f)
     f = opt(
         "--invocation-threshold",
-        type=click.IntRange(min=1),
+        type=ranged("invocation_threshold"),
         default=DEFAULTS.invocation_threshold,
         show_default=True,
         help="sliding-window: compact every θ new invocations.",
@@ -164,7 +200,7 @@ def strategy_tuning_options(f: F) -> F:
     )(f)
     f = opt(
         "--min-savings",
-        type=click.IntRange(min=0),
+        type=ranged("min_savings"),
         help="mask: mask only when it frees at least this many tokens.",
     )(f)
     f = opt(
@@ -175,12 +211,12 @@ def strategy_tuning_options(f: F) -> F:
     )(f)
     f = opt(
         "--protect-tokens",
-        type=click.IntRange(min=0),
+        type=ranged("protect_tokens"),
         help="mask: never clear the newest T tokens of tool output.",
     )(f)
     f = opt(
         "--keep-results",
-        type=click.IntRange(min=0),
+        type=ranged("keep_results"),
         default=DEFAULTS.keep_results,
         show_default=True,
         help="mask: never clear the N most recent tool results.",
@@ -210,18 +246,18 @@ def summary_options(f: F) -> F:
     f = opt("--no-fallback", is_flag=True,
             help="Exit 4 instead of falling back to extractive when the LLM fails.")(f)
     f = opt("--instructions", help="What the summary should focus on (like /compact <instructions>).")(f)
-    f = opt("--max-retries", type=click.IntRange(min=0), default=DEFAULTS.max_retries, show_default=True,
+    f = opt("--max-retries", type=ranged("max_retries"), default=DEFAULTS.max_retries, show_default=True,
             help="Provider retries.")(f)
     f = opt(
         "--timeout",
-        type=click.FloatRange(min=0.1),
+        type=ranged("timeout"),
         default=DEFAULTS.timeout,
         show_default=True,
         help="Seconds before a provider call times out.",
     )(f)
     f = opt(
         "--summary-window",
-        type=click.IntRange(min=1),
+        type=ranged("summary_window"),
         help="Context window of the summarizer's model, in tokens (default: the models table or config for "
         "--summary-model, else what the server reports, else 200000 / 128000).",
     )(f)

@@ -109,8 +109,8 @@ def _added(added: dict[str, int]) -> str:
 
 
 def repairs_line(repairs: list[Any]) -> str:
-    """One line on stderr saying what ``run`` repaired, by kind in order of first appearance (README
-    "`ctxcompact run`": every repair is reported; `clean --report` lists each one)."""
+    """One line on stderr saying what ``run`` repaired, by kind in order of first appearance
+    (docs/reference/cli.md#ctxcompact-run-file: every repair is reported; `clean --report` lists each one)."""
     by_kind: dict[str, int] = {}
     for r in repairs:
         by_kind[r.kind] = by_kind.get(r.kind, 0) + 1
@@ -120,7 +120,7 @@ def repairs_line(repairs: list[Any]) -> str:
 
 def run_json(result: RunResult, *, dry_run: bool, output: str | None) -> dict[str, Any]:
     """``run --json`` and ``run --dry-run --json``: what the run did (or would do), one object
-    (docs/guides/hooks.md#run---json-for-scripts lists the keys)."""
+    (docs/guides/hooks.md#run-json-for-scripts lists the keys)."""
     from ..model import Origin
 
     est = result.estimate.to_json()

@@ -1,6 +1,6 @@
 """``ctxcompact simulate --prune``: every scenario of the stress matrix played twice through the public API,
 summary-only (the default) and with ``--prune`` (masking first), to show what the mask tier saves the
-summarizer and what it costs in tokens sent (README "Strategies")."""
+summarizer and what it costs in tokens sent (docs/guides/strategies.md#mask-and-prune-the-masking-rules)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The scenarios of the stress matrix (README "Simulation: the stress matrix"): the original design's 47 by
-name, plus the timing-gap cases. Played by :mod:`.simulate`."""
+"""The scenarios of the stress matrix (docs/measurements/simulation.md#what-it-plays): the original design's
+47 by name, plus the timing-gap cases. Played by :mod:`.simulate`."""
 
 from __future__ import annotations
 

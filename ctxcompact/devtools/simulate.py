@@ -1,5 +1,5 @@
-"""``ctxcompact simulate``: the multi-turn stress matrix (README "Simulation: the stress matrix"), driven
-through the real pipeline.
+"""``ctxcompact simulate``: the multi-turn stress matrix (docs/measurements/simulation.md#what-it-plays),
+driven through the real pipeline.
 
 Each scenario plays a whole agent session the way an agent framework with before/after-model hooks runs it
 (ADK's flow, which the original design audited):

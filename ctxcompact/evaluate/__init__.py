@@ -1,6 +1,6 @@
-"""`ctxcompact eval`: measure what a compaction keeps, offline and deterministically (README "Measuring a
-compaction: ctxcompact eval"). ``core`` scores one compaction, ``replay`` a whole session compacted as often
-as its window forces."""
+"""`ctxcompact eval`: measure what a compaction keeps, offline and deterministically
+(docs/guides/eval.md#what-it-reports). ``core`` scores one compaction, ``replay`` a whole session compacted as
+often as its window forces."""
 
 from __future__ import annotations
 

@@ -1,12 +1,16 @@
-"""The naive baseline a compaction is measured against: truncation (README "Measuring a compaction:
-ctxcompact eval"). Drop the oldest records until the context fits the same token budget, keeping the system
-records and never separating a tool call from its result."""
+"""The naive baselines a compaction is measured against, each given the same token budget (docs/guides/eval.md
+#baselines): the *tail* (:func:`truncate`: drop the oldest records until the context fits, keeping the system
+records and never separating a tool call from its result) and the *head of each message* (:func:`heads`:
+every message cut to its first :data:`HEAD_CHARS` characters, then truncated the same way)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
-from ..model import Record, Role, Transcript
+from ..model import Message, Record, Role, TextBlock, Transcript, token_text
+
+HEAD_CHARS = 200
 
 
 def units(records: list[Record]) -> list[list[Record]]:
@@ -51,3 +55,18 @@ def truncate(transcript: Transcript, budget: int, tokens_of: Callable[[list[Reco
             hi = mid
     start = lo
     return Transcript(transcript.format, kept_from(start), transcript.source)
+
+
+def heads(transcript: Transcript, chars: int = HEAD_CHARS) -> Transcript:
+    """Every non-system message as one text of its first ``chars`` characters (its token-bearing text: text,
+    tool calls' names and arguments, results), in its own role; system records whole. Only to be read: the
+    result is no valid transcript of its format (calls and results become text)."""
+    out = []
+    for rec in transcript.records:
+        msg = rec.message
+        if msg is None or msg.role is Role.SYSTEM:
+            out.append(rec)
+            continue
+        text = "\n".join(token_text(msg)[0])[:chars]
+        out.append(dataclasses.replace(rec, message=Message(msg.role, [TextBlock(text)]), dirty=True))
+    return Transcript(transcript.format, out, transcript.source)

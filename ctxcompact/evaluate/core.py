@@ -1,7 +1,8 @@
-"""`ctxcompact eval` on one input (README "Measuring a compaction: ctxcompact eval"): compact in memory with
+"""`ctxcompact eval` on one input (docs/guides/eval.md#what-it-reports): compact in memory with
 exactly what ``run`` does (``engine.run`` with ``dry_run``: same options, same state rules, nothing written,
-not even a state), score the result against the original, score the naive truncation baseline at the same
-budget, and replay the calibration on the usage the log records."""
+not even a state), score what it would write, read back as the next call sees it, against the original; score
+the two naive baselines (the tail, the head of each message) at the same budget; and replay the calibration
+on the usage the log records."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from ..convert import lines_in
 from ..engine import RunResult, output_format, run
 from ..formats import read_transcript
-from ..model import Record, Transcript
+from ..model import Message, Record, Role, TextBlock, Transcript
 from ..options import Options
 from ..secrets import scrub_json
 from ..source import InputData, Source, is_file
 from ..tokens.counts import count_records
-from .baseline import truncate
+from .baseline import heads, truncate
 from .calibration import ReplayPoint, replay_calibration
+from .handoff import handoff_scores
 from .probes import Probe
 from .scores import compare, score
 
@@ -51,35 +54,54 @@ def written_format(opts: Options, transcript: Transcript) -> str:
     return output_format(opts, transcript, lambda _: None)
 
 
-def _tokens_of(result: RunResult, opts: Options) -> Any:
-    """The run's calibrated count of a subset of the context's records (each record counted once)."""
-    assert result.context is not None
-    base = dict(
-        zip(
-            (id(r) for r in result.context.records),
-            count_records(result.context.records, opts).base,
-            strict=True,
-        )
-    )
+def written_context(result: RunResult, opts: Options) -> Transcript:
+    """What the next call sees: the output ``run`` writes, read back by its own format's reader. An
+    append-only log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after them,
+    and its reader rebuilds the context the agent will send from there (Codex from the ``compacted`` line's
+    ``replacement_history``), so scoring the strategy's records would score what nobody sends."""
+    fmt = written_format(opts, result.transcript)
+    data = b"".join(line + b"\n" for line in lines_in(result.transcript, fmt))
+    return read_transcript(io.BytesIO(data), fmt, lenient=opts.lenient, schema=False).transcript
+
+
+def _tokens_of(records: Sequence[Record], result: RunResult, opts: Options) -> Any:
+    """The run's calibrated count of a subset of ``records`` (each record counted once, by the run's
+    counter and calibration)."""
+    base = dict(zip((id(r) for r in records), count_records(list(records), opts).base, strict=True))
     cal = result.estimate.calibrated
-    return lambda records: cal.project(sum(base[id(r)] for r in records))
+    return lambda subset: cal.project(sum(base[id(r)] for r in subset))
 
 
-def baseline_of(result: RunResult, opts: Options) -> tuple[Transcript, int]:
-    """Naive truncation of the context ``run`` was given, to the tokens its compaction came to."""
+def baseline_of(result: RunResult, opts: Options, kind: str = "tail") -> tuple[Transcript, int]:
+    """A naive baseline (``tail``: truncation; ``head``: the first characters of each message, then
+    truncation) of the context ``run`` was given, at the tokens its compaction came to."""
     assert result.context is not None
+    context = result.context if kind == "tail" else heads(result.context)
+    tokens_of = _tokens_of(context.records, result, opts)
     if not result.compacted:
-        return result.context, result.tokens_before
-    tokens_of = _tokens_of(result, opts)
-    truncated = truncate(result.context, result.tokens_after, tokens_of)
+        return context, tokens_of(context.records)
+    truncated = truncate(context, result.tokens_after, tokens_of)
     return truncated, tokens_of(truncated.records)
+
+
+def summary_tokens(result: RunResult, opts: Options) -> dict[str, Any] | None:
+    """The summary's tokens by the window's own counter and calibration, against its budget."""
+    summary = result.summary
+    if summary is None:
+        return None
+    rec = Record(index=-1, line=0, raw=None, data=None, message=Message(Role.USER, [TextBlock(summary.text)]))
+    cal = result.estimate.calibrated
+    n = count_records([rec], opts).base[0]
+    tokens = cal.project(n) - cal.project(0)  # the summary's own part, not the hidden part of the request
+    budget = result.estimate.budget.summary_budget
+    return {"tokens": tokens, "budget": budget, "within": tokens <= budget, "chars": len(summary.text)}
 
 
 def calibration_of(points: Sequence[ReplayPoint]) -> dict[str, Any] | None:
     """How well the estimate before each recorded request matched its bill; None when the log records none.
 
     The first request is reported apart (``first``): nothing before it says how large the prompt the log
-    does not hold is (README "Token estimation and calibration"), so it measures the default, not the
+    does not hold is (docs/concepts/calibration.md#calibration), so it measures the default, not the
     calibration. ``mape``, ``undercounts`` and ``worst`` are over the requests after it (null with one)."""
     if not points:
         return None
@@ -110,7 +132,7 @@ def evaluate(
     calibration: bool = True,
     judge: str | None = None,
 ) -> dict[str, Any]:
-    """The `eval --json` object for one input (README "Measuring a compaction: ctxcompact eval")."""
+    """The `eval --json` object for one input (docs/guides/eval.md#what-it-reports)."""
     opts = opts or Options()
     run_source, data = _input(source)
     warnings: list[str] = []
@@ -135,17 +157,23 @@ def evaluate(
         "window": window,
         "fits": after <= window,
     }
-    out.update(score(original, result.transcript, probes, written_format(opts, result.transcript)))
-    base, base_tokens = baseline_of(result, opts)
+    written = written_context(result, opts)
+    out.update(score(original, written, probes, written_format(opts, result.transcript)))
+    out["handoff"] = handoff_scores(compare(original, written))
+    out["summary_budget"] = summary_tokens(result, opts)
+    base, base_tokens = baseline_of(result, opts, "tail")
     out["baseline"] = {
         "tokens": base_tokens,
         "fits": base_tokens <= window,
         **score(original, base, probes, written_format(opts, base)),
     }
+    head, head_tokens = baseline_of(result, opts, "head")
+    out["baseline_head"] = {"tokens": head_tokens, "fits": head_tokens <= window,
+                            **score(original, head, probes, validate=False)}
     out["calibration"] = calibration_of(replay_calibration(run_source, opts)) if calibration else None
     if judge:
         from .judge import judge as ask_judge  # the SDKs load only here
 
-        out["judge"] = ask_judge(judge, probes, compare(original, result.transcript).text, opts)
+        out["judge"] = ask_judge(judge, probes, compare(original, written).text, opts)
     out["warnings"] = warnings + result.warnings
     return scrub_json(out)  # eval quotes the transcript (identifiers, requests, rules): never a credential

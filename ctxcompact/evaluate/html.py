@@ -1,5 +1,5 @@
 """`eval --html FILE`: one self-contained page (inline SVG, inline CSS, no network resource) with the score
-table and, with ``--replay``, a chart of context tokens per turn (README "Measuring a compaction")."""
+table and, with ``--replay``, a chart of context tokens per turn (docs/guides/eval.md#replay-replay)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The identifiers `eval` looks for after a compaction (README "Measuring a compaction: ctxcompact eval").
+"""The identifiers `eval` looks for after a compaction (docs/guides/eval.md#identifiers).
 
 Five kinds, each read by one documented rule from the records a compaction replaced:
 

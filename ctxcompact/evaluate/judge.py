@@ -1,6 +1,7 @@
 """`eval --judge anthropic|openai` (optional, off by default): ask a model each probe's ``question`` against
-the compacted context and grade its answer against the probe's ``expect`` (README "Measuring a compaction"),
-through the same providers, keys and ``--base-url`` as the summarizers."""
+the compacted context and grade its answer against the probe's ``expect``
+(docs/guides/eval.md#the-judge-judge), through the same providers, keys and ``--base-url`` as the
+summarizers."""
 
 from __future__ import annotations
 

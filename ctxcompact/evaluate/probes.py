@@ -1,7 +1,8 @@
-"""Probes: what the user knows must survive a compaction (README "Measuring a compaction: ctxcompact eval").
+"""Probes: what the user knows must survive a compaction (docs/guides/eval.md#probes).
 
 A probes file is JSONL: one ``{"expect": "string"}`` or ``{"expect_regex": "…"}`` per line, with an optional
-``"question"`` (what ``--judge`` asks the model). Blank lines and lines starting with ``#`` are skipped."""
+``"question"`` (what ``--judge`` asks the model) and an optional ``"category"`` (what kind of fact it is, for
+the per-category table: one of :data:`CATEGORIES`). Blank lines and lines starting with ``#`` are skipped."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import orjson
 from ..errors import InputError, UsageError
 from ..paths import read_side_file
 
+#: what a continuing agent needs, by kind (docs/guides/eval.md#probes)
+CATEGORIES = ("rules", "request", "files", "errors", "identifiers", "decisions", "todos", "skill")
+
 
 @dataclass(frozen=True, slots=True)
 class Probe:
@@ -21,6 +25,7 @@ class Probe:
     expect: str | None = None
     expect_regex: str | None = None
     question: str | None = None
+    category: str | None = None
 
     @property
     def label(self) -> str:
@@ -42,17 +47,21 @@ def _probe(path: str, n: int, raw: bytes) -> Probe:
     if not isinstance(obj, dict):
         raise InputError(f'{where}: expected an object like {{"expect": "…"}}, got {type(obj).__name__}')
     expect, regex, question = obj.get("expect"), obj.get("expect_regex"), obj.get("question")
+    category = obj.get("category")
     if (expect is None) == (regex is None):
         raise InputError(f'{where}: give exactly one of "expect" or "expect_regex"')
-    for key, value in (("expect", expect), ("expect_regex", regex), ("question", question)):
+    fields = (("expect", expect), ("expect_regex", regex), ("question", question), ("category", category))
+    for key, value in fields:
         if value is not None and (not isinstance(value, str) or not value):
             raise InputError(f'{where}: "{key}" must be a non-empty string')
+    if category is not None and category not in CATEGORIES:
+        raise InputError(f'{where}: "category" must be one of {", ".join(CATEGORIES)}, got {category!r}')
     if regex is not None:
         try:
             re.compile(regex)
         except re.error as e:
             raise InputError(f'{where}: "expect_regex" is not a valid regular expression: {e}') from None
-    return Probe(n, expect, regex, question)
+    return Probe(n, expect, regex, question, category)
 
 
 def load_probes(path: str | Path) -> list[Probe]:

@@ -18,6 +18,11 @@ COLUMNS = (
     "ids",
     "base ids",
     "probes",
+    "tail",
+    "head",
+    "in flight",
+    "request",
+    "summary",
     "calib mape",
 )
 
@@ -56,8 +61,38 @@ def row(r: dict[str, Any]) -> list[str]:
         _recall(r["identifiers"]),
         _recall(r["baseline"]["identifiers"]),
         "-" if not probes else _share(probes["found"], probes["total"]),
+        _probes(r["baseline"]),
+        _probes(r["baseline_head"]),
+        _flight(r["handoff"]["in_flight"]),
+        _status(r["handoff"]["request"]),
+        _summary(r["summary_budget"]),
         _calibration(cal),
     ]
+
+
+def _probes(side: dict[str, Any]) -> str:
+    p = side.get("probes")
+    return "-" if not p else _share(p["found"], p["total"])
+
+
+def _flight(f: dict[str, Any]) -> str:
+    """``-`` when the transcript does not end inside a tool loop, else whether its result is visible."""
+    return "-" if not f["open"] else "visible" if f["present"] else "MISSING"
+
+
+def _status(req: dict[str, Any]) -> str:
+    if req["status"] is None:
+        return "-"
+    if req["answer_visible"] is None:
+        return str(req["status"])
+    return f"{req['status']}{'' if req['answer_visible'] else ' (answer lost)'}"
+
+
+def _summary(s: dict[str, Any] | None) -> str:
+    """The summary's tokens / its budget, by the window's counter; ``!`` when over."""
+    if s is None:
+        return "-"
+    return f"{s['tokens']:,}/{s['budget']:,}{'' if s['within'] else '!'}"
 
 
 def _calibration(cal: dict[str, Any] | None) -> str:
@@ -106,8 +141,18 @@ def mean_row(rows: Sequence[dict[str, Any]]) -> list[str]:
             shares(lambda r: (r["baseline"]["identifiers"]["kept"], r["baseline"]["identifiers"]["total"]))
         ),
         _mean(shares(lambda r: (r["probes"]["found"], r["probes"]["total"]) if r.get("probes") else (0, 0))),
+        _mean(shares(lambda r: _found(r["baseline"]))),
+        _mean(shares(lambda r: _found(r["baseline_head"]))),
+        _mean([float(bool(f["present"])) for f in (r["handoff"]["in_flight"] for r in rows) if f["open"]]),
+        "",
+        _mean([float(r["summary_budget"]["within"]) for r in rows if r["summary_budget"] is not None]),
         "",
     ]
+
+
+def _found(side: dict[str, Any]) -> tuple[int, int]:
+    p = side.get("probes")
+    return (p["found"], p["total"]) if p else (0, 0)
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:

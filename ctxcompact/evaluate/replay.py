@@ -1,4 +1,4 @@
-"""`eval --replay` (README "Measuring a compaction: ctxcompact eval"): grow the transcript record by record as
+"""`eval --replay` (docs/guides/eval.md#replay-replay): grow the transcript record by record as
 the agent did and call ``run`` whenever the agent would have called the model (before each assistant turn),
 with a real state in a temporary directory, so compaction happens as often as the window forces it."""
 
@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import run
-from ..model import Record, Role
+from ..model import Record, Role, Transcript, token_text
 from ..options import Options
-from .core import original_records, read_input, written_format
+from .core import original_records, read_input, written_context, written_format
+from .handoff import in_flight_score
 from .probes import Probe
-from .scores import score
+from .scores import compare, latest_request_score, rules_score, score
 
 
 def turn_starts(records: Sequence[Record]) -> list[int]:
@@ -51,9 +52,14 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
             log.write_bytes(data[: original[i].offset])
             result = run(log, ropts, output=None, warn=lambda _: None)
             window = result.estimate.budget.window
-            series.append(
-                {"line": original[i].line, "tokens": result.tokens_after, "compacted": result.compacted}
-            )
+            point: dict[str, Any] = {
+                "line": original[i].line,
+                "tokens": result.tokens_after,
+                "compacted": result.compacted,
+            }
+            if result.compacted:
+                point["recall"] = _recall(original[:i], written_context(result, ropts), probes)
+            series.append(point)
             if on_turn is not None:
                 on_turn(done, len(starts))
         log.write_bytes(data)
@@ -61,6 +67,7 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
         window = final.estimate.budget.window
     return {
         "turns": len(series),
+        "curve": curve([p["recall"] for p in series if "recall" in p]),
         "compactions": sum(p["compacted"] for p in series) + int(final.compacted),
         "max_tokens": max([p["tokens"] for p in series] + [final.tokens_after]),
         "window": window,
@@ -71,3 +78,27 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
             **score(original, final.transcript, probes, written_format(opts, final.transcript)),
         },
     }
+
+
+def _recall(prefix: Sequence[Record], seen: Transcript, probes: Sequence[Probe]) -> dict[str, Any]:
+    """What the next call sees right after one compaction, against the session so far: the probes whose
+    answer the session had shown by then (``answerable``) and how many of them it still sees, the user's
+    rules and the latest request verbatim, and the work in flight (the hook is called inside tool loops)."""
+    shown = "\n".join(t for r in prefix if r.message is not None for t in token_text(r.message)[0])
+    answerable = [p for p in probes if p.found_in(shown)]
+    c = compare(prefix, seen)
+    rules = rules_score(c)
+    flight = in_flight_score(c)
+    return {
+        "answerable": len(answerable),
+        "found": sum(p.found_in(c.text) for p in answerable),
+        "rules": rules["found"],
+        "rules_kept": rules["kept_verbatim"],
+        "latest_request_kept": latest_request_score(c)["kept_verbatim"],
+        "in_flight": flight["present"],  # None when the session so far does not end inside a tool loop
+    }
+
+
+def curve(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recall after the 1st, 2nd, … compaction: one entry per compaction, in order."""
+    return [{"compaction": k, **p} for k, p in enumerate(points, start=1)]

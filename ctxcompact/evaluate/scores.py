@@ -1,11 +1,12 @@
-"""What a compacted context kept of the original, scored offline by exact string match (README "Measuring a
-compaction: ctxcompact eval"): the latest request, the user's rules, the open todos, the last error and
-its status, the identifiers of the part replaced, the user's probes, and whether the result is valid."""
+"""What a compacted context kept of the original, scored offline by exact string match
+(docs/guides/eval.md#what-it-reports): the latest request, the user's rules, the open todos, the last error
+and its status, the identifiers of the part replaced, the user's probes, and whether the result is valid."""
 
 from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,10 +14,11 @@ from typing import Any
 from ..convert import lines_in
 from ..facts.outcomes import errors_seen
 from ..facts.rules import user_rules
-from ..facts.text import latest_request
+from ..facts.text import latest_request_record, typed_text
 from ..facts.todos import open_todos
-from ..model import Origin, Record, Transcript, token_text
-from ..validate import live_calls, validate
+from ..model import Record, Transcript, token_text
+from ..validate import live_calls
+from ..validate import validate as validate_file
 from .identifiers import KINDS, extract, squashed
 from .probes import Probe
 
@@ -40,21 +42,37 @@ class Compared:
     def has(self, needle: str) -> bool:
         return bool(needle) and (needle in self.text or squashed(needle) in self.flat)
 
+    def kept(self, rec: Record) -> bool:
+        """The original record ``rec`` is in the compacted context as it was."""
+        return rec.message is not None and id(rec) not in {id(r) for r in self.replaced}
+
 
 def compare(original: Sequence[Record], compacted: Transcript) -> Compared:
-    """Pair records by their input position: an input record is kept when the compacted context holds it
-    with the same token-bearing text (a masked result is not kept: its content was replaced)."""
-    kept_text = {
-        r.index: _texts(r) for r in compacted.records if r.origin is Origin.INPUT and r.message is not None
-    }
-    replaced = [r for r in original if r.message is not None and kept_text.get(r.index) != _texts(r)]
+    """Pair records by content: an original record is kept when the compacted context holds a record with the
+    same token-bearing text, each such record pairing with one original (a masked result is not kept: its
+    content was replaced). Content, not position, so the written output of any format pairs: an append-only
+    log rewritten after its compaction line, a context rebuilt from a Codex ``replacement_history``."""
+    available = Counter(tuple(_texts(r)) for r in compacted.records if r.message is not None)
+    replaced = []
+    for r in original:
+        if r.message is None:
+            continue
+        key = tuple(_texts(r))
+        if available[key] > 0:
+            available[key] -= 1
+        else:
+            replaced.append(r)
     text = "\n".join(t for r in compacted.records for t in _texts(r))
     return Compared(list(original), compacted, text, squashed(text), replaced)
 
 
 def latest_request_score(c: Compared) -> dict[str, Any]:
-    text = latest_request(c.original)
-    return {"text": text, "kept_verbatim": None if text is None else text in c.text}
+    """The latest request is kept when its text is in the compacted context, or the record that carries it
+    is kept as it was (a slash command is written as its tags, not as the text a person reads)."""
+    rec = latest_request_record(c.original)
+    text = typed_text(rec) if rec is not None else None
+    kept = None if text is None else (text in c.text or (rec is not None and c.kept(rec)))
+    return {"text": text, "kept_verbatim": kept}
 
 
 def rules_score(c: Compared) -> dict[str, Any]:
@@ -134,8 +152,16 @@ def identifiers_score(c: Compared) -> dict[str, Any]:
 
 
 def probes_score(c: Compared, probes: Sequence[Probe]) -> dict[str, Any]:
+    """Each probe found in what the next call sees, and the same per category (uncategorised probes count
+    under ``other``)."""
     missing = [p.label for p in probes if not p.found_in(c.text)]
-    return {"total": len(probes), "found": len(probes) - len(missing), "missing": missing}
+    by_category: dict[str, dict[str, int]] = {}
+    for p in probes:
+        cat = by_category.setdefault(p.category or "other", {"total": 0, "found": 0})
+        cat["total"] += 1
+        cat["found"] += p.found_in(c.text)
+    return {"total": len(probes), "found": len(probes) - len(missing), "missing": missing,
+            "by_category": by_category}
 
 
 def valid_score(transcript: Transcript, fmt: str | None = None) -> dict[str, Any]:
@@ -143,7 +169,7 @@ def valid_score(transcript: Transcript, fmt: str | None = None) -> dict[str, Any
     has its result and every result its call."""
     fmt = fmt or transcript.format  # what run writes: a format it cannot write faithfully writes its fallback
     data = b"".join(line + b"\n" for line in lines_in(transcript, fmt))
-    report = validate(io.BytesIO(data), fmt)
+    report = validate_file(io.BytesIO(data), fmt)
     calls = {c.id for m in transcript.messages() for c in m.tool_calls()}
     results = {r.call_id for m in transcript.messages() for r in m.tool_results()}
     # a tree log's live calls (the running session's) are no missing results: the cleaner's rule
@@ -156,11 +182,17 @@ def valid_score(transcript: Transcript, fmt: str | None = None) -> dict[str, Any
 
 
 def score(
-    original: Sequence[Record], compacted: Transcript, probes: Sequence[Probe] = (), fmt: str | None = None
+    original: Sequence[Record],
+    compacted: Transcript,
+    probes: Sequence[Probe] = (),
+    fmt: str | None = None,
+    *,
+    validate: bool = True,
 ) -> dict[str, Any]:
-    """Every score of one compacted context against the original records."""
+    """Every score of one compacted context against the original records (``validate=False``: not whether
+    it is a valid transcript, for a baseline that is only text)."""
     c = compare(original, compacted)
-    out = {
+    out: dict[str, Any] = {
         "latest_request": latest_request_score(c),
         "rules": rules_score(c),
         "todos": todos_score(c),
@@ -168,5 +200,5 @@ def score(
         "identifiers": identifiers_score(c),
         "probes": probes_score(c, probes) if probes else None,
     }
-    out.update(valid_score(compacted, fmt))
+    out.update(valid_score(compacted, fmt) if validate else {"valid": None, "problems": []})
     return out

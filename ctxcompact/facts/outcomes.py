@@ -67,7 +67,7 @@ def result_is_error(result: ToolResult, shell_like: bool) -> bool:
     """A failed result. The outcome the log records decides first (``ToolResult.succeeded``: an exit code,
     ``is_error``, an error field); only where it records none do the words decide, and only for commands and
     non-reading tools: a traceback, ``Error:``, ``FAILED``, ``N failed`` or a non-zero exit code in the
-    output (README "Errors, files and subagents in the summary")."""
+    output (docs/concepts/summary.md#errors-files-and-subagents-in-the-summary)."""
     if result.is_error or result.succeeded is False:
         return True
     if result.succeeded is not None or result.synthetic or not shell_like:

@@ -1,5 +1,5 @@
-"""What subagents did: the files they changed or read, their errors, their result (README "Errors, files
-and subagents in the summary").
+"""What subagents did: the files they changed or read, their errors, their result
+(docs/concepts/summary.md#errors-files-and-subagents-in-the-summary).
 
 A subagent's lines never reach the main conversation's model (their records carry no message), so every
 other fact skips them; its work is read from the records' :data:`~ctxcompact.model.SUBAGENT_MESSAGE` and

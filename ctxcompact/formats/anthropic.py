@@ -1,7 +1,7 @@
 """Anthropic Messages API messages, one message per line.
 
-Shape of a line (README "Transcript formats"): ``role`` user/assistant, ``content`` a string or an array of
-blocks (``text``,
+Shape of a line (docs/reference/formats.md#how-each-is-read): ``role`` user/assistant, ``content`` a string or
+an array of blocks (``text``,
 ``image``, ``document``, ``tool_use``, ``tool_result``, ``thinking``, ``redacted_thinking``, server-tool
 blocks…). The API takes the system prompt as a request parameter, so a transcript carries it as a line
 ``{"role": "system", "content": string | text blocks}``. A whole response object (``"type": "message"``,
@@ -20,6 +20,9 @@ from typing import Any
 
 from ..errors import LineError
 from ..model import (
+    EARLIER_SUMMARY,
+    NO_META,
+    OPAQUE_SUMMARY,
     Block,
     ImageBlock,
     Message,
@@ -56,6 +59,17 @@ def _want_str(obj: dict[str, Any], key: str, path: str) -> str:
                 else f"expected a string, got {json_type_name(value)}")
         raise LineError(f"{path}.{key}", what)
     return value
+
+
+def _compaction_meta(blocks: list[Block]) -> dict[str, Any]:
+    """A message holding a ``compaction`` block (the Messages API's server-side compaction) carries an earlier
+    summary (docs/concepts/handoff.md#earlier-summaries): readable when the block has text ``content``,
+    opaque (kept as it is) otherwise."""
+    found = [b for b in blocks if isinstance(b, OpaqueBlock) and b.kind == "compaction"]
+    if not found:
+        return NO_META
+    readable = any(isinstance((b.raw or {}).get("content"), str) for b in found)
+    return {EARLIER_SUMMARY: "anthropic", **({} if readable else {OPAQUE_SUMMARY: True})}
 
 
 def _parse_block(block: Any, path: str, *, nested: bool = False) -> Block:
@@ -225,7 +239,8 @@ class AnthropicFormat(Format):
         extra = {k: v for k, v in obj.items() if k not in _KNOWN}
         message = Message(role=ROLES[role], blocks=blocks, source_role=role, extra=extra,
                           content_was_string=was_string)
-        return Record(index=index, line=line, raw=raw, data=obj, message=message, usage=usage)
+        meta = _compaction_meta(blocks)
+        return Record(index=index, line=line, raw=raw, data=obj, message=message, usage=usage, meta=meta)
 
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)

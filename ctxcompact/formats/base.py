@@ -78,7 +78,7 @@ class FastLine(NamedTuple):
 
 
 #: ``(decoded line, want its texts) -> FastLine``; raises NotFast for any line the full parser would treat
-#: differently (README "Performance": the streaming estimate)
+#: differently (docs/measurements/performance.md#a-hooks-call: the streaming estimate)
 FastLineReader = Callable[[Any, bool], FastLine]
 
 
@@ -94,7 +94,8 @@ class Format(abc.ABC):
     #: file name of the JSON Schema in ``schemas/`` that ``validate`` checks each line against
     schema_file: str = ""
     #: the continuation can carry the images and documents attached to the latest request
-    #: (README "`ctxcompact run`"); a format that cannot names them in its text instead
+    #: (docs/concepts/handoff.md#attachments-of-the-latest-request); a format that cannot names them in its
+    #: text instead
     carries_attachments: bool = True
     #: an optional streaming reader of one decoded line, for ``estimate``'s fast path (None: full path only)
     fast_line: FastLineReader | None = None

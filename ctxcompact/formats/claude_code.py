@@ -2,7 +2,7 @@
 
 Sources of each rule (no official schema exists):
 - Line types, envelope fields, ``message`` shapes, split assistant messages, compaction boundaries:
-  the notes in README "Transcript formats", checked against real logs published under MIT:
+  the notes in docs/reference/formats.md#how-each-is-read, checked against real logs published under MIT:
   marot/spotter ``test/fixtures/transcripts/`` (CLI 2.1.38/2.1.39) and lanegrid/agtrace
   ``crates/agtrace-providers/tests/samples/claude_session.jsonl`` (CLI 2.0.28); see tests/data/claude-code.
 - Usage de-duplication by ``message.id`` + ``requestId``: every line of one streamed API response repeats
@@ -29,11 +29,11 @@ Rules:
 - Machine-made user lines (``isMeta``, ``isCompactSummary``) get ``meta["injected"] = True``: not a typed
   request. The texts Claude Code wraps (command echoes and output, caveats, reminders) are told apart from
   typed requests in one place, ``facts.text``.
-- Output (README "Claude Code"): a Claude Code log. Lines nothing changed are written as read; a changed
-  line keeps its envelope (uuid, parentUuid, session fields) and only its ``message`` is rewritten (masked
-  results also shrink ``toolUseResult``); lines ctxcompact makes are inserted into the ``parentUuid`` chain
-  (:meth:`ClaudeCodeFormat.link_records`); lines converted from another format form one new linear session
-  (:meth:`ClaudeCodeFormat.link_converted`).
+- Output (docs/reference/formats.md#claude-code-logs): a Claude Code log. Lines nothing changed are written as
+  read; a changed line keeps its envelope (uuid, parentUuid, session fields) and only its ``message`` is
+  rewritten (masked results also shrink ``toolUseResult``); lines ctxcompact makes are inserted into the
+  ``parentUuid`` chain (:meth:`ClaudeCodeFormat.link_records`); lines converted from another format form one
+  new linear session (:meth:`ClaudeCodeFormat.link_converted`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ import orjson
 
 from ..errors import LineError
 from ..model import (
+    EARLIER_SUMMARY,
+    INSTRUCTIONS,
+    INTERRUPTED,
     SUBAGENT_CALL,
     SUBAGENT_MESSAGE,
     SUBAGENT_RUN,
@@ -67,6 +70,7 @@ from ..model import (
     ToolResult,
     Usage,
     anthropic_prompt_tokens,
+    is_interruption_message,
 )
 from ..reader import encode_json
 from .base import Format, Layout, new_record
@@ -319,8 +323,13 @@ class ClaudeCodeFormat(Format):
             rec.usage = _usage(msg)
         elif obj.get("isMeta") or obj.get("isCompactSummary"):
             meta["injected"] = True  # the texts it wraps (command echoes, reminders…): facts.text
+            if obj.get("isMeta") and not obj.get("isCompactSummary"):
+                meta[INSTRUCTIONS] = True  # a skill's or command's expansion, if text is left: facts.handoff
+        elif is_interruption_message(rec.message):
+            meta[INTERRUPTED] = True  # Claude Code's own marker, a text block of its own
         if obj.get("isCompactSummary"):
             meta["compact_summary"] = True
+            meta[EARLIER_SUMMARY] = "claude-code"
         if in_main_session_sidechain(obj):
             # what a subagent did: not the model's context, but what the summary says of it (facts.subagents)
             meta[SUBAGENT_MESSAGE] = rec.message

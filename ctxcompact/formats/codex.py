@@ -45,6 +45,9 @@ import orjson
 
 from ..errors import LineError
 from ..model import (
+    EARLIER_SUMMARY,
+    INTERRUPTED,
+    OPAQUE_SUMMARY,
     Block,
     ImageBlock,
     Message,
@@ -306,6 +309,12 @@ class CodexFormat(Format):
         if kind == "response_item":
             meta["item"] = p.get("type")
             rec.message = _item_message(p, "$.payload")
+            if p.get("type") == "compaction":
+                # the Responses API's compaction item: an earlier summary, encrypted; kept as it is (a message
+                # of its own so the strategies carry it; its blob costs no tokens we can count)
+                rec.message = Message(Role.ASSISTANT, [OpaqueBlock("compaction", "", raw=p)],
+                                      source_role="compaction")
+                meta.update({EARLIER_SUMMARY: "openai", OPAQUE_SUMMARY: True})
         elif kind == "session_meta":
             instr = p.get("instructions")
             base = p.get("base_instructions")
@@ -317,6 +326,8 @@ class CodexFormat(Format):
                 meta["model"] = p["model"]
         elif kind == "event_msg":
             meta["event"] = p.get("type")
+            if p.get("type") == "turn_aborted":
+                meta[INTERRUPTED] = True
             if p.get("type") == "token_count":
                 rec.usage = _usage(p)
         elif kind == "compacted":
@@ -340,11 +351,13 @@ class CodexFormat(Format):
                         carried.append(OpaqueBlock(str(item.get("type")), "\n".join(counted), raw=item))
             rec.message = Message(Role.USER, [TextBlock("\n\n".join(texts)), *carried],
                                   source_role="compacted")
-            meta.update(injected=True, compaction=True)
+            meta.update({"injected": True, "compaction": True, EARLIER_SUMMARY: "codex"})
         msg = rec.message
         if (msg is not None and msg.role is Role.USER and kind != "compacted"
                 and msg.text().lstrip().startswith(_INJECTED_PREFIXES)):
             meta["injected"] = True
+            if msg.text().lstrip().startswith("<turn_aborted>"):
+                meta[INTERRUPTED] = True
         return rec
 
     def finish(self, records: list[Record]) -> list[Record]:

@@ -37,6 +37,7 @@ import orjson
 
 from ..errors import LineError
 from ..model import (
+    EARLIER_SUMMARY,
     Block,
     ImageBlock,
     Message,
@@ -66,7 +67,8 @@ _OK_STATUS = frozenset({"success", "succeeded", "ok", "completed"})
 def response_status(resp: Any) -> bool | None:
     """The outcome a function_response records: ADK's convention is a dict with ``status`` ("success" /
     "error") and ``error_message``, and the runner answers a tool that raised with ``{"error": …}``. None when
-    the response has neither (its words decide, README "Errors, files and subagents")."""
+    the response has neither (its words decide,
+    docs/concepts/summary.md#errors-files-and-subagents-in-the-summary)."""
     if not isinstance(resp, dict):
         return None
     if resp.get("error") or resp.get("error_message"):
@@ -193,7 +195,8 @@ class GenaiFormat(Format):
             ranged = isinstance(start, (int, float)) and isinstance(end, (int, float))
             if ranged and isinstance(summary, dict):
                 rec.message = _parse_content(summary, "$.actions.compaction.compacted_content")
-                meta.update(compaction=(float(start), float(end)), injected=True)
+                meta.update({"compaction": (float(start), float(end)), "injected": True,
+                             EARLIER_SUMMARY: "adk"})
         um = _get(obj, "usage_metadata")
         if isinstance(um, dict) and isinstance(_get(um, "prompt_token_count"), int):
             out = _get(um, "candidates_token_count")

@@ -17,7 +17,8 @@ import orjson
 
 from ..errors import InputError, LineError, Problem, UsageError
 from ..model import Block, ImageBlock, Message, OpaqueBlock, Record, ToolResult, Transcript
-from ..reader import allow_deep_values, decode_line, encode_json, iter_lines_at
+from ..paths import open_input
+from ..reader import ORJSON_MAX_DEPTH, allow_deep_values, decode_line, encode_json, iter_lines_at
 from ..schemacheck import conforms
 from ..schemacheck import load as load_schema
 from .base import Format
@@ -95,7 +96,8 @@ def _schema_message(error: Any) -> tuple[str, str]:
 def schema_problems(fmt: Format, obj: Any, line: int) -> list[Problem]:
     """Every way ``obj`` breaks the format's JSON Schema, as problems (empty when it conforms)."""
     if not fmt.schema_file or conforms(load_schema(fmt.schema_file), obj):
-        return []  # the usual case, decided without jsonschema (README "Performance")
+        # the usual case, decided without jsonschema (docs/measurements/performance.md#a-hooks-call)
+        return []
     validator = _schema_validator(fmt)
     out = []
     try:
@@ -115,8 +117,10 @@ def _open(source: str | Path | BinaryIO | bytes) -> tuple[BinaryIO, str, bool]:
     if isinstance(source, (str, Path)):
         if str(source) == "-":
             return sys.stdin.buffer, "-", False
-        try:
-            return open(source, "rb"), str(source), True  # closed by the caller
+        try:  # a FIFO or a device: read within a bound, never blocking in open() (paths.open_input)
+            return open_input(source), str(source), True  # closed by the caller
+        except IsADirectoryError:
+            raise UsageError(f"{source} is a directory, not a transcript") from None
         except OSError as exc:
             raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
     name = getattr(source, "name", None)
@@ -154,8 +158,8 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
             problems.append(p)
 
     # (line number, byte offset, raw line, decoded object) per good line; each entry is dropped as soon as its
-    # record is made, so the tuples and the records are not both held whole (memory per record, README
-    # "Performance")
+    # record is made, so the tuples and the records are not both held whole (memory per record,
+    # docs/measurements/performance.md#memory-per-record)
     decoded: list[tuple[int, int, bytes, Any] | None] = []
     try:
         for lineno, offset, raw in iter_lines_at(stream, first_line):
@@ -294,10 +298,10 @@ def write_transcript(transcript: Transcript, fmt: str | None = None) -> Iterator
             if rec.raw is not None and not rec.dirty:
                 yield rec.raw + b"\n"
             else:
-                yield encode_json(target.dump_record(rec)) + b"\n"
+                yield encode_json(target.dump_record(rec), ORJSON_MAX_DEPTH) + b"\n"
         return
     for obj in target.link_converted(_converted(transcript, target)):
-        yield encode_json(obj) + b"\n"
+        yield encode_json(obj, ORJSON_MAX_DEPTH) + b"\n"
 
 
 def _converted(transcript: Transcript, target: Format) -> Iterator[Any]:

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions messages, one message per line.
 
-Shape of a line (README "Transcript formats"): ``role`` system/developer/user/assistant/tool; ``content`` a
-string, null, or an
+Shape of a line (docs/reference/formats.md#how-each-is-read): ``role`` system/developer/user/assistant/tool;
+``content`` a string, null, or an
 array of content parts (``text``, ``image_url``, ``input_audio``, ``file``, ``refusal``); an assistant line
 may carry ``tool_calls[]`` (``id``, ``type: "function"``, ``function.name``, ``function.arguments`` as JSON
 *text*), and a ``tool`` line answers one call through ``tool_call_id``. An assistant line may also carry the

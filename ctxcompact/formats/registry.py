@@ -77,7 +77,8 @@ def detect(objs: Sequence[Any], lines: Sequence[int] | None = None) -> str:
 
 def _sniff(fmt: Format, obj: Any) -> int:
     """``fmt.sniff(obj)``; a line whose values a format cannot even compare (an array where it reads a name)
-    is not of that format. The parser then names the line and the path (README "Exit codes": 1)."""
+    is not of that format. The parser then names the line and the path
+    (docs/reference/exit-codes.md#bad-input: 1)."""
     try:
         return fmt.sniff(obj)
     except (TypeError, ValueError, AttributeError, RecursionError):

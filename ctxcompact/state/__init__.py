@@ -1,5 +1,5 @@
-"""The sidecar state file (README "The state file"): watermark, prefix fingerprint, summary, calibration
-and history.
+"""The sidecar state file (docs/concepts/state.md#the-state-file): watermark, prefix fingerprint, summary,
+calibration and history.
 
 Why it exists: the transcript is append-only and ctxcompact never rewrites its input, so a compaction only
 lasts if the next run knows which records the summary already covers. That count is the *watermark*: on the
@@ -42,6 +42,7 @@ from .model import (
     utc_now,
 )
 from .store import (
+    check_is_state,
     default_state_path,
     dump_state,
     load_state,
@@ -68,6 +69,7 @@ __all__ = [
     "TokenCache",
     "add_compaction",
     "check_fingerprint",
+    "check_is_state",
     "default_state_path",
     "dump_state",
     "load_state",

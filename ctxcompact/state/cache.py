@@ -1,5 +1,5 @@
-"""The count cache beside the state (README "The state file"): what ``run`` counted of the transcript so far,
-so the next call on the grown file walks only the appended bytes.
+"""The count cache beside the state (docs/concepts/state.md#the-state-file): what ``run`` counted of the
+transcript so far, so the next call on the grown file walks only the appended bytes.
 
 ``<state>.counts`` holds the walk's snapshot (tokens/fast.py ``walk_bytes``: per-message counts, usage
 points, the call ids and the walk's position) with the counted prefix's byte length and SHA-256, and the
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write
+from ..errors import CtxCompactError
+from ..paths import STATE_FILE_LIMIT, read_regular
 
 _MAGIC = b"CTXCOUNTS1\n"
 
@@ -50,9 +52,9 @@ def load_counts(path: Path, data: bytes, key: tuple[Any, ...]) -> tuple[dict[str
         stamp, mkey, prefix, snap, hasher = memo
         if stamp == _stamp(path) and mkey == key and data.startswith(prefix):
             return snap, hasher.copy()
-    try:
-        raw = path.read_bytes()
-    except OSError:
+    try:  # a link, FIFO or device is never read (docs/reference/safety.md); a cache over the limit is ignored
+        raw = read_regular(path, f"count cache {path}", STATE_FILE_LIMIT + len(data), follow=False)
+    except (OSError, CtxCompactError):
         return none
     if not raw.startswith(_MAGIC) or len(raw) < len(_MAGIC) + 32:
         return none
@@ -78,6 +80,8 @@ def save_counts(path: Path, data: bytes, key: tuple[Any, ...], snapshot: dict[st
     """Keep ``snapshot`` (the counts of all of ``data``) for the next run; a cache that cannot be written is
     simply not kept. ``hasher``: the SHA-256 of the first ``hashed`` bytes (what :func:`load_counts`
     checked), to go on from."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return  # never written through a link or over a FIFO or device (paths.check_side_files refuses them)
     try:
         if snapshot is None:
             _memo.pop(str(path), None)

@@ -1,4 +1,5 @@
-"""The calibration's updates in the state (README "Token estimation and calibration"): what a run, a
+"""The calibration's updates in the state
+(docs/concepts/calibration.md#calibration): what a run, a
 ``calibrate`` call and a compaction change in :class:`~.model.Calibration`. The rules themselves (the factor's
 clamp, the fit) are :mod:`ctxcompact.tokens.calibration`'s."""
 
@@ -80,11 +81,12 @@ def record_estimate(state: State, estimate: int, estimator: str) -> Calibration:
 
 
 def reset_calibration(state: State) -> Calibration:
-    """After a compaction (README "Token estimation and calibration"): the last request's pair and factor are
-    forgotten, so a factor measured on the large pre-compaction request cannot scale the small compacted one
-    into a loop. The affine model and its points stay: the hidden part (system prompt and tools the log does
-    not hold) is in every request, before and after a compaction, and the slope is a property of the
-    tokenizer, not of the transcript's size. Without such a model nothing is kept."""
+    """After a compaction
+    (docs/concepts/calibration.md#calibration): the last
+    request's pair and factor are forgotten, so a factor measured on the large pre-compaction request cannot
+    scale the small compacted one into a loop. The affine model and its points stay: the hidden part (system
+    prompt and tools the log does not hold) is in every request, before and after a compaction, and the slope
+    is a property of the tokenizer, not of the transcript's size. Without such a model nothing is kept."""
     old = state.calibration
     keep = old.slope is not None
     state.calibration = Calibration(updated_at=utc_now(), estimator=old.estimator if keep else None,

@@ -1,4 +1,5 @@
-"""The fingerprint of the covered prefix: the only place that hashes the input (README "The state file").
+"""The fingerprint of the covered prefix: the only place that hashes the input
+(docs/concepts/state.md#the-state-file).
 
 A state covers the first records of a transcript; those records are the first ``nbytes`` bytes of the input,
 whose SHA-256 the state keeps. A run on an input whose prefix changed stops with exit 3 instead of silently

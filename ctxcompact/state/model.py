@@ -1,6 +1,6 @@
-"""The state file's content as typed objects (README "The state file"), and the updates every run makes to
-its compaction history and watermark. The calibration's updates are :mod:`.calibration`; reading, writing
-and locking the file is :mod:`.store`; hashing the covered prefix is :mod:`.fingerprint`."""
+"""The state file's content as typed objects (docs/concepts/state.md#the-state-file), and the updates every
+run makes to its compaction history and watermark. The calibration's updates are :mod:`.calibration`; reading,
+writing and locking the file is :mod:`.store`; hashing the covered prefix is :mod:`.fingerprint`."""
 
 from __future__ import annotations
 
@@ -134,7 +134,8 @@ class Summary:
 
 @dataclass(slots=True)
 class Calibration:
-    """What was measured of the requests sent (README "Token estimation and calibration").
+    """What was measured of the requests sent
+    (docs/concepts/calibration.md#calibration).
 
     ``real`` and ``last_estimate`` describe the last request: our estimate of what we wrote and, once
     ``ctxcompact calibrate`` reported it, what the provider billed. ``points`` are the measured requests
@@ -201,8 +202,8 @@ class Compaction:
 
 @dataclass(slots=True)
 class Event:
-    """A sliding-window compaction event (README "Strategies"): input records ``[start, end)`` replaced by
-    ``summary``."""
+    """A sliding-window compaction event (docs/guides/strategies.md#sliding-window): input records ``[start,
+    end)`` replaced by ``summary``."""
 
     start: int
     end: int

@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import math
 import os
 import re
+import stat
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -17,6 +19,8 @@ import orjson
 
 from ..atomic import Staged, output_error, stage
 from ..errors import StateError, UsageError
+from ..formats.registry import FORMATS
+from ..paths import STATE_FILE_LIMIT, check_side_files, read_regular
 from ..reader import json_type_phrase
 from ..schemacheck import conforms
 from ..schemacheck import load as load_schema
@@ -33,6 +37,8 @@ from .model import (
 )
 
 STATE_SUFFIX = ".ctxstate.json"
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @functools.lru_cache(maxsize=1)
@@ -46,7 +52,8 @@ def _validator() -> Any:
 
 def _schema_problem(obj: Any) -> str | None:
     if conforms(load_schema("state.schema.json"), obj):
-        return None  # the usual case, decided without jsonschema (README "Performance")
+        # the usual case, decided without jsonschema (docs/measurements/performance.md#a-hooks-call)
+        return None
     from jsonschema.exceptions import best_match
 
     err = best_match(_validator().iter_errors(obj))
@@ -67,6 +74,9 @@ def _consistency_problem(obj: dict[str, Any]) -> str | None:
     """Rules the schema cannot say: the fingerprint covers at least the watermark (more when sliding-window
     events reach past it), and offsets are in range."""
     fp = obj["fingerprint"]
+    if fp["format"] not in FORMATS:
+        return (f"$.fingerprint.format: unknown format {fp['format']!r} "
+                f"(known: {', '.join(FORMATS)})")
     if fp["records"] < obj["watermark"]:
         return (f"$.fingerprint.records: {fp['records']} is less than the watermark {obj['watermark']}")
     if obj["watermark"] > 0 and obj.get("summary") is None:
@@ -92,17 +102,70 @@ def _consistency_problem(obj: dict[str, Any]) -> str | None:
     return None
 
 
+MAX_STATE_DEPTH = 64
+"""The deepest nesting a state may have (ctxcompact's own is under 10; an ``x-`` key is free but not
+bottomless: what is read must be written back, and orjson writes at most 255 levels)."""
+
+MAX_STATE_NUMBER = 2**53
+"""The largest number ctxcompact's own fields hold: every count, offset and token figure is far below it,
+every one is exact in a float, and a larger one (``1e19``, ``1e308``) is a hand edit that arithmetic would
+overflow. What is free-form (``x-`` keys, the summary's ``facts``) may hold any number that can be written
+back: an integer of 64 bits, a finite float."""
+
+_FREE_KEYS = ("facts",)
+_FREE_INT = (-(2**63), 2**64 - 1)
+
+
+def _number_problem(obj: Any) -> str | None:
+    """Numbers and nesting a state may hold, checked before the schema (docs/reference/safety.md): nesting up
+    to :data:`MAX_STATE_DEPTH`, finite numbers up to :data:`MAX_STATE_NUMBER` in size. A whole number written
+    as a float (``120.0``) in a field of ctxcompact's is read as the integer it is (the schema's ``integer``
+    accepts it; the code slices and counts with it). Iterative: no recursion limit to reach."""
+    stack: list[tuple[Any, str, int, bool]] = [(obj, "$", 0, False)]
+    while stack:
+        value, where, depth, free = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_STATE_DEPTH:
+                return f"{_short(where)}: nested deeper than {MAX_STATE_DEPTH} levels"
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for k, v in items:
+                at = f"{where}.{k}" if isinstance(value, dict) else f"{where}[{k}]"
+                inner = free or (isinstance(k, str) and (k.startswith("x-") or k in _FREE_KEYS))
+                if isinstance(v, float):
+                    if not math.isfinite(v) or (not inner and abs(v) > MAX_STATE_NUMBER):
+                        return _too_large(at, v, inner)
+                    if not inner and v.is_integer():
+                        value[k] = int(v)
+                else:
+                    stack.append((v, at, depth + 1, inner))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            low, high = _FREE_INT if free else (-MAX_STATE_NUMBER, MAX_STATE_NUMBER)
+            if not low <= value <= high:
+                return _too_large(where, value, free)
+    return None
+
+
+def _too_large(where: str, value: float, free: bool) -> str:
+    limit = "a 64-bit integer or a finite float" if free else f"at most {MAX_STATE_NUMBER:,} in size"
+    return f"{where}: {value!r} is not a number a state holds ({limit})"
+
+
+def _short(where: str) -> str:
+    return where if len(where) <= 60 else where[:40] + "…"
+
+
 def validate_state(obj: Any) -> str | None:
     """The first problem with a decoded state object (``"<json path>: <what>"``), or None when it is valid.
 
-    A newer ``version`` is reported as such rather than as a schema mismatch."""
+    A newer ``version`` is reported as such rather than as a schema mismatch. A whole number written as a
+    float is turned into an int in ``obj`` itself (:func:`_number_problem`)."""
     if not isinstance(obj, dict):
         return f"$: expected a JSON object, got {json_type_phrase(obj)}"
     version = _newer_version(obj)
     if version is not None:
         return (f"$.version: written by a newer ctxcompact (state version {version}; "
                 f"this one reads version {STATE_VERSION})")
-    return _schema_problem(obj) or _consistency_problem(obj)
+    return _number_problem(obj) or _schema_problem(obj) or _consistency_problem(obj)
 
 
 def _newer_version(obj: Any) -> int | None:
@@ -155,18 +218,26 @@ def load_state(path: str | os.PathLike[str]) -> State | None:
     A file that cannot be read, is not JSON, does not match the schema or comes from a newer ctxcompact
     raises StateError naming the file and the problem."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
+    data = _read_state_file(p)
+    if data is None:
         return None
-    except OSError as exc:
-        raise StateError(f"cannot read state file {p}: {exc.strerror or exc}") from None
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         what = "is empty" if not data.strip() else f"is not valid JSON ({exc})"
         raise StateError(f"state file {p} {what}; fix it or use --reset-state to start over") from None
     return parse_state(obj, f"state file {p}")
+
+
+def _read_state_file(p: Path) -> bytes | None:
+    """The bytes of the state file, None when there is none; a FIFO, a device or a file over
+    ``STATE_FILE_LIMIT`` is a StateError before any blocking or unbounded read (docs/reference/safety.md)."""
+    try:
+        return read_regular(p, f"cannot read state file {p}", STATE_FILE_LIMIT, error=StateError)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read state file {p}: {exc.strerror or exc}") from None
 
 
 def dump_state(state: State) -> bytes:
@@ -201,10 +272,33 @@ def stage_state(path: str | os.PathLike[str], state: State) -> Staged:
     return stage(path, dump_state(state), what="state")
 
 
-def reset_state(path: str | os.PathLike[str]) -> bool:
-    """Delete the state file; True when there was one. The lock file is left alone (another run may be
-    holding it)."""
+def check_is_state(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` holds a ctxcompact state (a JSON object with the state's ``version``, ``watermark``
+    and ``fingerprint``: valid or not, old or new), False when there is no file; StateError (exit 3) for
+    anything else, so ``state reset`` never deletes a transcript given by a slip of tab completion."""
     p = Path(path)
+    check_side_files(p)
+    data = _read_state_file(p)
+    if data is None:
+        return False
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        obj = None
+    if not (isinstance(obj, dict) and isinstance(obj.get("version"), int) and "watermark" in obj
+            and "fingerprint" in obj):
+        raise StateError(f"{p} is not a ctxcompact state file; not removed (delete it yourself if you "
+                         "mean to)")
+    return True
+
+
+def reset_state(path: str | os.PathLike[str]) -> bool:
+    """Delete the state file; True when there was one. Only a file that is a ctxcompact state is deleted
+    (:func:`check_is_state`, exit 3 otherwise). The lock file is left alone (another run may be holding
+    it)."""
+    p = Path(path)
+    if not check_is_state(p):
+        return False
     try:
         p.unlink()
     except FileNotFoundError:
@@ -223,10 +317,16 @@ def state_lock(path: str | os.PathLike[str], timeout: float = 10.0) -> Iterator[
     from filelock import FileLock, Timeout
 
     lock_path = os.fspath(path) + ".lock"
+    check_side_files(Path(path))  # a link, FIFO or device as a side file: exit 3 before anything opens it
     try:  # a folder where no file can be made (read-only, /proc) is not "locked by another run"
-        os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644))
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _NONBLOCK, 0o644)
     except OSError as exc:
         raise output_error(exc, "state lock", lock_path) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in since the check
+            raise StateError(f"the state lock {lock_path} is not a regular file")
+    finally:
+        os.close(fd)
     lock = FileLock(lock_path, timeout=timeout)
     try:
         lock.acquire()

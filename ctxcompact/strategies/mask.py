@@ -1,4 +1,5 @@
-"""Strategy ``mask`` and the ``--prune`` tier of ``threshold``: observation masking (README "Strategies").
+"""Strategy ``mask`` and the ``--prune`` tier of ``threshold``: observation masking
+(docs/guides/strategies.md#mask-and-prune-the-masking-rules).
 
 Over the threshold, every tool result that is neither among the most recent ``keep_results`` results nor
 inside the newest ``protect_tokens`` of tool output is replaced by a short placeholder such as
@@ -19,6 +20,8 @@ Rules, where the issue left a choice:
   ``min_savings = min(20,000, 5 % of the window)``. opencode protects 40k and prunes only when 20k is freed
   on 200k-class windows; on an 8k or 32k window those figures would protect everything, so they scale.
 - A result whose placeholder would not be shorter is left alone (nothing to gain, and the cache stays).
+- The results of the work in flight (the last assistant turn, when the transcript ends in its tool loop:
+  ``facts.handoff.in_flight_start``) are never cleared: the model just asked for them.
 - ``clear_thinking``: thinking blocks of records before the latest user turn (the last message a person
   typed) are *removed*, not emptied: Anthropic rejects a thinking block whose signature does not match its
   text, and accepts (indeed strips itself) thinking of earlier turns being absent. A message made only of
@@ -53,6 +56,7 @@ import orjson
 
 from ..budget import Budget
 from ..errors import ExitCode
+from ..facts.handoff import in_flight_start
 from ..facts.text import typed_text
 from ..facts.timeline import describe_call
 from ..formats import get_format
@@ -215,6 +219,7 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
     chosen: dict[int, dict[int, MaskedResult]] = {}
     seen = 0
     total = 0.0
+    in_flight = in_flight_start(records)  # the results the model just asked for are never cleared
     for ri, bi, res, share in reversed(found):
         call = calls.get(res.call_id)
         tool = call.name if call is not None else res.name
@@ -222,7 +227,8 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
             continue
         seen += 1
         total += share
-        if seen <= opts.keep_results or total <= opts.protect_tokens or is_placeholder(res):
+        if seen <= opts.keep_results or total <= opts.protect_tokens or is_placeholder(res) or (
+                in_flight is not None and ri >= in_flight):
             continue
         chars = _result_chars(res)
         text = placeholder_text(call, tool, chars)
@@ -378,7 +384,8 @@ def _maskable(si: StrategyInput, base: list[int], params: MaskParams) -> tuple[l
 
 def maskable(si: StrategyInput) -> dict[str, Any]:
     """``maskable_tokens`` and ``maskable_results``: what ``--prune`` (or ``--strategy mask``) would free
-    now with the run's mask options, reported by ``estimate`` whatever the strategy (README "estimate")."""
+    now with the run's mask options, reported by ``estimate`` whatever the strategy
+    (docs/reference/cli.md#ctxcompact-estimate-file)."""
     results, freed = _maskable(si, _counts(si), mask_params(si.opts, si.budget))
     return {"maskable_tokens": freed, "maskable_results": len(results)}
 

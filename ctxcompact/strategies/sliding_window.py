@@ -1,4 +1,5 @@
-"""Strategy ``sliding-window``: ADK-style compaction events kept in the state (README "Strategies").
+"""Strategy ``sliding-window``: ADK-style compaction events kept in the state
+(docs/guides/strategies.md#sliding-window).
 
 An *invocation* is a user request and everything up to the next one, or (where the format records one, as
 ADK events do) the records sharing one ``meta["invocation_id"]``. Records before the first invocation (the

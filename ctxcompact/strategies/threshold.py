@@ -1,5 +1,6 @@
-"""Strategy ``threshold``, the default (README "`ctxcompact run`"): over the threshold, summarize everything
-since the last summary and write ``[system messages, verbatim] + [summary] + [continuation]``.
+"""Strategy ``threshold``, the default (docs/concepts/handoff.md#the-compacted-context): over the threshold,
+summarize everything since the last summary and write ``[system messages, verbatim] + [summary] +
+[continuation]``.
 
 Nothing of the old conversation is kept verbatim: a kept "recent tail" can hold one giant tool result and
 never shrink (the original design measured exactly that failure), so the output is always the system
@@ -17,7 +18,10 @@ from typing import Any
 
 from ..budget import Budget
 from ..context import Context
+from ..facts.earlier import opaque_records
+from ..facts.handoff import request_status
 from ..facts.text import (
+    IN_PROGRESS,
     attachments,
     continuation_text,
     latest_request,
@@ -36,6 +40,7 @@ from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from . import mask
 from .base import Outcome, StrategyInput, Warn, Written
+from .tail import Tail, in_flight
 
 NAME = "threshold"
 
@@ -59,16 +64,29 @@ def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
 
 def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn,
             tier: str | None = None) -> Outcome:
-    """Summarize the conversation of ``ctx`` (with the state's summary as prior context)."""
+    """Summarize the conversation of ``ctx`` (with the state's summary as prior context), keeping the work in
+    flight verbatim after the continuation and an encrypted earlier summary as it is
+    (docs/concepts/handoff.md)."""
     system, body = split_context(ctx.transcript.records)
+    opaque = opaque_records(body)
+    if opaque:
+        kept = {id(r) for r in opaque}
+        body = [r for r in body if id(r) not in kept]
     prior = state.summary if state is not None else None
     latest = latest_request(body) or (prior.latest_request if prior is not None else None)
+    status = request_status(body)
+    tail = in_flight(body, budget, ctx.transcript.source) if status.status == IN_PROGRESS else Tail()
+    summarized = body[: len(body) - len(tail.records)] if tail.records else body
+    answer = _quoted_answer(status.answer, budget.summary_budget)
     fmt = get_format(ctx.transcript.format)
     attached, spans = _attached(ctx.transcript.records, body, prior)
     todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
     request = SummaryRequest(
-        records=body,
-        budget_tokens=budget.summary_budget,
+        records=summarized,
+        # the answer the continuation quotes (and the words around it) is paid from the summary's budget,
+        # at most half of it
+        budget_tokens=budget.summary_budget - min(budget.summary_budget // 2,
+                                                  (len(answer) + 200) // 4 if answer else 0),
         prior_summary=prior.text if prior is not None else None,
         prior_facts=prior.facts if prior is not None else None,
         latest_request=latest,
@@ -76,30 +94,51 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         instructions=opts.instructions,
     )
     summary = summarize(request, opts, warn)
+    removed = None
     if not fmt.carries_attachments:  # named instead, never dropped without a word
-        continuation = continuation_text(latest, removed_attachments_note(attached))
+        removed = removed_attachments_note(attached)
         attached, spans = [], []
-    else:
-        continuation = continuation_text(latest)
+    continuation = continuation_text(latest, removed, status=status.status, answer=answer,
+                                     in_flight=bool(tail.records))
     continuation = scrub_credentials(continuation)  # composed by ctxcompact: the quote keeps no credential
     if opts.cite_source and ctx.transcript.source not in ("", "-"):
         continuation = f"{continuation}\n\n{source_note(ctx.transcript.source, ctx.input_lines)}"
-    out = [*system, *fmt.summary_records(summary.text, continuation, attached)]
+    out = [*system, *opaque, *fmt.summary_records(summary.text, continuation, attached), *tail.records]
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
+    # the tail stays after the watermark (the next run reads it from the input again) when its place in the
+    # input is known; else the summary covers everything and the tail is written this once
+    tail_at = tail.first_index if tail.first_index > ctx.covered else -1
+    covered_to = tail_at if tail_at >= 0 else ctx.input_records
 
     def commit(state: State, written: Written) -> None:
-        _commit(state, written, summary, latest, continuation, spans)
+        _commit(state, written, summary, latest, continuation, spans,
+                tail if tail_at >= 0 else Tail())
 
     return Outcome(strategy=NAME, transcript=transcript, commit=commit, summary=summary, tier=tier,
-                   covered=ctx.input_records - ctx.covered, fallback=summary.fallback,
+                   covered=covered_to - ctx.covered, fallback=summary.fallback,
                    duration_s=summary.duration_s)
+
+
+def _quoted_answer(answer: str | None, summary_budget: int) -> str | None:
+    """The assistant's latest answer, whole when it fits half the summary's budget (at 4 characters a
+    token), else its beginning and end around a marker."""
+    if not answer:
+        return None
+    limit = max(400, summary_budget * 2)
+    if len(answer) <= limit:
+        return answer
+    head = (2 * limit) // 3
+    left = len(answer) - limit
+    return (f"{answer[:head].rstrip()}\n[… {left:,} characters of the answer left out …]\n"
+            f"{answer[len(answer) - (limit - head):].lstrip()}")
 
 
 def _attached(records: list[Record], body: list[Record],
               prior: Summary | None) -> tuple[list[ImageBlock], list[tuple[int, int]]]:
-    """The images and documents attached to the latest request (README "`ctxcompact run`"), and the input
-    lines they are read from: the latest request's own record, or, when the person typed nothing since the
-    last compaction, what the earlier continuation carried."""
+    """The images and documents attached to the latest request
+    (docs/concepts/handoff.md#the-compacted-context), and the input lines they are read from: the latest
+    request's own record, or, when the person typed nothing since the last compaction, what the earlier
+    continuation carried."""
     rec = latest_request_record(body)
     if rec is not None:
         found = attachments(rec)
@@ -128,16 +167,28 @@ def summary_from_result(result: SummaryResult, *, records_covered: int, latest_r
 
 
 def _commit(state: State, written: Written, summary: SummaryResult, latest: str | None,
-            continuation: str, spans: list[tuple[int, int]]) -> None:
-    """Move the watermark over every input record, keep the summary, reset the calibration."""
+            continuation: str, spans: list[tuple[int, int]], tail: Tail) -> None:
+    """Move the watermark over every input record (up to the work in flight, which the next run reads
+    again), keep the summary, reset the calibration."""
     ctx, counts = written.ctx, written.counts
-    # what replaces the covered prefix (system + summary + continuation) costs this much
-    exact = sum(counts.exact) if counts.exact is not None else None
-    tokens = TokenCache(heuristic=sum(counts.heuristic), exact=exact, encoding=counts.encoding)
-    fingerprint = make_fingerprint(written.data, records=ctx.input_records, nbytes=ctx.input_bytes,
-                                   lines=ctx.input_lines, format=ctx.input_format,
-                                   system_lines=ctx.system_spans, tokens=tokens)
-    state.masking = None  # every masked record is now inside the summary
+    # what replaces the covered prefix (system + summary + continuation) costs this much; the tail is
+    # counted again from the input
+    n = len(counts.heuristic) - len(tail.records)
+    exact = sum(counts.exact[:n]) if counts.exact is not None else None
+    tokens = TokenCache(heuristic=sum(counts.heuristic[:n]), exact=exact, encoding=counts.encoding)
+    start = tail.start
+    if start is not None:
+        fingerprint = make_fingerprint(written.data, records=start.index, nbytes=start.offset,
+                                       lines=start.line - 1, format=ctx.input_format,
+                                       system_lines=[(o, k) for o, k in ctx.system_spans
+                                                     if o + k <= start.offset], tokens=tokens)
+    else:
+        fingerprint = make_fingerprint(written.data, records=ctx.input_records, nbytes=ctx.input_bytes,
+                                       lines=ctx.input_lines, format=ctx.input_format,
+                                       system_lines=ctx.system_spans, tokens=tokens)
+    # every masked record is now inside the summary; a trimmed result of the tail stays trimmed
+    state.masking = mask.merge_masking(None, tail.trimmed, input_records=start.index,
+                                       thinking_before=0) if tail.trimmed and start is not None else None
     set_watermark(state, fingerprint, summary_from_result(
         summary, records_covered=ctx.input_records, latest_request=latest, continuation=continuation,
         attachment_lines=spans))

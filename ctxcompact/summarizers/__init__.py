@@ -45,7 +45,7 @@ def summarizer_for(opts: Options) -> Summarizer:
 def summary_window(opts: Options) -> tuple[int | None, str | None]:
     """The summarizer's own window and where it came from: ``--summary-window``, else the models table and
     the user config for ``--summary-model``; (None, None) when neither knows it (the summarizer then asks
-    the server, README "Local models")."""
+    the server, docs/guides/local-models.md#the-summarizers-window)."""
     if opts.summary_window:
         return int(opts.summary_window), "--summary-window"
     if opts.summary_model and opts.summary_model.strip():

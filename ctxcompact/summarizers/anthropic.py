@@ -24,6 +24,7 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 class AnthropicSummarizer(ProviderSummarizer):
     name = "anthropic"
     key_variable = "ANTHROPIC_API_KEY"
+    sdk = "anthropic"
     default_context_window = DEFAULT_CONTEXT_WINDOW
 
     def _key(self) -> str:

@@ -41,7 +41,8 @@ class SummaryResult:
     check: dict[str, Any] | None = None  # what the check of an LLM summary found and did (summarizers.check)
     chunks: int = 1  # requests the summary took: more than one when the input did not fit the summarizer
     window: int | None = None  # the LLM summarizer's own window the requests were fitted to
-    window_source: str | None = None  # where that window came from (README "Local models")
+    # where that window came from (docs/guides/local-models.md#the-summarizers-window)
+    window_source: str | None = None
 
 
 class Summarizer(abc.ABC):

@@ -1,4 +1,5 @@
-"""The check of an LLM summary before it replaces a conversation (README "LLM summarizers").
+"""The check of an LLM summary before it replaces a conversation
+(docs/concepts/summary.md#the-check-of-an-llm-summary).
 
 A weak model (a small local one, a truncated reply) may answer with text about summaries, drop the user's
 rules or forget the latest request. The facts the extractive summary is built from are extracted

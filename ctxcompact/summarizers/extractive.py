@@ -1,5 +1,5 @@
-"""The offline, deterministic summarizer (README "LLM summarizers"): a structured summary built from the
-transcript itself.
+"""The offline, deterministic summarizer (docs/concepts/summary.md#llm-summarizers): a structured summary
+built from the transcript itself.
 
 Sections, in order, each only when it has something to say: Earlier summary (an LLM summary carried
 forward), User goals and rules, Timeline, Files and commands, Subagents (what each subagent run did: the
@@ -42,6 +42,7 @@ from ..facts import (
     user_requests,
     user_rules,
 )
+from ..facts.earlier import MAX_EARLIER_CHARS, carry_forward
 from ..facts.subagents import subagent_runs
 from ..facts.todos import Todo
 from .base import Summarizer, SummaryRequest, SummaryResult, fit_summary
@@ -151,7 +152,10 @@ class _New:
 def extract_facts(request: SummaryRequest) -> dict[str, Any]:
     """The facts of ``request``: the prior facts (from the state) merged with what its records say. The one
     extraction behind the extractive summary and the check of an LLM summary (``summarizers.check``)."""
-    return merge_facts(normalize_facts(request.prior_facts), _extract(request))
+    merged = merge_facts(normalize_facts(request.prior_facts), _extract(request))
+    # the handoff's part (docs/concepts/handoff.md): earlier summaries and instructions in force, carried
+    merged.update(carry_forward(request.prior_facts, request.records, request.prior_summary))
+    return merged
 
 
 def _extract(request: SummaryRequest) -> _New:
@@ -287,6 +291,8 @@ class _Doc:
     last_action: str | None
     latest: str | None
     subagents: list[dict[str, Any]] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    short_goals: bool = False  # the user's requests cut to GOAL_CHARS (FIRST_GOAL_CHARS for the first)
 
 
 def _render(doc: _Doc) -> str:
@@ -299,16 +305,19 @@ def _render(doc: _Doc) -> str:
             out.extend(lines)
 
     if doc.earlier:
-        section("Earlier summary", [doc.earlier])
+        section("Earlier summary", [_quoted(doc.earlier)])
     goal_lines: list[str] = []
     if doc.goals:
         goal_lines.append("Goals (the user's requests, oldest first):")
-        goal_lines += [f"- {shorten(g, FIRST_GOAL_CHARS if i == 0 else GOAL_CHARS)}"
-                       for i, g in enumerate(doc.goals)]
+        # the user's own words whole while they fit; cut to a fixed length only when the budget asks
+        caps = (FIRST_GOAL_CHARS, GOAL_CHARS) if doc.short_goals else (STORED_GOAL_CHARS, STORED_GOAL_CHARS)
+        goal_lines += [f"- {shorten(g, caps[0] if i == 0 else caps[1])}" for i, g in enumerate(doc.goals)]
     if doc.rules:
         goal_lines.append("Rules and constraints (verbatim):")
         goal_lines += [f"- {r}" for r in doc.rules]
     section("User goals and rules", goal_lines)
+    section("Instructions in force (from an active skill or command; not typed by the user)",
+            [_quoted(t) for t in doc.instructions])
     tl = [f"- {shorten(t, TIMELINE_CHARS)}" for t in doc.timeline]
     if tl and doc.timeline_omitted:
         tl.insert(0, f"({doc.timeline_omitted} earlier steps omitted)")
@@ -334,6 +343,12 @@ def _render(doc: _Doc) -> str:
     section("Last assistant action", [doc.last_action] if doc.last_action else [])
     section("Latest request", [doc.latest] if doc.latest else [])
     return "\n".join(out) + "\n"
+
+
+def _quoted(text: str) -> str:
+    """A text kept verbatim as a quotation: each line behind "> ", so its own headings never read as the
+    summary's sections."""
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in text.strip().split("\n"))
 
 
 def _subagent_line(a: dict[str, Any]) -> str:
@@ -395,6 +410,34 @@ def _cut_text(doc: _Doc, budget: int, get: Callable[[], str | None],
     put(text[:lo].rstrip() + "…" if lo >= 40 else None)  # a stub under 40 chars says nothing
 
 
+_EARLIER_CUT = "\n[… part of the earlier summary left out to fit the budget …]\n"
+
+
+def _cut_middle(doc: _Doc, budget: int) -> None:
+    """Shorten the earlier summary from its middle until the doc fits: its head (the task, the user's
+    requests) and its end (the current work, the next step) matter most."""
+    text = doc.earlier
+    if not text:
+        return
+    doc.earlier = None
+    if not _fits(doc, budget):
+        return
+
+    def cut(k: int) -> str:
+        head = (2 * k) // 3
+        return text[:head].rstrip() + _EARLIER_CUT + text[len(text) - (k - head):].lstrip()
+
+    lo, hi = 0, len(text)  # most characters kept that fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        doc.earlier = cut(mid)
+        if _fits(doc, budget):
+            lo = mid
+        else:
+            hi = mid - 1
+    doc.earlier = cut(lo) if lo >= 80 else None
+
+
 def _shrink(doc: _Doc, budget: int) -> None:
     def set_(name: str) -> Callable[[Any], None]:
         return lambda v: setattr(doc, name, v)
@@ -415,7 +458,7 @@ def _shrink(doc: _Doc, budget: int) -> None:
         lambda: _drop_front(doc, budget, lambda: doc.timeline, put_timeline),
         lambda: _drop_front(doc, budget, lambda: doc.commands, set_("commands")),
         lambda: _drop_front(doc, budget, lambda: doc.subagents, set_("subagents")),
-        lambda: _cut_text(doc, budget, lambda: doc.earlier, set_("earlier")),
+        lambda: setattr(doc, "short_goals", True),
         lambda: _drop_resolved(doc, budget),
         lambda: _drop_front(doc, budget, lambda: doc.errors[:-1], put_older_errors),
         lambda: _cut_text(doc, budget, lambda: doc.last_action, set_("last_action")),
@@ -425,6 +468,10 @@ def _shrink(doc: _Doc, budget: int) -> None:
         lambda: _drop_tail(doc, budget, "todos"),
         lambda: _drop_front(doc, budget, lambda: doc.errors, set_("errors")),
         lambda: _drop_front(doc, budget, lambda: doc.goals, set_("goals")),
+        # the earlier summary and the instructions in force go after everything else read from the records:
+        # an earlier summary stands for all that came before it (docs/concepts/handoff.md)
+        lambda: _drop_front(doc, budget, lambda: doc.instructions, set_("instructions")),
+        lambda: _cut_middle(doc, budget),
     ]
     for step in steps:
         if _fits(doc, budget):
@@ -486,6 +533,7 @@ def render_facts(facts: dict[str, Any], budget_tokens: int, earlier: str | None 
         last_action=facts["last_action"],
         latest=facts["latest_request"],
         subagents=list(facts.get("subagents", [])),
+        instructions=list(facts.get("instructions", [])),
     )
     budget = max(0, budget_tokens)
     _shrink(doc, budget)
@@ -516,7 +564,12 @@ class ExtractiveSummarizer(Summarizer):
             if request.prior_facts is None or (body and not body.startswith(EXTRACTED_NOTE)):
                 earlier = body
         facts = extract_facts(request)
-        text, truncated = render_facts(facts, request.budget_tokens, earlier)
+        # earlier summaries (kept by an earlier compaction, found in the records, an LLM's prior summary) are
+        # kept in the facts too, so every later compaction carries them (docs/concepts/handoff.md)
+        carried = "\n\n".join(t for t in (facts.get("earlier"), earlier) if t)
+        if carried:
+            facts["earlier"] = carried[-MAX_EARLIER_CHARS:]
+        text, truncated = render_facts(facts, request.budget_tokens, facts.get("earlier"))
         return SummaryResult(text=text, summarizer=self.name, facts=facts, truncated=truncated,
                              duration_s=time.monotonic() - start)
 

@@ -1,7 +1,7 @@
 """The one way a strategy gets a summary: ask the chosen summarizer, check an LLM's summary against the facts
 extracted from the transcript (pinning what it left out), fall back to the extractive summary when it fails
-or is unusable (unless ``--no-fallback``), mark the text as ours and cut it to its budget (README "LLM
-summarizers and provider token counts")."""
+or is unusable (unless ``--no-fallback``), mark the text as ours and cut it to its budget
+(docs/concepts/summary.md#llm-summarizers)."""
 
 from __future__ import annotations
 

@@ -63,6 +63,7 @@ def _is_openai_host(url: str | None) -> bool:
 class OpenAISummarizer(ProviderSummarizer):
     name = "openai"
     key_variable = "OPENAI_API_KEY"
+    sdk = "openai"
     default_context_window = DEFAULT_CONTEXT_WINDOW
 
     @property

@@ -5,8 +5,8 @@ as API messages: the summarizer then never sees a conversation it could mistake 
 pairing rules of the provider do not apply, and we control exactly what is sent (no thinking, no images).
 
 Fitting: the rendered input must fit the summarizer's own input budget (80 % of its window minus the system
-prompt and the output budget, README "Budget"). Tool results are first cut to a head + tail with a marker;
-when
+prompt and the output budget, docs/concepts/calibration.md#budget). Tool results are first cut to a head +
+tail with a marker; when
 that is not enough the OLDEST records are dropped first (the recent past matters most for the next step),
 and only then are tool results and finally the remaining text shrunk further. :class:`PromptStats` says
 what was dropped and how many characters were cut, so the caller can report it.
@@ -127,7 +127,7 @@ def system_prompt(context_window: int | None) -> str:
 INPUT_CHARS_PER_TOKEN = 3
 # Characters per token used to check the reply against its budget (the documented chars/4 heuristic).
 OUTPUT_CHARS_PER_TOKEN = 4
-# Share of the summarizer's window the whole request may use (README "Budget").
+# Share of the summarizer's window the whole request may use (docs/concepts/calibration.md#budget).
 INPUT_WINDOW_SHARE = 0.8
 
 # Sizes before any fitting pressure: a tool result keeps head + tail of this many characters, a tool
@@ -386,8 +386,9 @@ def build_user_prompt(request: SummaryRequest, input_budget_tokens: int) -> tupl
 
 def chunk_records(request: SummaryRequest, input_budget_tokens: int) -> list[list[Record]]:
     """The conversation in pieces, oldest first, each fitting ``input_budget_tokens`` together with the
-    summary carried from the pieces before it (README "Local models"): one piece when it all fits. A record
-    too large for a piece on its own is a piece by itself (:func:`build_user_prompt` then shrinks it)."""
+    summary carried from the pieces before it (docs/guides/local-models.md#requests-that-fit-and-chunks): one
+    piece when it all fits. A record too large for a piece on its own is a piece by itself
+    (:func:`build_user_prompt` then shrinks it)."""
     records = [r for r in request.records if r.message is not None]
     budget_chars = max(0, input_budget_tokens) * INPUT_CHARS_PER_TOKEN
     names = {c.id: c.name for r in records for c in r.message.tool_calls() if c.id}  # type: ignore[union-attr]

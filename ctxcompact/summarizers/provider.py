@@ -5,13 +5,17 @@ reasons are :mod:`ctxcompact.sdk`'s (re-exported here)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import re
+import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..errors import SummarizerError
+from ..options import MAX_RETRIES, MAX_TOKENS
 from ..secrets import redact, scrub  # re-exported: the one scrubber lives in the low layer
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .prompt import (
@@ -25,10 +29,10 @@ from .prompt import (
 
 
 def redact_result(result: SummaryResult, secrets: list[str]) -> SummaryResult:
-    """The one boundary every summary crosses before it is stored or written (README "LLM summarizers and
-    provider token counts"): a server that answers 200 with the request's headers inside the summary (a
-    misconfigured proxy, an echo endpoint) must not get the key into the output or the state. Every text a
-    provider sent back is redacted: the summary, the model name, the fallback reason."""
+    """The one boundary every summary crosses before it is stored or written
+    (docs/reference/safety.md#api-keys): a server that answers 200 with the request's headers inside the
+    summary (a misconfigured proxy, an echo endpoint) must not get the key into the output or the state. Every
+    text a provider sent back is redacted: the summary, the model name, the fallback reason."""
     if not secrets:
         return result
     return dataclasses.replace(
@@ -55,9 +59,10 @@ class ContextTooLong(Exception):
         self.window = window
 
 
-# What servers say when a request does not fit the window (README "Local models"): OpenAI and vLLM
-# "maximum context length is N tokens", llama-cpp-python "context_length_exceeded" with the same words,
-# llama.cpp's server "exceed_context_size_error" with ``n_ctx``, Anthropic "prompt is too long: X > N".
+# What servers say when a request does not fit the window
+# (docs/guides/local-models.md#requests-that-fit-and-chunks): OpenAI and vLLM "maximum context length is N
+# tokens", llama-cpp-python "context_length_exceeded" with the same words, llama.cpp's server
+# "exceed_context_size_error" with ``n_ctx``, Anthropic "prompt is too long: X > N".
 _OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error", "context_window_exceeded")
 _OVERFLOW_WORDS = re.compile(r"context (?:length|window|size)|prompt is too long|too many tokens|"
                              r"maximum context|exceeds? the (?:available )?context", re.I)
@@ -87,10 +92,47 @@ def context_overflow(err: BaseException) -> ContextTooLong | None:
         window = fields["n_ctx"]
     for pattern in _WINDOW_NUMBERS:
         m = pattern.search(message) if window is None else None
-        if m:
+        if m and len(m.group(1)) <= 12:  # int() of thousands of digits is refused: no window is that long
             window = int(m.group(1))
+    window = sane_tokens(window)
     return ContextTooLong(f"HTTP {status}: the request exceeds the model's context window"
                           + (f" of {window:,} tokens" if window else ""), window)
+
+
+T = TypeVar("T")
+
+
+def call_with_deadline(fn: Callable[[], T], seconds: float, what: str) -> T:
+    """``fn()``, or a SummarizerError once ``seconds`` of wall-clock time have passed (docs/reference/
+    safety.md): an SDK's timeout is per read, so a server that drips a byte at a time never trips it, and its
+    retries add up. The call runs in a daemon thread; one that is still waiting is abandoned (it ends with
+    the process) and the caller falls back as documented."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller's thread as it is
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, daemon=True, name="ctxcompact-provider-call").start()
+    if not done.wait(seconds):
+        raise SummarizerError(f"{what}: request timed out: no complete reply within {seconds:g} s "
+                              "(--timeout covers the whole call, retries included)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def sane_tokens(value: Any) -> int | None:
+    """A token figure a server reported, if it is one (a whole number from 0 to ``MAX_TOKENS``); None for
+    anything else, which is then treated as not reported."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        return None
+    return value
 
 
 class ProviderSummarizer(Summarizer):
@@ -101,6 +143,8 @@ class ProviderSummarizer(Summarizer):
     default_context_window: int = 200_000
     #: the provider's usual key variable (ANTHROPIC_API_KEY, OPENAI_API_KEY)
     key_variable: str = ""
+    #: the SDK module ``_send`` imports (loaded before the call's deadline starts)
+    sdk: str = ""
 
     def __init__(
         self,
@@ -118,8 +162,9 @@ class ProviderSummarizer(Summarizer):
         self._explicit_key = api_key
         self.base_url = base_url
         self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        # the summarizer's own window: its input must fit 80 % of it (README "Budget"); None until known
+        self.max_retries = min(int(max_retries), MAX_RETRIES)  # each retry waits: never without bound
+        # the summarizer's own window: its input must fit 80 % of it (docs/concepts/calibration.md#budget);
+        # None until known
         self.context_window: int | None = int(context_window) if context_window else None
         self.window_source: str | None = window_source if context_window else None
         self.instructions = instructions
@@ -161,7 +206,13 @@ class ProviderSummarizer(Summarizer):
         """The summarizer's window and its source: given (``--summary-window``, the models table or the
         config), else what the server reports, else the provider's default."""
         if self.context_window is None:
-            found = self.discover_window(key)
+            try:  # as the discovery's own failures: a server that does not answer in time reports nothing
+                found = call_with_deadline(lambda: self.discover_window(key), min(self.timeout, 10.0),
+                                           f"{self.name}: asking the server for the window")
+            except SummarizerError:
+                found = None
+            if found is not None and sane_tokens(found[0]) is None:
+                found = None  # a window no model has is not taken (the default stays)
             self.context_window, self.window_source = found or (self.default_context_window, "default")
         return self.context_window, self.window_source or "given"
 
@@ -190,6 +241,13 @@ class ProviderSummarizer(Summarizer):
         result.window, result.window_source = self.context_window, self.window_source
         return result
 
+    def _send_within_deadline(self, key: str, prompt: str, budget_tokens: int) -> SummaryResult:
+        """One ``_send`` under the wall-clock deadline of ``--timeout`` (:func:`call_with_deadline`). The
+        SDK is imported first, outside the deadline: loading it is not the server's time."""
+        if self.sdk:
+            importlib.import_module(self.sdk)
+        return call_with_deadline(lambda: self._send(key, prompt, budget_tokens), self.timeout, self.name)
+
     def _summarize_within(self, window: int, request: SummaryRequest, key: str) -> SummaryResult:
         """Summarize ``request`` in requests that each fit ``window``: one when the conversation fits,
         else chunks, oldest first, each carrying the summary so far as the prior summary."""
@@ -209,7 +267,9 @@ class ProviderSummarizer(Summarizer):
                 request, records=records, prior_summary=carried)
             prompt, stats = build_user_prompt(part, budget)
             self.last_stats = stats
-            result = self._send(key, prompt, request.budget_tokens)
+            result = self._send_within_deadline(key, prompt, request.budget_tokens)
+            result.input_tokens = sane_tokens(result.input_tokens)
+            result.output_tokens = sane_tokens(result.output_tokens)
             results.append(result)
             carried = result.text
         final = results[-1]

@@ -1,4 +1,5 @@
-"""The window an OpenAI-compatible server reports for a model (README "Local models").
+"""The window an OpenAI-compatible server reports for a model
+(docs/guides/local-models.md#the-summarizers-window).
 
 Read, first found wins:
 

@@ -1,4 +1,5 @@
-"""Exact token counts of small inputs without building a tiktoken ``Encoding`` (README "Performance").
+"""Exact token counts of small inputs without building a tiktoken ``Encoding``
+(docs/measurements/performance.md#a-hooks-call).
 
 Building ``tiktoken.Encoding`` costs most of a small run: parsing the ~200k ranks (0.12 s) and the Rust
 encoder's own set-up (0.15-0.27 s), for a 30 KB log that takes a few milliseconds to encode. This module
@@ -31,6 +32,12 @@ import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from ..errors import CtxCompactError
+from ..paths import read_regular
+
+TABLE_LIMIT = 64 * 1024 * 1024
+"""The most read of a cached rank table (o200k's is about 5 MB)."""
 
 _MAGIC = b"CTXBPE1" + (b"L" if sys.byteorder == "little" else b"B")
 _HEADER = len(_MAGIC) + 32 + 32 + 12  # magic, rank file SHA-256, payload SHA-256, n, mask, blob length
@@ -112,9 +119,9 @@ def build_table(ranks: dict[bytes, int], ranks_sha256: str) -> bytes:
 
 def load_table(path: Path, ranks_sha256: str) -> RankTable | None:
     """The cached table, or None when it is missing, unreadable, or fails either hash."""
-    try:
-        data = path.read_bytes()
-    except OSError:
+    try:  # a FIFO, a device or an oversized file in the cache folder is no table (docs/reference/safety.md)
+        data = read_regular(path, f"rank table {path}", TABLE_LIMIT)
+    except (OSError, CtxCompactError):
         return None
     if len(data) < _HEADER or data[:len(_MAGIC)] != _MAGIC:
         return None

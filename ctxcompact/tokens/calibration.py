@@ -1,5 +1,5 @@
-"""Calibration: turn a local estimate into the provider's token space, never undercounting (README "Token
-estimation and calibration").
+"""Calibration: turn a local estimate into the provider's token space, never undercounting
+(docs/concepts/calibration.md#calibration).
 
 Every billed request is ``real ≈ hidden + slope × visible``: ``visible`` is what we count of the prefix that
 request saw, ``hidden`` what it carried that the log does not hold (an agent's system prompt and tool
@@ -19,7 +19,7 @@ compaction) from shrinking the estimate below what we count ourselves.
 
 Without calibration data the factor is a default that depends on the counter:
 
-- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (README "Token estimation and calibration").
+- ``DEFAULT_HEURISTIC_FACTOR = 2.0`` for ``ceil(chars/4)`` (docs/concepts/calibration.md#calibration).
 Against what providers bill, chars/4
   was observed to undercount structured content (JSON, code, tool schemas) 2-3x; the design this follows
   first used 1.5 and moved to 2.0, and its stress runs document that a real ratio above the default cannot
@@ -53,12 +53,15 @@ Against what providers bill, chars/4
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
+
+from ..options import MAX_TOKENS
 
 DEFAULT_HEURISTIC_FACTOR = 2.0
 DEFAULT_EXACT_FACTOR = 1.25
@@ -87,6 +90,8 @@ class Calibrated:
     points: int = 0  # measured requests behind the model
     default: float = 1.0  # the default factor of the counter (for projections under the factor rule)
     measured: tuple[tuple[int, int], ...] = ()  # the measured requests (visible, real), oldest first
+    # usage the transcript records that cannot be for the compacted context written (line, real): not learned
+    ignored: tuple[tuple[int, int], ...] = ()
 
     @property
     def affine(self) -> bool:
@@ -147,8 +152,8 @@ def calibrate(
     default_factor: float,
     source: str,
 ) -> Calibrated:
-    """Calibrate ``current`` (an estimate with the same counter as ``last_estimate``) per README "Token
-    estimation and calibration".
+    """Calibrate ``current`` (an estimate with the same counter as ``last_estimate``) per
+    docs/concepts/calibration.md#calibration.
 
     With ``real`` and a positive ``last_estimate``: factor = clamp(real / last_estimate, 1.0, 5.0). Otherwise
     the factor is ``default_factor``. calibrated = ceil(current × factor). ``tokens`` = max(real, calibrated)
@@ -245,6 +250,28 @@ class StoredCalibration(Protocol):
     points: list[tuple[int, int]]
 
 
+def _predict(stored: StoredCalibration | None, same: bool, default: float, visible: int) -> int:
+    """What a request of ``visible`` estimated tokens costs by what was measured before it (the state's
+    model, else its factor, else the default)."""
+    if stored is not None and same and stored.slope is not None and stored.hidden is not None:
+        return math.ceil(stored.hidden + _exact(stored.slope) * visible)
+    factor = stored.factor if stored is not None and same and stored.factor else default
+    return math.ceil(_exact(factor) * visible)
+
+
+def not_for_written(real: int, predicted: int, compacted_away: int) -> bool:
+    """A bill that cannot be for the compacted context ctxcompact wrote (docs/concepts/calibration.md
+    #usage-that-is-not-for-the-written-context).
+
+    After compactions removed ``compacted_away`` provider tokens, a request that extends what was written
+    costs about ``predicted``, one that extends the uncompacted context about ``predicted +
+    compacted_away``. A bill nearer the second is the agent still sending the uncompacted context (or a
+    replay feeding the original session's bills back); learning it would read the removed part as a hidden
+    prompt. Only when the compactions removed :data:`MIN_SPREAD_TOKENS` or more: less cannot be told from
+    noise."""
+    return compacted_away >= MIN_SPREAD_TOKENS and real > predicted + compacted_away / 2
+
+
 def _prefix_sums(base: Sequence[int]) -> list[int]:
     sums = [0]
     for n in base:
@@ -261,9 +288,14 @@ def calibrate_request(
     estimator: str,
     default: float,
     default_source: str,
+    compacted_away: int = 0,
 ) -> Calibrated:
-    """Calibrate a context counted ``base`` (tokens per record) from what was measured (README "Token
-    estimation and calibration").
+    """Calibrate a context counted ``base`` (tokens per record) from what was measured
+    (docs/concepts/calibration.md#calibration).
+
+    ``compacted_away``: the provider tokens earlier compactions removed from the context this one extends (0
+    without one); a recorded usage that :func:`not_for_written` says belongs to the uncompacted context, and
+    every later one at least as large, is not measured and no floor, and is returned in ``ignored``.
 
     Measured requests ``(visible, real)``: those the state kept (same estimator), every usage the transcript
     records (``usage``, each against the prefix that request saw), and ``--real-tokens`` (against what we
@@ -281,9 +313,21 @@ def calibrate_request(
     measured: list[tuple[int, int]] = list(kept)
     floor: int | None = None
     last_source = ""
+    ignored: list[tuple[int, int]] = []
+    least_ignored: int | None = None  # the smallest bill found to be for the uncompacted context
+    accepted: list[UsagePoint] = []
     for u in usage:
         visible = sums[min(u.position, len(base))]
-        if visible > 0:
+        if compacted_away and (
+                not_for_written(u.prompt_tokens, _predict(stored, same, default, visible), compacted_away)
+                # a context never shrinks by itself: a bill as large as one already found to be for the
+                # uncompacted context is for the uncompacted context too
+                or (least_ignored is not None and u.prompt_tokens >= least_ignored)):
+            ignored.append((u.line, u.prompt_tokens))
+            least_ignored = u.prompt_tokens if least_ignored is None else min(least_ignored, u.prompt_tokens)
+            continue
+        accepted.append(u)
+        if visible > 0 and u.prompt_tokens <= MAX_TOKENS:  # a larger figure is no measurement: ignored
             if (visible, u.prompt_tokens) not in kept:  # a point of this transcript kept by an earlier run
                 measured.append((visible, u.prompt_tokens))
             floor, last_source = u.prompt_tokens, f"transcript usage (line {u.line}, {u.source})"
@@ -296,6 +340,15 @@ def calibrate_request(
         last_source = "state"
     prior = stored.slope if stored is not None and same and stored.slope else default
     model = fit_affine(measured, prior)
+    result = _calibrated(current, model, measured, kept, accepted, real_tokens, floor, last_source, stored,
+                         same, default, default_source)
+    return dataclasses.replace(result, ignored=tuple(ignored)) if ignored else result
+
+
+def _calibrated(current: int, model: Affine | None, measured: list[tuple[int, int]],
+                kept: list[tuple[int, int]], usage: Sequence[UsagePoint], real_tokens: int | None,
+                floor: int | None, last_source: str, stored: StoredCalibration | None, same: bool,
+                default: float, default_source: str) -> Calibrated:
     if model is not None:
         new = len(measured) - len(kept)
         where = (f"transcript usage up to line {usage[-1].line}" if usage else

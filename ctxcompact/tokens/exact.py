@@ -95,7 +95,8 @@ _BATCH_CHARS = 2_000_000
 # Below this many characters in total the thread pool costs more than it saves.
 _SMALL_CHARS = 200_000
 # Up to this many characters in one call, and while tiktoken is not loaded, tokens/bpe.py counts: its pure
-# Python merge is slower per character than tiktoken's, but needs no Encoding (README "Performance").
+# Python merge is slower per character than tiktoken's, but needs no Encoding
+# (docs/measurements/performance.md#a-hooks-call).
 PURE_MAX_CHARS = 400_000
 
 

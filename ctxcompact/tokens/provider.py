@@ -1,5 +1,5 @@
-"""Provider token counts for ``estimate --exact anthropic`` (README "Token estimation and calibration", "LLM
-summarizers").
+"""Provider token counts for ``estimate --exact anthropic``
+(docs/concepts/calibration.md#provider-token-counts, "LLM summarizers").
 
 Anthropic offers ``POST /v1/messages/count_tokens``: the exact input tokens a Messages request would cost,
 free of charge. We turn the transcript's message records into a Messages payload (from the model blocks, so

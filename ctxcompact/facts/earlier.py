@@ -1,0 +1,122 @@
+"""Earlier summaries: what an agent, a framework or ctxcompact itself already summarized (docs/concepts/
+handoff.md#earlier-summaries). They are the most valuable input of a compaction: everything before them is
+gone from the transcript. Each format's parser flags the records that carry one
+(:data:`~ctxcompact.model.EARLIER_SUMMARY`, :data:`~ctxcompact.model.OPAQUE_SUMMARY`); ctxcompact's own
+summary is recognised by where ctxcompact puts its marker (the whole first line of a user message), never by
+how a person's text starts. The summary carries every readable one forward verbatim (an "Earlier summary"
+part with priority over the rest); an encrypted one is kept in the context as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import EARLIER_SUMMARY, OPAQUE_SUMMARY, OpaqueBlock, Origin, Record, Role, TextBlock
+from .handoff import instructions_in_force
+from .text import SUMMARY_MARKER, is_ours_summary
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierSummary:
+    source: str  # who wrote it: "claude-code", "codex", "adk", "anthropic", "openai", "ctxcompact"
+    text: str  # its readable text ("" when opaque)
+    opaque: bool = False
+
+
+def _readable(rec: Record) -> str:
+    msg = rec.message
+    if msg is None:
+        return ""
+    parts: list[str] = []
+    for b in msg.blocks:
+        if isinstance(b, TextBlock) and b.text.strip():
+            parts.append(b.text.strip())
+        elif isinstance(b, OpaqueBlock) and isinstance(b.raw, dict):
+            content = b.raw.get("content")  # an Anthropic compaction block's readable summary
+            if b.kind == "compaction" and isinstance(content, str) and content.strip():
+                parts.append(content.strip())
+    return "\n\n".join(parts)
+
+
+def earlier_summary(rec: Record) -> EarlierSummary | None:
+    """The earlier summary ``rec`` carries, or None. ctxcompact's own records (from the state) are not
+    counted here: the state hands their text to the summarizer as the prior summary."""
+    if rec.origin is not Origin.INPUT:
+        return None
+    source = rec.meta.get(EARLIER_SUMMARY)
+    msg = rec.message
+    if not isinstance(source, str):
+        if msg is None or msg.role is not Role.USER:
+            return None
+        first = next((b for b in msg.blocks if isinstance(b, TextBlock)), None)
+        if first is None or not is_ours_summary(first.text):
+            return None
+        source = "ctxcompact"  # a framework wrote ctxcompact's summary into its own history
+    text = _readable(rec)
+    if SUMMARY_MARKER in text.split("\n"):
+        source = "ctxcompact"
+    return EarlierSummary(source, text, opaque=bool(rec.meta.get(OPAQUE_SUMMARY)))
+
+
+def earlier_summaries(records: Sequence[Record]) -> list[EarlierSummary]:
+    """Every earlier summary in ``records``, oldest first."""
+    return [s for s in (earlier_summary(r) for r in records) if s is not None]
+
+
+def carried_text(records: Sequence[Record], prior: str | None = None) -> str | None:
+    """The readable earlier summaries of ``records`` as one text, oldest first, each verbatim; one already
+    inside ``prior`` (the state's summary, which the output carried into the log) is not repeated."""
+    texts: list[str] = []
+    for s in earlier_summaries(records):
+        body = s.text.strip()
+        if not body or (prior and _body(prior) and _body(prior) in body) or body in texts:
+            continue
+        texts.append(body)
+    return "\n\n".join(texts) if texts else None
+
+
+def _body(text: str) -> str:
+    """A summary without its marker line: what a log that carried it holds of it."""
+    lines = text.strip().split("\n")
+    if lines and lines[0].strip() == SUMMARY_MARKER:
+        lines = lines[1:]
+    return "\n".join(lines).strip()[:2000]
+
+
+def opaque_records(records: Sequence[Record]) -> list[Record]:
+    """The records carrying an encrypted earlier summary: kept in the context as they are."""
+    return [r for r in records if r.origin is Origin.INPUT and r.meta.get(OPAQUE_SUMMARY)]
+
+
+#: how much earlier-summary text the facts keep (the newest part when more; the summary fits its budget)
+MAX_EARLIER_CHARS = 64_000
+#: active instructions kept, and the length of each
+MAX_INSTRUCTIONS = 20
+MAX_INSTRUCTION_CHARS = 20_000
+
+
+def carry_forward(prior_facts: Any, records: Sequence[Record], prior_summary: str | None) -> dict[str, Any]:
+    """The handoff's part of the facts a summary keeps in the state (merged at each compaction, so an earlier
+    summary and the instructions in force survive every later one): ``earlier``, the earlier summaries' text
+    (the one the facts already held, then the new ones of ``records``), and ``instructions``, the instructions
+    in force (facts.handoff). Keys only when there is something."""
+    prior = prior_facts if isinstance(prior_facts, dict) else {}
+    old = prior.get("earlier") if isinstance(prior.get("earlier"), str) else None
+    new = carried_text(records, prior_summary)
+    if old and new and new in old:
+        new = None
+    text = "\n\n".join(t for t in (old, new) if t)
+    out: dict[str, Any] = {}
+    if text:
+        out["earlier"] = text[-MAX_EARLIER_CHARS:]
+    kept = [t for t in prior.get("instructions", []) if isinstance(t, str) and t.strip()] if isinstance(
+        prior.get("instructions"), list) else []
+    for t in instructions_in_force(records):
+        t = t[:MAX_INSTRUCTION_CHARS]
+        if t not in kept:
+            kept.append(t)
+    if kept:
+        out["instructions"] = kept[-MAX_INSTRUCTIONS:]
+    return out

@@ -1,0 +1,146 @@
+"""What the next model call needs to continue (docs/concepts/handoff.md): whether the latest request is done,
+the work in flight, and the instructions in force. Pure functions over records.
+
+- :func:`request_status`: ``answered`` (the assistant replied after the latest request, nothing pending),
+  ``in_progress`` (no reply yet, or the last turn made calls), ``interrupted`` (the client's own interruption
+  marker ends the turn), with the assistant's latest answer when it is ``answered``.
+- :func:`in_flight_start`: where the work in flight begins: the last assistant turn, when it made tool calls
+  and nothing but their results (or nothing: the calls are pending) follows it. Every strategy keeps these
+  records verbatim (threshold after the continuation, mask never clears their results, sliding-window never
+  compacts the latest request's invocation).
+- :func:`instructions_in_force`: the text a client expanded from an active skill or slash command (Claude
+  Code's ``isMeta`` expansion), marked as not typed by the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..model import (
+    INSTRUCTIONS,
+    INTERRUPTED,
+    Origin,
+    Record,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    is_interruption_message,
+)
+from .text import (
+    ANSWERED,
+    IN_PROGRESS,
+    INTERRUPTED_STATUS,
+    is_machine_reply,
+    latest_request_record,
+    strip_injected,
+    typed_text,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStatus:
+    status: str  # ANSWERED, IN_PROGRESS or INTERRUPTED_STATUS
+    answer: str | None = None  # the assistant's latest answer, when ANSWERED
+
+
+def _is_result(rec: Record) -> bool:
+    msg = rec.message
+    return msg is not None and (msg.role is Role.TOOL or (msg.role is Role.USER and msg.is_tool_result_only))
+
+
+def is_interruption(rec: Record) -> bool:
+    """The client's interruption marker: flagged by the parser, or a user message made only of the whole
+    marker text (a log converted from Claude Code)."""
+    if rec.meta.get(INTERRUPTED):
+        return True
+    return rec.message is not None and is_interruption_message(rec.message)
+
+
+def _is_noise(rec: Record) -> bool:
+    """A record that neither answers nor asks: no message, a user line no person typed (reminders, command
+    output, hook text), a reply no model wrote, ctxcompact's own summary and continuation."""
+    msg = rec.message
+    if msg is None or rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
+        return True
+    if msg.role is Role.SYSTEM:
+        return True
+    if msg.role is Role.USER and not msg.is_tool_result_only and typed_text(rec) is None:
+        return True
+    # a reply no model wrote: Claude Code's <synthetic> notices, cleaning's "Understood." after a closed call
+    return msg.role is Role.ASSISTANT and (is_machine_reply(rec) or rec.origin is Origin.SYNTHETIC)
+
+
+def _assistant_text(rec: Record) -> str:
+    msg = rec.message
+    if msg is None:
+        return ""
+    return "\n".join(b.text for b in msg.blocks if isinstance(b, TextBlock) and b.text.strip()).strip()
+
+
+def request_status(records: Sequence[Record]) -> RequestStatus:
+    """The state of the latest request, read from the records after it (the module docstring)."""
+    latest = latest_request_record(records)
+    start = 0
+    if latest is not None:
+        start = next(i for i, r in enumerate(records) if r is latest) + 1
+    after = records[start:]
+    answer: list[str] = []
+    for rec in reversed(after):
+        if is_interruption(rec):
+            if answer:
+                break  # the assistant replied after the interruption
+            return RequestStatus(INTERRUPTED_STATUS)
+        if _is_noise(rec):
+            continue
+        msg = rec.message
+        assert msg is not None
+        if msg.role is not Role.ASSISTANT or msg.tool_calls():
+            break  # a result the model has not answered yet, or calls in flight
+        text = _assistant_text(rec)
+        if text:
+            answer.append(text)
+        elif not all(isinstance(b, ThinkingBlock) for b in msg.blocks):
+            break
+    if answer:
+        return RequestStatus(ANSWERED, "\n\n".join(reversed(answer)))
+    return RequestStatus(IN_PROGRESS)
+
+
+def in_flight_start(records: Sequence[Record]) -> int | None:
+    """The position in ``records`` of the first record of the work in flight (the last assistant turn, when
+    it made tool calls and only their results, pending or there, follow it), or None."""
+    i = len(records) - 1
+    while i >= 0 and (_is_result(records[i]) or (_is_noise(records[i]) and not is_interruption(records[i]))):
+        i -= 1
+    if i < 0:
+        return None
+    msg = records[i].message
+    if msg is None or msg.role is not Role.ASSISTANT or not msg.tool_calls():
+        return None
+    # one model turn may span several lines (split turns: a line per block, results after the last call)
+    while i > 0:
+        prev = records[i - 1]
+        pm = prev.message
+        if pm is None and prev.origin is Origin.INPUT:
+            i -= 1
+            continue
+        if pm is None or pm.role is not Role.ASSISTANT or is_machine_reply(prev):
+            break
+        i -= 1
+    while i < len(records) and records[i].message is None:
+        i += 1  # the tail begins at a message
+    return i
+
+
+def instructions_in_force(records: Sequence[Record]) -> list[str]:
+    """The text of each active skill or slash-command expansion (records the parser flagged
+    :data:`~ctxcompact.model.INSTRUCTIONS`), without its injected parts, oldest first, each once."""
+    out: list[str] = []
+    for rec in records:
+        if not rec.meta.get(INSTRUCTIONS) or rec.message is None:
+            continue
+        text = strip_injected(rec.message.text())
+        if text and text not in out:
+            out.append(text)
+    return out
