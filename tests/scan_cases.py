@@ -14,6 +14,7 @@ from typing import Any
 from ctxcompact.evaluate import identifiers
 from ctxcompact.facts import files, outcomes, rules, text
 from ctxcompact.secrets import scrub_credentials
+from ctxcompact.summarizers import layout
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,10 @@ CASES: tuple[Case, ...] = (
     Case("URL in eval identifiers: a.a.a…", lambda n: "a." * n, identifiers._urls, 100_000),
     Case("path tokens: many distinct files", lambda n: " ".join(f"f{i}.py" for i in range(n)),
          files.path_tokens, 20_000),
+    Case("command paths: unclosed escaped quotes", lambda n: 'cat "' + '\\"x' * n, files.command_paths,
+         100_000),
+    Case("command shape: unclosed escaped quotes", lambda n: 'curl "' + '\\"x' * n, layout.command_shape,
+         100_000),
     Case("whole run (dry): blank-line shell output + unclosed tags", _run_records, _summarize, 100_000),
     # issue 26 items 9-10: the byte-pair counter on one long pre-token, and the other quadratic scans
     Case("byte-pair count: a run of spaces", lambda n: "x" + " " * n + "y", _bpe_count, 20_000),

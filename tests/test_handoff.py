@@ -424,3 +424,19 @@ def test_synthetic_command_expansion_is_an_instruction_in_force(tmp_path: Path) 
                                     "the user)")
     assert instructions == "> Plan first.\n> NEVER write code before the user approves the plan."
     assert "NEVER write code" not in section(summary, "Latest request")
+
+
+def test_a_skill_longer_than_the_budget_keeps_its_head_and_leaves_room_for_the_rest() -> None:
+    """The real /handgemacht:create-beads expansion is longer than a 33k window's summary budget: its head
+    (with the rule that matters) is kept within half of the budget, and the goals and answers stay too
+    (before, the shrinking dropped everything else to make room for it and then dropped it as well)."""
+    res = api.run(CC / "spotter-subagent-command.jsonl", api.Options(window=33_000), dry_run=True,
+                  warn=lambda _m: None)
+    assert res.compacted
+    summary, _ = texts_of(res)
+    instructions = section(summary, "Instructions in force (from an active skill or command; not typed by "
+                                    "the user)")
+    assert "DO NOT create any beads until the user explicitly approves the plan" in instructions
+    assert "/handgemacht:create-beads websearch" in section(summary, "User goals and rules")
+    assert "Proposed Beads" in section(summary, "Findings and answers")
+    assert len(instructions) < len(summary) * 0.75

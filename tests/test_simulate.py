@@ -159,11 +159,12 @@ def test_system_prompt_larger_than_the_window_ends_in_exit_5(matrix: dict[str, s
 
 
 def test_exit_1_when_a_scenario_overflows(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Billed at 10x while the correction (the slope of the affine model) is capped at 5x: the fit puts the
+    # Billed at 20x while the correction (the slope of the affine model) is capped at 5x: the fit puts the
     # excess into a "hidden" part, the agent is stopped with exit 5 before a request overflows (or, with
     # the factor rule, requests overflow). Reported usage means this is no documented limitation, so the
-    # run must fail either way.
-    beyond_cap = scen.Scenario("8k_BeyondTheCap", "test", scen.WINDOW_8K, 12, 10.0, True,
+    # run must fail either way. (At 10x the run now fits: the summary is fitted to its budget in the
+    # window's own tokens, docs/concepts/summary.md#the-budget, where it used to cost twice its budget.)
+    beyond_cap = scen.Scenario("8k_BeyondTheCap", "test", scen.WINDOW_8K, 12, 20.0, True,
                               lambda _i, _rng: scen.Turn(tools=(1000,)))
     monkeypatch.setattr(scen, "SCENARIOS", (beyond_cap,))
     lines: list[str] = []

@@ -103,3 +103,31 @@ def writes_files(call: ToolCall) -> bool:
     cmd = command_of(call)
     return cmd is not None and cmd.lstrip().startswith("apply_patch")
 
+
+def quoted_spans(cmd: str) -> list[tuple[int, int]]:
+    """The quoted arguments of a shell command as ``(start, end)`` spans, quotes included: ``'…'`` (no
+    escapes inside) and ``"…"`` (backslash escapes inside). One pass, each character read once; an
+    unclosed quote ends the scan."""
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(cmd)
+    while i < n:
+        c = cmd[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            end = cmd.find("'", i + 1)
+        elif c == '"':
+            end = i + 1
+            while end < n and cmd[end] != '"':
+                end += 2 if cmd[end] == "\\" else 1
+            if end >= n:
+                end = -1
+        else:
+            i += 1
+            continue
+        if end < 0:
+            break
+        spans.append((i, end + 1))
+        i = end + 1
+    return spans

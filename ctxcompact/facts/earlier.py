@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..model import EARLIER_SUMMARY, OPAQUE_SUMMARY, OpaqueBlock, Origin, Record, Role, TextBlock
-from .handoff import instructions_in_force
 from .text import SUMMARY_MARKER, is_ours_summary
 
 
@@ -92,31 +90,5 @@ def opaque_records(records: Sequence[Record]) -> list[Record]:
 
 #: how much earlier-summary text the facts keep (the newest part when more; the summary fits its budget)
 MAX_EARLIER_CHARS = 64_000
-#: active instructions kept, and the length of each
-MAX_INSTRUCTIONS = 20
+#: the length each instruction in force is kept to
 MAX_INSTRUCTION_CHARS = 20_000
-
-
-def carry_forward(prior_facts: Any, records: Sequence[Record], prior_summary: str | None) -> dict[str, Any]:
-    """The handoff's part of the facts a summary keeps in the state (merged at each compaction, so an earlier
-    summary and the instructions in force survive every later one): ``earlier``, the earlier summaries' text
-    (the one the facts already held, then the new ones of ``records``), and ``instructions``, the instructions
-    in force (facts.handoff). Keys only when there is something."""
-    prior = prior_facts if isinstance(prior_facts, dict) else {}
-    old = prior.get("earlier") if isinstance(prior.get("earlier"), str) else None
-    new = carried_text(records, prior_summary)
-    if old and new and new in old:
-        new = None
-    text = "\n\n".join(t for t in (old, new) if t)
-    out: dict[str, Any] = {}
-    if text:
-        out["earlier"] = text[-MAX_EARLIER_CHARS:]
-    kept = [t for t in prior.get("instructions", []) if isinstance(t, str) and t.strip()] if isinstance(
-        prior.get("instructions"), list) else []
-    for t in instructions_in_force(records):
-        t = t[:MAX_INSTRUCTION_CHARS]
-        if t not in kept:
-            kept.append(t)
-    if kept:
-        out["instructions"] = kept[-MAX_INSTRUCTIONS:]
-    return out

@@ -1,5 +1,5 @@
-"""Files a conversation touched: path-like tool arguments, patch headers, paths in commands and in what the
-user typed."""
+"""Files a conversation's tools touched: path-like tool arguments, patch headers, the files a shell command
+names (docs/concepts/summary.md#files)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..model import Origin, Record, ToolCall
-from .calls import command_of, decode_args, strings
-from .text import typed_text
+from .calls import command_of, decode_args, quoted_spans, strings, writes_files
 
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
@@ -119,13 +118,48 @@ def strip_heredocs(cmd: str) -> str:
     return "".join(out)
 
 
+def _is_text(quoted: str) -> bool:
+    """A quoted argument that is text (a commit message, ``python -c`` code, an echo's words), not a name:
+    it has spaces, and is not one file name with spaces (``'LM Studio notes.md'``: only its last word has
+    a dot or a slash)."""
+    inner = quoted[1:-1]
+    words = inner.split()
+    if len(words) <= 1 and inner.strip() == inner:
+        return False
+    return not (_QUOTED.fullmatch(quoted) and not any("." in w or "/" in w for w in words[:-1]))
+
+
+def _without_quoted_text(cmd: str) -> str:
+    """``cmd`` with its quoted text arguments blanked (:func:`_is_text`): the names inside them are not
+    files the command touches."""
+    parts: list[str] = []
+    pos = 0
+    for start, end in quoted_spans(cmd):
+        if _is_text(cmd[start:end]):
+            parts += [cmd[pos:start], " "]
+            pos = end
+    parts.append(cmd[pos:])
+    return "".join(parts)
+
+
+def is_file_name(path: str) -> bool:
+    """A path that names a file, not a folder: a known extension or file name, no trailing ``/``."""
+    if path.endswith("/"):
+        return False
+    base = path.rsplit("/", 1)[-1]
+    ext = base.rsplit(".", 1)[-1].lower() if "." in base.strip(".") else ""
+    return ext in _EXTENSIONS or base in _FILENAMES
+
+
 def command_paths(cmd: str) -> list[str]:
-    """Files a shell command names: path-like tokens of the command itself (a here-document's body
-    left out) and the files a patch in it adds, updates or deletes."""
+    """Files a shell command names (docs/concepts/summary.md#files): the files a patch in it adds, updates
+    or deletes, and the path-like tokens of the command itself that name a file (a known extension or
+    file name), leaving out a here-document's body, quoted text (a commit message, inline code, an echo's
+    words) and folders (``ls src/``, ``grep -r x /home/me/app``)."""
     out = list(dict.fromkeys(_PATCH_FILE.findall(cmd)))
     seen = set(out)
-    for p in path_tokens(strip_heredocs(cmd)):
-        if p not in seen:
+    for p in path_tokens(_without_quoted_text(strip_heredocs(cmd))):
+        if p not in seen and is_file_name(p):
             seen.add(p)
             out.append(p)
     return out
@@ -134,16 +168,29 @@ def command_paths(cmd: str) -> list[str]:
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.M)
 
 
+_SEARCH_WORDS = ("grep", "glob", "search", "find", "list")
+
+
+def _searches(name: str) -> bool:
+    """A tool that searches or lists folders (Grep, Glob, LS, list_dir, find_files…), not one that reads a
+    file."""
+    n = name.lower()
+    return (n == "ls" or any(w in n for w in _SEARCH_WORDS)) and "read" not in n and "view" not in n
+
+
 def paths_of_call(call: ToolCall) -> list[str]:
     """Files a tool call touches: its path-like arguments, files named in a patch, and path-like tokens of
-    its command."""
+    its command (:func:`command_paths`). The folder a search or listing tool (Grep, Glob, LS…) looked in is
+    no file: its path argument counts only when it names a file (:func:`is_file_name`)."""
     found: dict[str, None] = {}  # ordered and deduplicated in O(1) per path (a list's ``in`` is O(n))
     args = decode_args(call)
     if isinstance(args, dict):
+        searches = _searches(call.name)
         for key in PATH_KEYS:
             for v in strings(args.get(key)):
                 v = v.strip()
-                if v.strip("./") and len(v) <= 400 and "\n" not in v:
+                if v.strip("./") and len(v) <= 400 and "\n" not in v \
+                        and not (searches and not is_file_name(v)):
                     found.setdefault(v)
         for key in ("patch", "input", "diff"):
             for v in strings(args.get(key)):
@@ -161,29 +208,28 @@ def paths_of_call(call: ToolCall) -> list[str]:
 @dataclass(slots=True)
 class FileTouch:
     path: str
-    tools: list[str] = field(default_factory=list)  # tool names that touched it ("user" when only named)
+    tools: list[str] = field(default_factory=list)  # tool names that touched it
     last_index: int = 0  # index in the records of the last touch (for ordering by recency)
+    changed: bool = False  # a call that changes files touched it (calls.writes_files)
 
 
 def files_touched(records: Sequence[Record]) -> list[FileTouch]:
-    """Files named in tool-call arguments and in what the user typed, in order of first appearance."""
+    """Files tool calls touched (:func:`paths_of_call`), in order of first appearance. Names in what the
+    user or the assistant wrote are not files anyone touched (``Next.js`` in a sentence)."""
     found: dict[str, FileTouch] = {}
-
-    def touch(path: str, tool: str, i: int) -> None:
-        ft = found.setdefault(path, FileTouch(path))
-        if tool not in ft.tools:
-            ft.tools.append(tool)
-        ft.last_index = i
 
     for i, rec in enumerate(records):
         if rec.message is None or rec.origin is not Origin.INPUT:
             continue
         for call in rec.message.tool_calls():
+            changes = None
             for p in paths_of_call(call):
-                touch(p, call.name, i)
-        text = typed_text(rec)
-        if text:
-            for p in path_tokens(text):
-                touch(p, "user", i)
+                ft = found.setdefault(p, FileTouch(p))
+                if call.name not in ft.tools:
+                    ft.tools.append(call.name)
+                ft.last_index = i
+                if changes is None:
+                    changes = writes_files(call)
+                ft.changed = ft.changed or changes
     return list(found.values())
 

@@ -52,7 +52,7 @@ from ..state import Event, State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from ..tokens import heuristic
-from ..tokens.counts import count_records
+from ..tokens.counts import count_records, text_cost
 from .base import Outcome, StrategyInput, Written
 from .ranges import union_points, visible_events
 
@@ -383,7 +383,7 @@ def _summarize(si: StrategyInput, records: list[Record], budget_tokens: int, pri
     request = SummaryRequest(records=body, budget_tokens=budget_tokens, prior_summary=prior,
                              prior_facts=prior_facts, latest_request=latest_request(body),
                              todos=load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body),
-                             instructions=opts.instructions)
+                             instructions=opts.instructions, cost=text_cost(opts, si.report.calibrated))
     return summarize(request, opts, si.warn)
 
 
@@ -401,11 +401,18 @@ class _Planner:
         self.summaries: list[SummaryResult] = []
         self.windows: list[Window] = []
         self.cap = max(1, si.budget.summary_budget)
+        self.cost = text_cost(si.opts, si.report.calibrated)  # as the window counts (the summaries' fit)
+        self._costs: dict[str, int] = {}  # each visible summary counted once, not at every window
         owners = _owner_index(view)
         # owners never decrease along the view (input order): a window's records are one bisected slice
         self.owners = owners if all(a <= b for a, b in itertools.pairwise(owners)) else None
         self._prefix: list[int] | None = None
         self.rollup_facts: dict[int, dict[str, Any]] = {}  # the facts of each roll-up made in this run
+
+    def _cost_of(self, summary: str) -> int:
+        if summary not in self._costs:
+            self._costs[summary] = self.cost(summary)
+        return self._costs[summary]
 
     def _between(self, start: int, end: int) -> list[Record]:
         """The view's records owned by input indexes ``start`` ≤ owner < ``end``."""
@@ -429,7 +436,7 @@ class _Planner:
 
     def make(self, w: Window) -> None:
         vis = [e for e in self.visible if e.end > self.si.ctx.covered]
-        used = sum(heuristic.text_tokens(e.summary) for e in vis)
+        used = sum(self._cost_of(e.summary) for e in vis)
         room = self.cap - used
         prior: str | None = None
         start = w.start

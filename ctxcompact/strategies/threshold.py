@@ -38,6 +38,8 @@ from ..secrets import scrub_credentials, scrub_json
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
+from ..tokens.calibration import Calibrated
+from ..tokens.counts import text_cost
 from . import mask
 from .base import Outcome, StrategyInput, Warn, Written
 from .tail import Tail, in_flight
@@ -63,10 +65,10 @@ def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
 
 
 def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn,
-            tier: str | None = None) -> Outcome:
-    """Summarize the conversation of ``ctx`` (with the state's summary as prior context), keeping the work in
-    flight verbatim after the continuation and an encrypted earlier summary as it is
-    (docs/concepts/handoff.md)."""
+            tier: str | None = None, calibrated: Calibrated | None = None) -> Outcome:
+    """Summarize the conversation of ``ctx`` (with the state's summary as prior context), the summary fitted
+    to its budget as the window counts (``calibrated``: the run's calibration), keeping the work in flight
+    verbatim after the continuation and an encrypted earlier summary as it is (docs/concepts/handoff.md)."""
     system, body = split_context(ctx.transcript.records)
     opaque = opaque_records(body)
     if opaque:
@@ -78,20 +80,25 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     tail = in_flight(body, budget, ctx.transcript.source) if status.status == IN_PROGRESS else Tail()
     summarized = body[: len(body) - len(tail.records)] if tail.records else body
     answer = _quoted_answer(status.answer, budget.summary_budget)
+    cost = text_cost(opts, calibrated)
     fmt = get_format(ctx.transcript.format)
     attached, spans = _attached(ctx.transcript.records, body, prior)
     todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
     request = SummaryRequest(
         records=summarized,
-        # the answer the continuation quotes (and the words around it) is paid from the summary's budget,
-        # at most half of it
-        budget_tokens=budget.summary_budget - min(budget.summary_budget // 2,
-                                                  (len(answer) + 200) // 4 if answer else 0),
+        # the answer the continuation quotes (and the words around it) is paid from the summary's budget, at
+        # most half of it; and a summary is never more than half of what it replaces: whole answers must not
+        # make a small context larger
+        budget_tokens=min(
+            budget.summary_budget - min(budget.summary_budget // 2, cost(answer) + 50 if answer else 0),
+            max(64, calibrated.tokens // 2) if calibrated is not None else budget.summary_budget),
         prior_summary=prior.text if prior is not None else None,
         prior_facts=prior.facts if prior is not None else None,
         latest_request=latest,
         todos=todos,
         instructions=opts.instructions,
+        cost=cost,
+        latest_in_continuation=latest is not None,
     )
     summary = summarize(request, opts, warn)
     removed = None
@@ -225,7 +232,8 @@ class ThresholdStrategy:
             return None
         with progress(f"summarizing with {si.opts.summarizer}"):
             tier = "summary" if si.opts.prune else None
-            return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier)
+            return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier,
+                           calibrated=si.report.calibrated)
 
 
 STRATEGY = ThresholdStrategy()

@@ -8,6 +8,8 @@ that fail raise :class:`~ctxcompact.errors.SummarizerError`; the pipeline then f
 from __future__ import annotations
 
 import abc
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,12 +20,18 @@ from ..model import Record
 @dataclass(slots=True)
 class SummaryRequest:
     records: list[Record]  # what to summarize, oldest first (message records; others may be present)
-    budget_tokens: int  # the summary must fit this (buffer x 0.5)
+    budget_tokens: int  # the summary must fit this (buffer x 0.5), in the window's tokens as ``cost`` counts
     prior_summary: str | None = None  # the previous compaction's summary text, carried forward
     prior_facts: dict[str, Any] | None = None  # structured facts of the previous extractive summary
     latest_request: str | None = None  # the last thing a person typed (None if not found)
     todos: list[Todo] = field(default_factory=list)  # open todo items (from todo tools or --todos)
     instructions: str | None = None  # the user's focus for this summary (--instructions)
+    #: what a text costs in the window's tokens (tokens.counts.text_cost: the run's counter and calibration);
+    #: None: chars/4 (a library caller that gives no counter)
+    cost: Callable[[str], int] | None = None
+    #: the latest request is quoted verbatim in the message written after the summary: the summary names it
+    #: once, shortly, instead of quoting it a second time
+    latest_in_continuation: bool = False
 
 
 @dataclass(slots=True)
@@ -68,18 +76,39 @@ class Summarizer(abc.ABC):
 CUT_MARK = "\n[… summary cut to fit its budget]"
 
 
-def fit_summary(text: str, budget_tokens: int) -> tuple[str, bool]:
-    """``text`` cut to ``budget_tokens`` (chars/4, as summary budgets are set), at a line break when one is
-    near, with :data:`CUT_MARK` at the end. Returns the text and whether it was cut. The one cutter of every
-    summary: an LLM's reply (servers that ignore max tokens, tokenizers that count fewer tokens than ours),
-    the extractive summary's last resort, and the final text a strategy writes."""
+def chars_cost(text: str) -> int:
+    """ceil(chars / 4): the cost of a text when no counter is given."""
+    return math.ceil(len(text) / 4)
+
+
+def fit_summary(text: str, budget_tokens: int,
+                cost: Callable[[str], int] | None = None) -> tuple[str, bool]:
+    """``text`` cut to ``budget_tokens`` as ``cost`` counts (the window's counter and calibration,
+    tokens.counts.text_cost; chars/4 without one), at a line break when one is near, with :data:`CUT_MARK`
+    at the end. Returns the text and whether it was cut. The one cutter of every summary: an LLM's reply
+    (servers that ignore max tokens, tokenizers that count fewer tokens than ours), the extractive summary's
+    last resort, and the final text a strategy writes."""
+    cost = cost or chars_cost
     text = text.strip()
-    limit = max(0, budget_tokens) * 4
-    if len(text) <= limit:
+    budget = max(0, budget_tokens)
+    if cost(text) <= budget:
         return text, False
-    keep = max(0, limit - len(CUT_MARK))
+    # the longest prefix whose cut text fits: cost grows with the prefix, so a binary search finds it
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if cost(_cut_at(text, mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0 or cost(_cut_at(text, lo)) > budget:
+        return "", True  # not even the mark fits
+    return _cut_at(text, lo), True
+
+
+def _cut_at(text: str, keep: int) -> str:
     cut = text[:keep]
     nl = cut.rfind("\n")
     if nl >= keep * 0.8:  # prefer ending on a whole line unless that loses much
         cut = cut[:nl]
-    return (cut.rstrip() + CUT_MARK)[:limit], True
+    return cut.rstrip() + CUT_MARK

@@ -13,7 +13,7 @@ from ..facts.text import SUMMARY_MARKER
 from ..options import Options
 from ..secrets import scrub_credentials, scrub_json
 from . import get_summarizer, summarizer_for
-from .base import SummaryRequest, SummaryResult, fit_summary
+from .base import SummaryRequest, SummaryResult, chars_cost, fit_summary
 from .check import SummaryCheck, check_summary
 from .extractive import extract_facts
 from .provider import redact_result
@@ -65,7 +65,7 @@ def summarize(request: SummaryRequest, opts: Options, warn: Callable[[str], None
     text = summary.text.strip()
     if not text.startswith(SUMMARY_MARKER):
         text = f"{SUMMARY_MARKER}\n{text}"
-    text, cut = fit_summary(text, request.budget_tokens)
+    text, cut = fit_summary(text, request.budget_tokens, request.cost)
     summary.text = text
     summary.truncated = summary.truncated or cut
     return summary
@@ -84,8 +84,9 @@ def checked(summary: SummaryResult, request: SummaryRequest) -> SummaryResult:
         raise SummaryRejected(f"{summary.summarizer}: the summary failed the check: {check.reason}", check,
                               summary)
     if block is not None:
-        room = request.budget_tokens * 4 - len(SUMMARY_MARKER) - len(block) - 3
-        body, cut = fit_summary(body, max(0, room) // 4)
+        cost = request.cost or chars_cost
+        room = request.budget_tokens - cost(f"{SUMMARY_MARKER}\n\n\n{block}")
+        body, cut = fit_summary(body, max(0, room), cost)
         summary.truncated = summary.truncated or cut
         summary.text = f"{SUMMARY_MARKER}\n{body}\n\n{block}"
     summary.check = check.to_json()

@@ -97,6 +97,15 @@ class Calibrated:
     def affine(self) -> bool:
         return self.slope is not None
 
+    def cost(self, visible: int) -> int:
+        """What ``visible`` more estimated tokens add to a request, in the provider's tokens: ``slope ×
+        visible`` under the affine model, else ``visible ×`` the fit factor (:meth:`project` without the
+        hidden part). How a summary's size is judged against its budget
+        (docs/concepts/summary.md#the-budget)."""
+        if self.slope is not None:
+            return math.ceil(_exact(self.slope) * visible)
+        return math.ceil(visible * _exact(fit_factor(self.factor, self.default)))
+
     def project(self, visible: int) -> int:
         """The provider's tokens for another context of ``visible`` estimated tokens sent in the same session
         (a compacted or masked form of this one): ``hidden + slope × visible`` under the affine model (the

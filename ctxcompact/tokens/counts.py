@@ -4,11 +4,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..model import Record, Role
 from ..options import Options
 from . import heuristic
+from .calibration import Calibrated
+
+#: what a text costs in the window's tokens (the run's counter and calibration)
+TextCost = Callable[[str], int]
 
 
 @dataclass(slots=True)
@@ -72,3 +77,22 @@ def system_tokens(base: list[int], records: list[Record]) -> int:
     """Tokens of the system records: they are kept verbatim, so no compaction can shrink them."""
     pairs = zip(base, records, strict=True)
     return sum(c for c, r in pairs if r.message is not None and r.message.role is Role.SYSTEM)
+
+
+def text_cost(opts: Options, calibrated: Calibrated | None = None) -> TextCost:
+    """The cost of a text in the window's own tokens: the run's counter (tiktoken with the run's encoding, or
+    chars/4 with ``--exact none``: the one :func:`count_records` uses) times the calibration's rate per token
+    (:meth:`Calibrated.cost`; the counter's default factor without a calibration). The one measure a
+    summary is fitted to its budget with (docs/concepts/summary.md#the-budget)."""
+    from .calibration import default_factor
+
+    rate = calibrated if calibrated is not None else Calibrated(
+        tokens=0, calibrated=0, base=0, source="default", real=None,
+        factor=default_factor(exact_counted=opts.exact != "none", override=opts.default_factor),
+        default=default_factor(exact_counted=opts.exact != "none", override=opts.default_factor))
+    if opts.exact == "none":
+        return lambda text: rate.cost(heuristic.text_tokens(text))
+    from . import exact
+
+    name = encoding_name(opts)
+    return lambda text: rate.cost(exact.count_text(text, name))

@@ -1,0 +1,135 @@
+"""The facts a run's records say (:class:`~.store.NewFacts`), read by the rules of the other fact modules,
+ready for :func:`.store.merge`: ``merge(old, gather(records, …))`` is the store after a compaction."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..model import Origin, Record, Role
+from .earlier import MAX_INSTRUCTION_CHARS, carried_text
+from .files import files_touched
+from .handoff import instructions_in_force
+from .outcomes import commands_run, errors_seen, failure_checker, output_text, resolution_evidence
+from .rules import user_rules
+from .store import (
+    CommandFact,
+    Entry,
+    ErrorFact,
+    Facts,
+    FileFact,
+    NewFacts,
+    SubagentError,
+    SubagentFact,
+    TodoFact,
+)
+from .subagents import subagent_runs
+from .text import shorten, user_requests
+from .timeline import answers, last_assistant_action, timeline_entries
+from .todos import Todo, is_open, latest_todo_list
+
+# Per-entry lengths kept in the store (the summary may show less).
+GOAL_CHARS = 2000
+FINDING_CHARS = 6000
+TIMELINE_CHARS = 160
+ACTION_CHARS = 500
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+# A URL, up to the characters that end one in prose or JSON; trailing punctuation is not part of it.
+_URL = re.compile(r"\b[a-zA-Z][\w+.-]{0,15}://[^\s<>\"'`)\]}]+")
+# Searched in at most this much of each tool output (a listing or a dump holds thousands of names).
+_OUTPUT_CHARS = 20_000
+
+
+def goal_text(text: str) -> str:
+    """A request as a goal: pasted code blocks and logs replaced by a marker, length capped."""
+    return shorten(_FENCE.sub(" [code block] ", text), GOAL_CHARS)
+
+
+def urls_in(text: str) -> list[str]:
+    """The URLs in ``text``, in order, each once, without trailing punctuation."""
+    out: list[str] = []
+    for m in _URL.finditer(text):
+        url = m.group(0).rstrip(".,;:!?")
+        if url not in out:
+            out.append(url)
+    return out
+
+
+def _identifiers(records: Sequence[Record]) -> list[Entry]:
+    """URLs seen in tool output and in what the assistant wrote (a server's address, a created item's
+    link): names a continuing agent needs and cannot guess."""
+    out: list[Entry] = []
+    seen: set[str] = set()
+    for rec in records:
+        msg = rec.message
+        if msg is None or rec.origin is not Origin.INPUT:
+            continue
+        texts = [output_text(r)[:_OUTPUT_CHARS] for r in msg.tool_results() if not r.synthetic]
+        if msg.role is Role.ASSISTANT:
+            texts.append(msg.text())
+        for text in texts:
+            for url in urls_in(text):
+                if url not in seen and len(url) <= 300:
+                    seen.add(url)
+                    out.append(Entry(url, rec.index))
+    return out
+
+
+def gather(records: Sequence[Record], latest_request: str | None = None,
+           todos: Sequence[Todo] | None = None, prior_summary: str | None = None) -> NewFacts:
+    """What ``records`` say. ``latest_request``: the last thing a person typed, when the caller knows it
+    better (else the last typed message here); ``todos``: open todos from ``--todos`` (else the last todo
+    list in the records, when there is one); ``prior_summary``: the state's summary, not taken again as an
+    earlier summary when the log carries it (facts.earlier.carried_text)."""
+    records = list(records)
+    pos = [r.index for r in records]
+    typed = [t for _, t in user_requests(records)]
+    latest = latest_request or (typed[-1] if typed else None)
+    goals = tuple(dict.fromkeys(goal_text(t) for t in typed if t != latest))
+    files = [FileFact(f.path, tuple(f.tools), pos[f.last_index], f.changed)
+             for f in sorted(files_touched(records), key=lambda f: f.last_index)]
+    failed = failure_checker()  # several passes below look at the same results
+    commands = tuple(CommandFact(c.command, c.ok, pos[c.index]) for c in commands_run(records, failed))
+    errors = tuple(ErrorFact(e.tool, e.command, e.text, e.key, e.resolved, pos[e.index])
+                   for e in errors_seen(records, failed))
+    found = list(todos) if todos else latest_todo_list(records)
+    todo_facts = tuple(TodoFact(t.content, t.status) for t in found or [] if is_open(t))
+    action = last_assistant_action(records, ACTION_CHARS)
+    keys, claimed = resolution_evidence(records, failed)
+    subagents: list[SubagentFact] = []
+    runs = subagent_runs(records)
+    called = _call_positions(records) if runs else {}
+    for i, run in enumerate(runs):  # their files join the list, marked as theirs
+        at = called.get(run.call_id, i) if run.call_id is not None else i
+        subagents.append(SubagentFact(run.task, run.tool, tuple(run.changed),
+                                      tuple(SubagentError(e.text, e.resolved) for e in run.errors),
+                                      run.result, at))
+        files += [FileFact(p, (f"{run.tool} subagent",), at, True) for p in run.changed]
+    facts = Facts(
+        goals=goals,
+        rules=tuple(user_rules(records)),
+        files=tuple(files),
+        commands=commands,
+        errors=errors,
+        todos=todo_facts,
+        timeline=tuple(Entry(t, at) for at, t in timeline_entries(records, TIMELINE_CHARS, failed)),
+        findings=tuple(Entry(_finding(t), at) for at, t in answers(records)),
+        identifiers=tuple(_identifiers(records)),
+        instructions=tuple(dict.fromkeys(t[:MAX_INSTRUCTION_CHARS] for t in instructions_in_force(records))),
+        subagents=tuple(subagents),
+        last_action=action.render() if action else None,
+        latest_request=latest,
+        earlier=carried_text(records, prior_summary),
+    )
+    return NewFacts(facts, todos_seen=found is not None, success_keys=frozenset(keys), claimed_fixed=claimed)
+
+
+def _finding(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= FINDING_CHARS else text[:FINDING_CHARS - 1].rstrip() + "…"
+
+
+def _call_positions(records: Sequence[Record]) -> dict[str, int]:
+    """The input position of each tool call, by id."""
+    return {c.id: rec.index for rec in records if rec.message is not None for c in rec.message.tool_calls()}
