@@ -41,15 +41,19 @@ from .evaluate.render import chart as eval_chart
 from .evaluate.render import table as eval_table
 from .evaluate.replay import replay
 from .formats import read_transcript
+from .messages import CompactResult, Session, acompact, compact
 from .model import Transcript
 from .options import Options
 from .paths import check_paths, check_writes
 from .progress import bar as progress_bar
 from .progress import set_quiet as quiet_progress
+from .recall import Hit, Recall, recall
 from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, check_is_state, load_state, save_state, state_lock
 from .state import reset_state as _reset_state
+from .tokens.usage import PromptUsage, load_usage_json
+from .tokens.usage import prompt_tokens as usage_prompt_tokens
 from .validate import ValidationReport
 from .validate import validate as _validate
 
@@ -131,25 +135,32 @@ def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
 
 __all__ = [
     "CleanFileResult",
+    "CompactResult",
     "EstimateReport",
     "ExitCode",
+    "Hit",
     "InputError",
     "Options",
     "Probe",
     "Problem",
+    "PromptUsage",
+    "Recall",
     "Row",
     "RunResult",
+    "Session",
     "State",
     "StateError",
     "SummarizerError",
     "Totals",
     "Transcript",
     "UsageError",
+    "acompact",
     "calibrate",
     "check_paths",
     "check_writes",
     "clean",
     "clean_file",
+    "compact",
     "error_row",
     "estimate",
     "estimate_many",
@@ -161,13 +172,16 @@ __all__ = [
     "load_probes",
     "load_state",
     "load_transcript",
+    "load_usage_json",
     "progress_bar",
     "quiet_progress",
+    "recall",
     "replay",
     "reset_state",
     "run",
     "save_state",
     "state_path",
+    "usage_prompt_tokens",
     "validate",
     "write_output",
 ]

@@ -9,6 +9,7 @@ lives in the module it names.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import io
@@ -48,6 +49,7 @@ from .state import (
     state_lock,
 )
 from .state import record_real_tokens as record_in_state
+from .state.cache import HeldCounts
 from .strategies import get_strategy, reapply_all
 from .strategies.base import Outcome, StrategyInput, Written
 from .strategies.mask import maskable
@@ -226,9 +228,13 @@ def fast_path_allowed(source: Source, opts: Options, state: State | None) -> boo
     ``--exact none`` or ``tiktoken``, a strategy whose estimate needs only counts, a format with a fast
     reader (or auto), and no state beyond a calibration (a covered prefix, masking or events need the
     state's layers)."""
+    return is_file(source) and _fast_allowed(opts, state)
+
+
+def _fast_allowed(opts: Options, state: State | None) -> bool:
     from .tokens.fast import has_fast_reader
 
-    if not is_file(source) or opts.exact not in ("none", "tiktoken"):
+    if opts.exact not in ("none", "tiktoken"):
         return False
     if get_strategy(opts.strategy).estimate_needs_context(opts) or not has_fast_reader(opts.format):
         return False
@@ -402,9 +408,26 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
         return _run_locked(inp, opts, budget, state_path, output, dry_run, warn)
 
 
+def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | None = None,
+             counts: HeldCounts | Path | None = None, warn: Warn = stderr_warn) -> RunResult:
+    """``run`` on a transcript in memory with a state the caller holds (the message-list API,
+    :mod:`ctxcompact.messages`): the same pipeline, fast path included; nothing is written but the count
+    cache. ``result.state`` is the state to keep; the one given is not changed, so a failure leaves the
+    caller's state as it was. ``path`` names where the transcript is kept, if anywhere (the state's
+    ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock).
+    A message list is the context itself, not an agent's append-only log: the compacted records are the
+    output (no ``Format.compaction_output``)."""
+    check_exact(opts)
+    get_strategy(opts.strategy)
+    held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
+    return _run_locked(InputData(data, path), opts, _budget(opts), None, None, False, warn, held=held,
+                       counts=counts if counts is not None else HeldCounts(), as_log=False)
+
+
 def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
-                output: Path | BinaryIO | None, dry_run: bool, warn: Warn) -> RunResult:
-    state: State | None = None
+                output: Path | BinaryIO | None, dry_run: bool, warn: Warn, *, held: State | None = None,
+                counts: HeldCounts | Path | None = None, as_log: bool = True) -> RunResult:
+    state: State | None = held
     if state_path is not None and not opts.reset_state:
         state = load_state(state_path)
     if opts.summarizer != "extractive" and not dry_run:
@@ -413,7 +436,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         except SummarizerError as exc:
             raise UsageError(str(exc)) from None
     if not dry_run:
-        fast = _fast_run(inp, opts, budget, state, state_path, output)
+        fast = _fast_run(inp, opts, budget, state, state_path, output, counts)
         if fast is not None:
             return fast
     with progress("validating, cleaning and counting"):
@@ -450,7 +473,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         result.output_format = output_format(opts, result.transcript, warn)
     _judge_fit(result, out_counts, budget, decided_upfront=not dropped)
     fmt = get_format(ctx.input_format)
-    if result.output_format == ctx.input_format and (
+    if as_log and result.output_format == ctx.input_format and (
             result.summary is not None or (result.compacted and fmt.layout.agent_log)):
         # an append-only log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after
         # them; an agent's own log records a masking that way too, so the agent's meter starts from the
@@ -506,7 +529,7 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
 
 
 def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None, state_path: Path | None,
-              output: Path | BinaryIO | None) -> RunResult | None:
+              output: Path | BinaryIO | None, held: HeldCounts | Path | None = None) -> RunResult | None:
     """The usual hook call, without building the model (docs/measurements/performance.md#a-hooks-call): a
     transcript the streaming walk reads as it is (nothing to repair, every line conforming, no blank line, no
     CR, no BOM), below the threshold, with no summary or masking in the state, written out unchanged. The
@@ -518,15 +541,18 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
     from .tokens.fast import NotFast, walk_bytes
 
     data = inp.data
-    if (inp.path is None or not STRATEGIES.has(opts.strategy, FAST_RUN) or opts.prune
-            or opts.to not in (None, opts.format) or not fast_path_allowed(inp.path, opts, state)
-            or not data.endswith(b"\n")
-            or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
+    if ((inp.path is None and held is None) or not STRATEGIES.has(opts.strategy, FAST_RUN) or opts.prune
+            or opts.to not in (None, opts.format) or not _fast_allowed(opts, state)
+            or not data.endswith(b"\n") or data.startswith(b"\xef\xbb\xbf") or b"\r" in data):
         return None
     encoding = encoding_name(opts) if opts.exact == "tiktoken" else None
     key = (opts.format, encoding)
-    cache = cache_path(state_path) if state_path is not None else None
+    in_memory = held if isinstance(held, HeldCounts) else None
+    at = state_path if state_path is not None else held if isinstance(held, Path) else None
+    cache = cache_path(at) if at is not None else None
     snap, hasher = load_counts(cache, data, key) if cache is not None else (None, None)
+    if in_memory is not None:
+        snap = in_memory.load(data, key)
     try:
         fc, new_snap = walk_bytes(data, opts.format, encoding, lambda f, obj: conforms(load(f), obj), snap)
     except NotFast:
@@ -543,7 +569,8 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
     if report.over_threshold or report.would_compact or report.calibrated.tokens > budget.window:
         return None
     state = state or new_state(fc.format)
-    state.input = InputInfo(path=str(inp.path), format=fc.format)
+    if inp.path is not None:
+        state.input = InputInfo(path=str(inp.path), format=fc.format)
     remember_measured(state, report.calibrated.measured, counts.estimator)
     record_estimate(state, sum(counts.base), counts.estimator)
 
@@ -553,18 +580,19 @@ def _fast_run(inp: InputData, opts: Options, budget: Budget, state: State | None
 
     @functools.cache
     def loaded() -> Transcript:  # one parse, shared by the two fields
-        return Transcript(fc.format, parse(), str(inp.path))
+        return Transcript(fc.format, parse(), str(inp.path or "-"))
 
-    result = RunResult(transcript=Transcript(fc.format, [], str(inp.path)), output_format=fc.format,
+    result = RunResult(transcript=Transcript(fc.format, [], str(inp.path or "-")), output_format=fc.format,
                        compacted=False,
                        tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,
                        estimate=report, repairs=[], problems=[], state=state, state_path=state_path,
                        passthrough=data)
     result.defer(loaded)
     _write_both(result, output, state_path)  # the same write order as the full path
-    if state_path is not None:
-        assert cache is not None
+    if cache is not None:
         save_counts(cache, data, key, new_snap, hasher, snap["bytes"] if snap is not None else 0)
+    elif in_memory is not None:
+        in_memory.save(data, key, new_snap)
     return result
 
 

@@ -166,6 +166,21 @@ class Usage:
     source: str = ""  # e.g. "usage.prompt_tokens", "message.usage"
 
 
+#: the parts of an Anthropic prompt as billed: with prompt caching ``input_tokens`` is only the uncached tail
+ANTHROPIC_PROMPT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def anthropic_prompt_tokens(usage: Any) -> int | None:
+    """An Anthropic usage's prompt as billed: ``input_tokens + cache_creation_input_tokens +
+    cache_read_input_tokens`` (the parts present); None when none of them is a count (the one rule,
+    docs/concepts/calibration.md#observeusage)."""
+    if not isinstance(usage, dict):
+        return None
+    parts = [usage.get(k) for k in ANTHROPIC_PROMPT_KEYS]
+    counts = [p for p in parts if isinstance(p, int) and not isinstance(p, bool) and p >= 0]
+    return sum(counts) if counts else None
+
+
 # Record.meta keys of a subagent's work (a Claude Code sidechain or agent_progress line): a line the model of
 # the main conversation never sees (the record has no message), but what the summary says the subagent did
 # (facts.subagents). SUBAGENT_MESSAGE: the line as a Message; SUBAGENT_RUN: the id shared by the lines of one

@@ -48,6 +48,9 @@ class Options:
     instructions: str | None = None
     no_fallback: bool = False
     todos_file: Path | None = None
+    # the continuation names the file and lines the summary replaced, for a reader who can open it (the MCP
+    # server's recall, a file Session): docs/guides/frameworks.md#mcp-server
+    cite_source: bool = False
     # masking (docs/guides/strategies.md#the-four-strategies): --strategy mask, or the first tier of threshold
     # with --prune
     prune: bool = False

@@ -543,20 +543,27 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
 @opt(
     "--prompt-tokens",
     type=ranged("real_tokens"),
-    required=True,
+    default=None,
     help="Prompt tokens the provider reported for the last request.",
 )
-def calibrate(state_path: str, prompt_tokens: int) -> None:
+@opt("--usage-json", metavar="JSON|@FILE|-", default=None,
+     help="The usage object or whole response the provider returned (JSON, @file, - for stdin).")
+def calibrate(state_path: str, prompt_tokens: int | None, usage_json: str | None) -> None:
     """Record the prompt tokens the provider reported for the last request (what an after-model hook sees),
-    so the next `run` corrects its estimate.
+    so the next `run` corrects its estimate. Give --prompt-tokens or --usage-json.
 
     \b
     Example:
       ctxcompact calibrate --state session.jsonl.ctxstate.json --prompt-tokens 48213
+      ctxcompact calibrate --state s.json --usage-json '{"input_tokens": 9, "cache_read_input_tokens": 2500}'
     """
     from .. import api
 
-    state = api.calibrate(Path(state_path), prompt_tokens)
+    if (prompt_tokens is None) == (usage_json is None):
+        raise UsageError("give --prompt-tokens or --usage-json (one of them)")
+    if usage_json is not None:
+        prompt_tokens = api.usage_prompt_tokens(api.load_usage_json(usage_json)).tokens
+    state = api.calibrate(Path(state_path), prompt_tokens or 0)
     cal = state.calibration
     if cal.last_estimate:
         echo_err(
@@ -690,3 +697,4 @@ def simulate(only: tuple[str, ...], seed: int, as_json: bool, list_only: bool, c
 
 # --------------------------------------------------------------------------------------------------
 # rendering
+

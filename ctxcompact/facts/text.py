@@ -304,3 +304,10 @@ def continuation_text(latest: str | None, removed: str | None = None, *, status:
         parts.append("Continue the work described in the summary from where it stopped. "
                      "Do not ask the user to repeat anything.")
     return "\n\n".join(parts)
+
+
+def source_note(path: str, last_line: int) -> str:
+    """The paragraph a continuation ends with when the caller asks for it (``Options.cite_source``): where the
+    whole earlier conversation is, so an agent can read an exact detail instead of redoing the work."""
+    return (f"The full earlier conversation is in {path}, lines 1-{last_line} (one JSON message per line); "
+            "search it (the ctxcompact MCP tool `recall`) for an exact detail the summary left out.")

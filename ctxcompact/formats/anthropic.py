@@ -34,6 +34,7 @@ from ..model import (
     ToolCall,
     ToolResult,
     Usage,
+    anthropic_prompt_tokens,
 )
 from ..reader import encode_json, json_type_name
 from .base import Format, Layout, block_types, link_result_names, str_field
@@ -129,15 +130,9 @@ def _parse_block(block: Any, path: str, *, nested: bool = False) -> Block:
 
 
 def _parse_usage(usage: Any) -> Usage | None:
-    if not isinstance(usage, dict):
+    total = anthropic_prompt_tokens(usage)
+    if total is None:
         return None
-    total = 0
-    for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        value = usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            total += value
-        elif key == "input_tokens":
-            return None
     out = usage.get("output_tokens")
     output = out if isinstance(out, int) and not isinstance(out, bool) else None
     return Usage(prompt_tokens=total, output_tokens=output, source="usage.input_tokens+cache")

@@ -69,6 +69,7 @@ from ..model import (
     ToolCall,
     ToolResult,
     Usage,
+    anthropic_prompt_tokens,
     is_interruption_message,
 )
 from ..reader import encode_json
@@ -175,10 +176,9 @@ def _usage(msg: dict[str, Any]) -> Usage | None:
     u = msg.get("usage")
     if not isinstance(u, dict):
         return None
-    parts = [u.get(k) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
-    if not any(isinstance(p, int) for p in parts):
+    total = anthropic_prompt_tokens(u)
+    if total is None:
         return None
-    total = sum(p for p in parts if isinstance(p, int) and not isinstance(p, bool))
     out = u.get("output_tokens")
     return Usage(total, out if isinstance(out, int) else None, source="message.usage")
 

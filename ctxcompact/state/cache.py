@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +98,21 @@ def save_counts(path: Path, data: bytes, key: tuple[Any, ...], snapshot: dict[st
             _memo[str(path)] = (stamp, key, data, snapshot, hasher)
     except (OSError, ValueError):
         _memo.pop(str(path), None)
+
+
+@dataclass(slots=True)
+class HeldCounts:
+    """The count cache held in memory, for a caller that keeps no state file (``ctxcompact.Session()``): the
+    last snapshot, the options it was counted with and the bytes it counted (compared, not hashed)."""
+
+    key: tuple[Any, ...] | None = None
+    data: bytes = b""
+    snapshot: dict[str, Any] | None = None
+
+    def load(self, data: bytes, key: tuple[Any, ...]) -> dict[str, Any] | None:
+        if self.snapshot is None or self.key != key or not data.startswith(self.data):
+            return None
+        return self.snapshot
+
+    def save(self, data: bytes, key: tuple[Any, ...], snapshot: dict[str, Any] | None) -> None:
+        self.key, self.data, self.snapshot = key, data, snapshot

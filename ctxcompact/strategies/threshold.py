@@ -27,6 +27,7 @@ from ..facts.text import (
     latest_request,
     latest_request_record,
     removed_attachments_note,
+    source_note,
 )
 from ..facts.todos import load_todos_file, open_todos
 from ..formats import get_format
@@ -107,6 +108,8 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     continuation = continuation_text(latest, removed, status=status.status, answer=answer,
                                      in_flight=bool(tail.records))
     continuation = scrub_credentials(continuation)  # composed by ctxcompact: the quote keeps no credential
+    if opts.cite_source and ctx.transcript.source not in ("", "-"):
+        continuation = f"{continuation}\n\n{source_note(ctx.transcript.source, ctx.input_lines)}"
     out = [*system, *opaque, *fmt.summary_records(summary.text, continuation, attached), *tail.records]
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
     # the tail stays after the watermark (the next run reads it from the input again) when its place in the
