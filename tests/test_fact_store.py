@@ -340,3 +340,19 @@ def test_real_log_last_action_is_the_last_assistant_record() -> None:
         assert last.message.tool_calls()[-1].name in action
     else:
         assert last.message is not None and json.dumps(last.message.text().strip()[:30])[1:-1][:20] in action
+
+
+def test_a_summary_quotes_the_first_and_newest_rules_when_there_are_very_many() -> None:
+    """Every rule stays in the store; a summary quotes up to MAX_RENDERED_RULES of them (the first and the
+    newest half each, and how many are between), so a session with a rule in every request does not make
+    every later compaction quote them all (the sliding window's first run grew with the square)."""
+    from ctxcompact.summarizers.layout import MAX_RENDERED_RULES, _rendered_rules
+
+    few = tuple(f"never touch file {i}" for i in range(MAX_RENDERED_RULES))
+    assert _rendered_rules(few) == list(few)
+    many = tuple(f"never touch file {i}" for i in range(3 * MAX_RENDERED_RULES))
+    shown = _rendered_rules(many)
+    half = MAX_RENDERED_RULES // 2
+    assert shown[:half] == list(many[:half]) and shown[-half:] == list(many[-half:])
+    assert shown[half] == f"({len(many) - 2 * half} more rules in between, kept in the state)"
+    assert len(shown) == MAX_RENDERED_RULES + 1

@@ -239,8 +239,25 @@ def _without_rules(goal: str, rules: tuple[str, ...]) -> str:
     return " ".join(w for w in goal.split() if w not in ("-", "*", "•")) or goal
 
 
+#: the most rules a summary quotes: the first and the newest half each (the store keeps every one); a session
+#: with more has a rule-like sentence in every request, and quoting them all at every compaction made the
+#: work of a long session grow with its square
+MAX_RENDERED_RULES = 200
+
+
+def _rendered_rules(rules: tuple[str, ...]) -> list[str]:
+    """The rules a summary quotes: all of them up to :data:`MAX_RENDERED_RULES`, else the first and the newest
+    with a line saying how many are left out (they stay in the state's fact store)."""
+    if len(rules) <= MAX_RENDERED_RULES:
+        return list(rules)
+    half = MAX_RENDERED_RULES // 2
+    between = f"({len(rules) - 2 * half} more rules in between, kept in the state)"
+    return [*rules[:half], between, *rules[-half:]]
+
+
 def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _Doc:
     latest = facts.latest_request
+    rules = _rendered_rules(facts.rules)
     last_action = facts.last_action
     findings = [_cap(f.text, FINDING_CHARS) for f in facts.findings]
     if last_action and findings and last_action.startswith('Said: "') and findings[-1][:40] in last_action:
@@ -249,7 +266,7 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _
         last_action = ("Said: its last answer (under Findings and answers)"
                        + (f" — Called: {calls}" if calls else ""))
     return _Doc(
-        earlier=earlier, goals=[_without_rules(g, facts.rules) for g in facts.goals], rules=list(facts.rules),
+        earlier=earlier, goals=[_without_rules(g, tuple(rules)) for g in facts.goals], rules=rules,
         instructions=list(facts.instructions), findings=findings, todos=list(facts.todos),
         errors=list(facts.errors),
         # changed files before those only read, each most recent first: the shrinking keeps the head

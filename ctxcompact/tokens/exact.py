@@ -94,10 +94,12 @@ _lock = threading.Lock()
 _BATCH_CHARS = 2_000_000
 # Below this many characters in total the thread pool costs more than it saves.
 _SMALL_CHARS = 200_000
-# Up to this many characters in one call, and while tiktoken is not loaded, tokens/bpe.py counts: its pure
-# Python merge is slower per character than tiktoken's, but needs no Encoding
-# (docs/measurements/performance.md#a-hooks-call).
+# Up to this many characters in all (one process, every call together), and while tiktoken is not loaded,
+# tokens/bpe.py counts: its pure Python merge is slower per character than tiktoken's, but needs no Encoding
+# (docs/measurements/performance.md#a-hooks-call). Past it, building the Encoding pays for itself: a run that
+# counts many texts (a sliding window's roll-ups, a summary fitted again and again) changes gear once.
 PURE_MAX_CHARS = 400_000
+_pure_chars = 0  # what tokens/bpe.py has counted in this process
 
 
 def _threads() -> int:
@@ -175,8 +177,11 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
 def _pure_counts(texts: Sequence[str], name: str) -> list[int] | None:
     """Counts by tokens/bpe.py when ``texts`` are small and tiktoken is not loaded yet: the same counts
     without the cost of building the Encoding; None leaves them to tiktoken."""
-    if name in _cache or name not in _SPEC or sum(map(len, texts)) > PURE_MAX_CHARS:
+    global _pure_chars
+    total = sum(map(len, texts))
+    if name in _cache or name not in _SPEC or _pure_chars + total > PURE_MAX_CHARS:
         return None
+    _pure_chars += total
     counter = bpe.counter(name, _SPEC[name][0], EXPECTED_SHA256[name],
                           lambda: parse_ranks(_read_ranks_file(name)))
     return counter.count_all(texts)
