@@ -9,9 +9,9 @@ cleaning, estimation, compaction) works on the model and asks the format only th
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock
 
@@ -61,27 +61,6 @@ def block_types(content: Any) -> set[str]:
     return {t for t in (str_field(b, "type") for b in content) if t is not None}
 
 
-class NotFast(Exception):
-    """A fast line reader cannot give the full path's exact result for this line: run the full path."""
-
-
-class FastLine(NamedTuple):
-    """What one decoded line contributes. ``texts`` only when exact counts were asked for."""
-
-    role: str  # the normalised role ("system", "user", "assistant", "tool")
-    chars: int
-    fixed: int  # fixed cost of binary parts (IMAGE_TOKENS each)
-    texts: list[str] | None  # token-bearing strings in model.token_text order
-    call_ids: list[str]  # ids of the tool calls this message makes
-    result_id: str | None  # the call this message answers (tool messages)
-    prompt_tokens: int | None  # usage.prompt_tokens on an assistant line
-
-
-#: ``(decoded line, want its texts) -> FastLine``; raises NotFast for any line the full parser would treat
-#: differently (docs/measurements/performance.md#a-hooks-call: the streaming estimate)
-FastLineReader = Callable[[Any, bool], FastLine]
-
-
 class Format(abc.ABC):
     name: str = ""
     layout: Layout
@@ -97,8 +76,6 @@ class Format(abc.ABC):
     #: (docs/concepts/handoff.md#attachments-of-the-latest-request); a format that cannot names them in its
     #: text instead
     carries_attachments: bool = True
-    #: an optional streaming reader of one decoded line, for ``estimate``'s fast path (None: full path only)
-    fast_line: FastLineReader | None = None
 
     @abc.abstractmethod
     def sniff(self, obj: Any) -> int:

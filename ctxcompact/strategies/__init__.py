@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..plugins import FAST_RUN, STRATEGIES
+from ..plugins import STRATEGIES
 
 if TYPE_CHECKING:  # the interface is in .base; importing it here would load the engine's layers for --help
     from ..model import Record
@@ -26,11 +26,9 @@ NAMES: tuple[str, ...] = STRATEGIES.builtin_names()
 __all__ = ["NAMES", "get_strategy", "names", "reapply_all", "register"]
 
 
-def register(strategy: Strategy, *, fast_run: bool = False) -> None:
-    """Make ``strategy`` available by its name to the library (``Options(strategy=name)``). ``fast_run``:
-    below the threshold, with nothing of its own in the state, it passes the context through (the usual hook
-    call may then take the streaming route)."""
-    STRATEGIES.register(strategy.name, strategy, [FAST_RUN] if fast_run else [])
+def register(strategy: Strategy) -> None:
+    """Make ``strategy`` available by its name to the library (``Options(strategy=name)``)."""
+    STRATEGIES.register(strategy.name, strategy)
 
 
 def names() -> tuple[str, ...]:
