@@ -51,6 +51,7 @@ from .state import record_real_tokens as record_in_state
 from .state.cache import cache_path, load_counts, save_counts
 from .strategies import get_strategy, reapply_all
 from .strategies.base import StrategyInput, Written
+from .streaming import CacheLoader, may_stream, stream_report
 from .summarizers import summarizer_for
 from .tokens.cache import CountCache
 from .tokens.counts import Counts, check_exact, count_key, count_records
@@ -108,6 +109,12 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=False)
     state = None if (state_path is None or opts.reset_state) else load_state(state_path)
+    if is_file(source) and may_stream(Path(source), opts, state):  # type: ignore[arg-type]
+        with progress("reading and counting"):
+            streamed = stream_report(Path(source), opts, state, budget, state_path,  # type: ignore[arg-type]
+                                     _cache_loader(state_path))
+        if streamed is not None:
+            return streamed
     inp = InputData.load(source)
     with progress("reading and counting"):  # shown only on a terminal, and only if it takes a while
         ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
@@ -118,6 +125,12 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     describe(report, StrategyInput(ctx, opts, budget, state, report, stderr_warn,
                                     functools.partial(count_records, opts=opts, cache=cache)))
     return report
+
+
+def _cache_loader(state_path: Path | None) -> CacheLoader | None:
+    if state_path is None:
+        return None
+    return lambda key: load_counts(cache_path(state_path), key)
 
 
 # --------------------------------------------------------------------------------------------------------

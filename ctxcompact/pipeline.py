@@ -106,12 +106,12 @@ def estimate_context(ctx: Context, opts: Options, state: State | None, budget: B
     records = ctx.transcript.records
     counts = count_records(records, opts, cache)
     stats = context_stats(records, ctx.transcript.format, ctx.input_records, ctx.covered, len(ctx.repairs))
-    return _report(stats, counts, calibrate_context(ctx, counts, opts, state), budget,
-                   system_tokens(counts.base, records), opts, state_path)
+    return make_estimate_report(stats, counts, calibrate_context(ctx, counts, opts, state), budget,
+                                system_tokens(counts.base, records), opts, state_path)
 
 
-def _report(stats: ContextStats, counts: Counts, cal: Calibrated, budget: Budget, system: int, opts: Options,
-            state_path: Path | None) -> EstimateReport:
+def make_estimate_report(stats: ContextStats, counts: Counts, cal: Calibrated, budget: Budget, system: int,
+                         opts: Options, state_path: Path | None) -> EstimateReport:
     return make_report(
         stats, heuristic_total=sum(counts.heuristic),
         exact_total=sum(counts.exact) if counts.exact is not None else None, encoding=counts.encoding,

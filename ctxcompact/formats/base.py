@@ -9,7 +9,7 @@ cleaning, estimation, compaction) works on the model and asks the format only th
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +102,11 @@ class Format(abc.ABC):
         """Whole-file pass after every line is parsed (link ids, follow chains). Default: nothing."""
         return records
 
+    def finish_stream(self) -> Callable[[Record], None] | None:
+        """:meth:`finish` one record at a time, for a reader that streams; None when it needs the whole file
+        (a chain followed from the last line, a compaction that hides what came before it)."""
+        return (lambda rec: None) if type(self).finish is Format.finish else None
+
     def api_turns(self, records: list[Record]) -> list[Record]:
         """The records with one message per message the provider's API sent or received, for writing in
         another format (``--to``). Default: the records themselves; a format that writes one API message
@@ -160,12 +165,13 @@ class Format(abc.ABC):
         return self.dump_message(record.message, record)
 
 
-def link_result_names(records: list[Record]) -> list[Record]:
+def link_result_names(records: list[Record], names: dict[str, str] | None = None) -> list[Record]:
     """Give each tool result the name of the call it answers (OpenAI tool messages and Anthropic
-    tool_result blocks do not name their tool; placeholders, summaries and reports want it)."""
+    tool_result blocks do not name their tool; placeholders, summaries and reports want it). ``names``: the
+    calls of the records before (a stream carries it from part to part)."""
     from ..model import ToolCall, ToolResult
 
-    names: dict[str, str] = {}
+    names = {} if names is None else names
     for rec in records:
         if rec.message is None:
             continue

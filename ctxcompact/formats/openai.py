@@ -21,6 +21,7 @@ Decisions where the API leaves room:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -307,6 +308,14 @@ class OpenAIFormat(Format):
 
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)
+
+    def finish_stream(self) -> Callable[[Record], None]:
+        names: dict[str, str] = {}
+
+        def one(rec: Record) -> None:
+            link_result_names([rec], names)
+
+        return one
 
     # -- writing ---------------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ class CountCache:
     made: dict[int, tuple[Any, int, int]] = field(default_factory=dict)
     counted: int = 0
     found: int = 0
+    keep: bool = True  # False: looked up only (estimate streaming a file: nothing grows per record)
 
     def use(self, key: tuple[Any, ...]) -> CountCache:
         """Begin a call counting with options ``key``: what the last call saw is looked up; a cache counted
@@ -61,7 +62,8 @@ class CountCache:
             if i == len(self.offsets) or self.offsets[i] != offset or self.digests[i] != digest:
                 return None
             hit = (self.digests[i], self.heuristic[i], self.exact[i])
-            self.fresh[offset] = hit
+            if self.keep:
+                self.fresh[offset] = hit
             self.found += 1
         elif hit[0] != digest:
             return None
@@ -75,11 +77,13 @@ class CountCache:
 
     def put_made(self, message: Any, heuristic: int, exact: int | None) -> None:
         self.counted += 1
-        self.made[id(message)] = (message, heuristic, _NONE if exact is None else exact)
+        if self.keep:
+            self.made[id(message)] = (message, heuristic, _NONE if exact is None else exact)
 
     def put(self, offset: int, digest: int, heuristic: int, exact: int | None) -> None:
         self.counted += 1
-        self.fresh[offset] = (digest, heuristic, _NONE if exact is None else exact)
+        if self.keep:
+            self.fresh[offset] = (digest, heuristic, _NONE if exact is None else exact)
 
     def commit(self) -> None:
         """What this call saw becomes what the next call looks up."""
