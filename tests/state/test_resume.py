@@ -1,0 +1,184 @@
+"""The count cache beside the state (docs/concepts/state.md#the-count-cache): a call counts only the records
+it has not seen, and gives what a call from scratch gives, whatever the appends (also when the transcript
+needs repairs, and in every format); a rewritten line is counted again; a corrupt cache is rebuilt."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+from helpers import SAMPLES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxcompact import api
+from ctxcompact.state.cache import cache_path
+from ctxcompact.tokens import exact
+
+_GEN = Path(__file__).parent.parent.parent / "bench" / "gen_openai.py"
+_spec = importlib.util.spec_from_file_location("gen_openai", _GEN)
+assert _spec is not None and _spec.loader is not None
+gen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen)
+
+LINES = [orjson.dumps(m) + b"\n" for m in gen.messages(7, 120_000)]
+assert len(LINES) >= 50
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each exact count call was given (the instrumentation: counting is the cost)."""
+    sizes: list[int] = []
+    real = exact.count_messages
+
+    def counting(messages, encoding=exact.DEFAULT_ENCODING):  # type: ignore[no-untyped-def]
+        sizes.append(len(messages))
+        return real(messages, encoding)
+
+    monkeypatch.setattr(exact, "count_messages", counting)
+    return sizes
+
+
+def _run(path: Path, out: Path, *, window: int = 400_000, **kw) -> tuple:
+    r = api.run(path, api.Options(window=window, **kw), output=out)
+    state = orjson.loads(Path(f"{path}.ctxstate.json").read_bytes())
+    state["calibration"].pop("updated_at", None)
+    for part in [*state.get("compactions", []), state.get("summary") or {}]:
+        for stamp in ("time", "duration_s", "created_at"):  # when, and how long: not what
+            part.pop(stamp, None)
+    rep = r.estimate
+    written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())  # made lines say when
+    return (written, state, r.exit_code, r.compacted, rep.heuristic, rep.exact,
+            rep.calibrated.tokens, rep.would_compact, rep.records, [str(x) for x in r.repairs], r.warnings)
+
+
+def _sequence(tmp: Path, lines: list[bytes], cuts: list[int], *, cold: bool, **kw) -> list[tuple]:
+    path = tmp / "t.jsonl"
+    state = Path(f"{path}.ctxstate.json")
+    for f in (state, cache_path(state)):
+        f.unlink(missing_ok=True)
+    results = []
+    for end in cuts:
+        path.write_bytes(b"".join(lines[:end]))
+        if cold:
+            cache_path(state).unlink(missing_ok=True)
+        results.append(_run(path, tmp / "out.jsonl", **kw))
+    return results
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(min_value=1, max_value=len(LINES)), min_size=1, max_size=4),
+       exact_opt=st.sampled_from(["tiktoken", "none"]), window=st.sampled_from([400_000, 30_000]))
+def test_any_split_of_appends_gives_the_cold_answer(tmp_path, cuts, exact_opt, window):
+    """Below the threshold and across compactions (the small window), with the cache or without it."""
+    cuts = sorted(set(cuts))
+    cached = _sequence(tmp_path, LINES, cuts, cold=False, exact=exact_opt, window=window)
+    cold = _sequence(tmp_path, LINES, cuts, cold=True, exact=exact_opt, window=window)
+    assert cached == cold
+
+
+def test_a_second_call_counts_only_the_appended_records(tmp_path, counted):
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:40]))
+    _run(path, out)
+    assert counted == [40]
+    counted.clear()
+    path.write_bytes(b"".join(LINES[:45]))
+    _run(path, out)
+    assert counted == [5]  # the five appended records, nothing else
+    counted.clear()
+    _run(path, out)
+    assert counted == []  # nothing new: nothing counted
+
+
+def test_a_trailing_tool_result_and_a_missing_result_are_repaired_and_cached(tmp_path, counted):
+    """Repairs that depend on the end of the transcript (the appended reply, the synthetic result of a
+    pending call) are the cleaner's, on every call; only the input lines are cached."""
+    calls = [{"role": "user", "content": "go"},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+                 {"id": "b", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "a", "content": "x" * 400}]
+    lines = [orjson.dumps(m) + b"\n" for m in calls]
+    more = [orjson.dumps({"role": "user", "content": f"next {i}"}) + b"\n" for i in range(3)]
+    warm = _sequence(tmp_path, lines + more, [3, 4, 6], cold=False)
+    assert counted == [3 + 2, 1 + 1, 2 + 1]  # the new lines, plus the records the cleaner made this time
+    cold = _sequence(tmp_path, lines + more, [3, 4, 6], cold=True)
+    assert warm == cold
+    kinds = [[k.split(": ")[1] for k in w[9]] for w in warm]
+    assert kinds[0] == ["missing_result", "appended_reply"] and kinds[1] == ["missing_result"]
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "claude-code", "codex", "genai"])
+def test_every_format_takes_the_cache(tmp_path, fmt, counted):
+    sample = SAMPLES / f"{fmt}-session.jsonl"
+    lines = sample.read_bytes().splitlines(keepends=True)
+    lines = [line if line.endswith(b"\n") else line + b"\n" for line in lines if line.strip()]
+    cuts = [max(1, len(lines) // 2), len(lines)]
+    warm = _sequence(tmp_path, lines, cuts, cold=False, format=fmt)
+    second = counted[len(counted) // 2:]
+    counted.clear()
+    cold = _sequence(tmp_path, lines, cuts, cold=True, format=fmt)
+    assert warm == cold
+    assert sum(second) < sum(counted[len(counted) // 2:])  # the second call counted less than from scratch
+
+
+def test_a_rewritten_line_is_counted_again(tmp_path, counted):
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:45]))
+    _run(path, out)
+    data = bytearray(b"".join(LINES[:45]))
+    i = data.index(b'"content":"') + 11
+    data[i:i + 3] = b"XYZ" if data[i:i + 3] != b"XYZ" else b"ABC"  # same length, same offsets
+    path.write_bytes(bytes(data))
+    Path(f"{path}.ctxstate.json").unlink()  # the state would (rightly) keep nothing of the old prefix either
+    counted.clear()
+    got = _run(path, out)
+    assert counted == [1]
+    cache_path(f"{path}.ctxstate.json").unlink()
+    assert _run(path, out) == got
+
+
+@pytest.mark.parametrize("damage", [b"", b"garbage", None, "unsorted"])
+def test_a_corrupt_cache_is_ignored(tmp_path, damage):
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:30]))
+    _run(path, out)
+    cache = cache_path(f"{path}.ctxstate.json")
+    raw = cache.read_bytes()
+    if damage == "unsorted":
+        from ctxcompact.tokens.cache import from_bytes
+
+        loaded = from_bytes(raw, ("openai", "o200k_base"))
+        assert loaded is not None and len(loaded.offsets) == 30
+        loaded.offsets.reverse()
+        raw = loaded.to_bytes()
+    cache.write_bytes(raw[:-7] + b"\x00" * 7 if damage is None else raw if damage == "unsorted" else damage)
+    path.write_bytes(b"".join(LINES[:38]))
+    got = _run(path, out)
+    cache.unlink()
+    assert got == _run(path, out)
+
+
+def test_in_process_calls_reuse_the_cache(tmp_path, counted):
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:30]))
+    api.run(path, api.Options(window=400_000))
+    path.write_bytes(b"".join(LINES[:36]))
+    counted.clear()
+    got = api.run(path, api.Options(window=400_000))  # from the in-process memo, no output written
+    assert got.context is not None
+    assert counted == [6 + sum(1 for r in got.context.records if r.raw is None)]  # the cleaner's made ones
+    dry = api.run(path, api.Options(window=400_000), dry_run=True)
+    want = _run(path, out)
+    rep = got.estimate
+    assert (rep.heuristic, rep.exact, rep.calibrated.tokens) == want[4:7]
+    assert b"".join(got.lines()) == want[0]
+    assert [r.raw for r in got.transcript.records] == [r.raw for r in dry.transcript.records]
