@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import sys
 from pathlib import Path
 from typing import BinaryIO
@@ -25,8 +24,9 @@ from .options import MAX_TOKENS, Options, check_options
 from .paths import check_paths, check_side_files, state_path_in
 from .pipeline import (
     budget_from_transcript,
+    count_and_decide,
+    counter,
     describe,
-    estimate_context,
     ignored_usage_warning,
 )
 from .progress import progress
@@ -121,9 +121,11 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         # what earlier runs counted is looked up, never written: estimate does not take the state's lock
         cache = load_counts(cache_path(state_path), count_key(opts, ctx.input_format)) if state_path else None
-        report = estimate_context(ctx, opts, state, budget, state_path, cache)
+        if cache is not None:
+            cache.keep = False  # nothing to keep it for: no per-record memory
+        report, counts = count_and_decide(ctx, opts, state, budget, state_path, cache)
     describe(report, StrategyInput(ctx, opts, budget, state, report, stderr_warn,
-                                    functools.partial(count_records, opts=opts, cache=cache)))
+                                   counter(ctx, counts, opts, cache)))
     return report
 
 
@@ -196,12 +198,11 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         cache, cache_file = _count_cache(counts, state_path, count_key(opts, ctx.input_format))
-        report = estimate_context(ctx, opts, state, budget, state_path, cache)
+        report, ctx_counts = count_and_decide(ctx, opts, state, budget, state_path, cache)
     ignored = ignored_usage_warning(report.calibrated)
     if ignored is not None:
         warn(ignored)
-    si = StrategyInput(ctx, opts, budget, state, report, warn,
-                       functools.partial(count_records, opts=opts, cache=cache))
+    si = StrategyInput(ctx, opts, budget, state, report, warn, counter(ctx, ctx_counts, opts, cache))
     describe(report, si)
     result = RunResult(
         transcript=ctx.transcript, output_format=opts.to or ctx.input_format, compacted=False,
@@ -243,20 +244,21 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     assert result.state is not None
     _update_state(result.state, inp, ctx, result, out_counts)
     _write_both(result, output, state_path)
-    if cache_file is not None:  # after the state, under its lock (docs/concepts/state.md#the-count-cache)
+    if cache_file is not None and cache is not None:
+        # after the state, under its lock (docs/concepts/state.md#the-count-cache)
         save_counts(cache_file, cache)
     return result
 
 
 def _count_cache(counts: CountCache | Path | None, state_path: Path | None,
-                 key: tuple[str, str | None]) -> tuple[CountCache, Path | None]:
+                 key: tuple[str, str | None]) -> tuple[CountCache | None, Path | None]:
     """The count cache of this call: held by the caller, or kept beside the state (``counts`` names the state
     file of a caller that holds the lock), and the file to keep it in."""
     if isinstance(counts, CountCache):
         return counts.use(key), None
     at = counts if counts is not None else state_path
     if at is None:
-        return CountCache(key=key), None
+        return None, None  # no state: nothing to keep the counts in
     return load_counts(cache_path(at), key), cache_path(at)
 
 

@@ -9,6 +9,7 @@ again), calibrated (:mod:`.tokens.calibration`) and decided (:mod:`.report`); th
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 from .budget import Budget, make_budget
@@ -100,14 +101,32 @@ def _anthropic_count(transcript: Transcript, opts: Options) -> int:
         )
 
 
+def counter(ctx: Context, counts: Counts, opts: Options,
+            cache: CountCache | None) -> Callable[[list[Record]], Counts]:
+    """The counter a strategy is given (``StrategyInput.count``): the context's counts, already made, for the
+    context itself; anything else counted with the run's estimator and count cache."""
+
+    def count(records: list[Record]) -> Counts:
+        return counts if records is ctx.transcript.records else count_records(records, opts, cache)
+
+    return count
+
+
 def estimate_context(ctx: Context, opts: Options, state: State | None, budget: Budget,
                      state_path: Path | None, cache: CountCache | None = None) -> EstimateReport:
     """Count (with ``cache``), calibrate and decide: the report of the context."""
+    return count_and_decide(ctx, opts, state, budget, state_path, cache)[0]
+
+
+def count_and_decide(ctx: Context, opts: Options, state: State | None, budget: Budget,
+                     state_path: Path | None,
+                     cache: CountCache | None = None) -> tuple[EstimateReport, Counts]:
+    """:func:`estimate_context`, and the counts it made."""
     records = ctx.transcript.records
     counts = count_records(records, opts, cache)
     stats = context_stats(records, ctx.transcript.format, ctx.input_records, ctx.covered, len(ctx.repairs))
     return make_estimate_report(stats, counts, calibrate_context(ctx, counts, opts, state), budget,
-                                system_tokens(counts.base, records), opts, state_path)
+                                system_tokens(counts.base, records), opts, state_path), counts
 
 
 def make_estimate_report(stats: ContextStats, counts: Counts, cal: Calibrated, budget: Budget, system: int,

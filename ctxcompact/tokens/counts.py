@@ -87,7 +87,8 @@ def count_records(records: list[Record], opts: Options, cache: CountCache | None
                 if ex is not None and n is not None:
                     ex[i] = n
                 continue
-            keys[i] = (r.offset, digest) if line else None
+            if cache.keep:  # (a cache only looked up keeps nothing: no memory per record)
+                keys[i] = (r.offset, digest) if line else None
         heur[i] = heuristic.message_tokens(msg)
         todo.append(i)
     if ex is not None and name is not None and todo:
