@@ -112,8 +112,8 @@ def test_a_temp_left_by_a_killed_run_is_removed_by_the_next_run(log: Path) -> No
     out = log.parent / "o.jsonl"
     code = ("import os, sys, ctxcompact.atomic as a\n"
             "real = os.replace\n"
-            "os.replace = lambda s, d, *x, **k: (os.kill(os.getpid(), 9) if os.path.basename(d) == 'o.jsonl'\n"
-            "                                    else real(s, d, *x, **k))\n"
+            "os.replace = lambda s, d, *x, **k: (os.kill(os.getpid(), 9)\n"
+            "    if os.path.basename(d) == 'o.jsonl' else real(s, d, *x, **k))\n"
             "from ctxcompact.cli import main\n"
             f"main(['run', {str(log)!r}, '--window', '4000', '-o', {str(out)!r}])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)

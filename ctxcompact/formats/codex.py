@@ -207,9 +207,15 @@ def _usage(payload: dict[str, Any]) -> Usage | None:
     if not isinstance(last, dict) or not isinstance(last.get("input_tokens"), int):
         return None
     win = info.get("model_context_window")
+    window = win if isinstance(win, int) else None
+    total = last.get("total_tokens")
+    if last["input_tokens"] == 0 and isinstance(total, int) and total > 0:
+        # the meter Codex (and ctxcompact) writes after a compaction: no request, the compacted history's
+        # size in total_tokens; it measures the history through this line
+        return Usage(total, None, context_window=window, after=True,
+                     source="event_msg.token_count.last_token_usage.total_tokens (after a compaction)")
     out = last.get("output_tokens")
-    return Usage(last["input_tokens"], out if isinstance(out, int) else None,
-                 context_window=win if isinstance(win, int) else None,
+    return Usage(last["input_tokens"], out if isinstance(out, int) else None, context_window=window,
                  source="event_msg.token_count.last_token_usage")
 
 
@@ -371,6 +377,8 @@ class CodexFormat(Format):
         for i, r in enumerate(records):
             if r.usage is None:
                 continue
+            if r.usage.after:
+                continue  # a compaction's size: it stays on its line (its totals repeat the last report's)
             usage, r.usage = r.usage, None
             totals = r.data["payload"]["info"].get("total_token_usage")
             if totals is not None and totals == previous:
