@@ -123,7 +123,10 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
     if state is not None and reapply is not None:
         records = reapply(records, state, fmt_name)
     transcript = Transcript(format=fmt_name, records=records, source=str(inp.path or "-"))
-    cleaned = clean(transcript, close_trailing=not opts.keep_trailing_results)
+    # an agent's own log (written as the input's format or with --to) is resumed by the agent, whose next
+    # model turn answers a trailing result: no reply the model did not write is added (clean.py, step 6)
+    written_to_agent_log = opts.to is not None and get_format(opts.to).layout.agent_log
+    cleaned = clean(transcript, close_trailing=not (opts.keep_trailing_results or written_to_agent_log))
     return Context(
         transcript=cleaned.transcript,
         input_records=covered + len(new_records) + result.dropped,
