@@ -52,6 +52,7 @@ from ..model import (
     ImageBlock,
     Message,
     OpaqueBlock,
+    Origin,
     Record,
     Role,
     TextBlock,
@@ -343,7 +344,10 @@ class CodexFormat(Format):
                 [p["message"]] if isinstance(p.get("message"), str) and p["message"] else [])
             carried: list[Block] = []
             for item in replacement if isinstance(replacement, list) else []:
-                if isinstance(item, dict) and item.get("type") == "message":
+                if isinstance(item, dict) and item.get("type") == "compaction":
+                    # an encrypted earlier summary inside it: kept as it is (facts.earlier.opaque_records)
+                    carried.append(OpaqueBlock("compaction", "", raw=item))
+                elif isinstance(item, dict) and item.get("type") == "message":
                     texts.extend(b.text for b in _content_blocks(item.get("content", []), "$.payload")
                                  if isinstance(b, TextBlock))
                 elif isinstance(item, dict):
@@ -435,8 +439,9 @@ class CodexFormat(Format):
         last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
         after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
         ``total_tokens``, the size of the compacted context (``post_tokens``)."""
-        made = [i for i, r in enumerate(records)
-                if r.raw is None and r.data is None and r.message is not None]
+        made = [i for i, r in enumerate(records)  # not an input item (an encrypted summary taken out of one)
+                if r.raw is None and r.data is None and r.message is not None
+                and r.origin is not Origin.INPUT]
         if not made and not any(r.dirty and r.message is not None for r in records):
             return records
         history: list[Record] = []
