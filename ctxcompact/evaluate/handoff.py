@@ -13,8 +13,11 @@ from typing import Any
 from ..facts import earlier, handoff
 from ..facts.text import latest_request_record
 from ..model import OpaqueBlock, Record, Role, TextBlock
+from ..strategies.tail import TRIM_MARKER
 from .scores import Compared
 
+#: a trimmed result of the work in flight is recognised by its beginning and the marker after it
+TRIMMED_HEAD = 200
 #: an earlier summary is carried when this share of its lines (the non-trivial ones) is in the next context
 CARRIED_SHARE = 0.9
 _MIN_LINE = 20  # shorter lines ("---", "Summary:") say nothing on their own
@@ -44,14 +47,18 @@ def in_flight_score(c: Compared) -> dict[str, Any]:
     result_blocks = [b for r in results for b in r.message.tool_results()]  # type: ignore[union-attr]
     answered = {b.call_id for b in result_blocks}
     texts = [b.text for r in result_blocks for b in r.content if isinstance(b, TextBlock) and b.text.strip()]
-    present = all(c.has(b.arguments) or (not b.arguments and c.has(b.name)) for b in call_blocks) and all(
-        c.has(t) for t in texts)
+    calls_there = all(c.has(b.arguments) or (not b.arguments and c.has(b.name)) for b in call_blocks)
+    missing = [t for t in texts if not c.has(t)]
+    # too large for the tail's share: trimmed, its beginning kept before the marker (strategies.tail)
+    trimmed = sum(c.has(t[:TRIMMED_HEAD]) for t in missing) if TRIM_MARKER in c.text else 0
     return {
         "open": True,
         "calls": len(call_blocks),
         "results": len(result_blocks),
         "pending": sum(b.id not in answered for b in call_blocks),
-        "present": present,
+        "present": calls_there and not missing,
+        "trimmed": trimmed,  # results kept only in part, with the marker saying where the full text is
+        "fits": not trimmed,  # the turn fitted its share whole (the target counts these calls)
     }
 
 

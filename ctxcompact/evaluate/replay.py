@@ -103,6 +103,7 @@ def _recall(prefix: Sequence[Record], seen: Transcript, probes: Sequence[Probe])
         "rules_kept": rules["kept_verbatim"],
         "latest_request_kept": latest_request_score(c)["kept_verbatim"],
         "in_flight": flight["present"],  # None when the session so far does not end inside a tool loop
+        "in_flight_trimmed": flight.get("trimmed", 0) > 0,  # too large for its share: trimmed, with a marker
     }
 
 

@@ -41,10 +41,14 @@ def tail_budget(budget: Budget) -> int:
     return max(room, budget.summary_budget, 0)
 
 
+#: the words of the marker after a trimmed result (eval recognises a trimmed result by them)
+TRIM_MARKER = "more characters of this result trimmed; the full text is in"
+
+
 def trim_marker(chars: int, source: str, line: int) -> str:
     where = f"{source} line {line}" if source not in ("", "-") and line > 0 else (
         f"the transcript, line {line}" if line > 0 else "the transcript")
-    return f"\n[… {chars:,} more characters of this result trimmed; the full text is in {where}]"
+    return f"\n[… {chars:,} {TRIM_MARKER} {where}]"
 
 
 def in_flight(records: Sequence[Record], budget: Budget, source: str) -> Tail:

@@ -1,8 +1,9 @@
 """The work in flight in every strategy (docs/concepts/handoff.md#the-work-in-flight): at each hook call
 (``eval --replay`` calls ``run`` before every assistant turn, with a real state) where the session so far
 ends inside a tool loop and a compaction happened, the next call sees the result the model asked for; an
-in-flight result too large for the window is trimmed with a marker saying where the full text is, by
-sliding-window as by threshold (one rule: ``strategies.tail``), and stays trimmed on later runs."""
+in-flight result too large for the window is trimmed with a marker saying where the full text is, by every
+strategy (one rule: ``strategies.tail``; mask and sliding-window used to exit 5), and stays trimmed on later
+runs; eval counts such a call as trimmed, not as a missing result."""
 
 from __future__ import annotations
 
@@ -80,9 +81,10 @@ def _result_text(res: api.RunResult, call_id: str) -> str:
     return texts[0]
 
 
-def test_sliding_window_trims_an_oversized_in_flight_result(tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_every_strategy_trims_an_oversized_in_flight_result(tmp_path: Path, strategy: str) -> None:
     path = _huge_tail(tmp_path)
-    opts = api.Options(window=32_000, strategy="sliding-window")
+    opts = api.Options(window=32_000, strategy=strategy)
     res = api.run(path, opts, output=tmp_path / "out.jsonl", warn=lambda _m: None)
     assert res.exit_code == 0 and res.compacted and res.tokens_after <= 32_000, res.warnings
     text = _result_text(res, "big")
@@ -101,3 +103,15 @@ def test_sliding_window_leaves_an_in_flight_result_that_fits(tmp_path: Path) -> 
                   dry_run=True, warn=lambda _m: None)
     assert res.compacted
     assert _result_text(res, "c2_1") == records[-2]["content"]
+
+
+def test_eval_tells_a_trimmed_result_from_a_missing_one(tmp_path: Path) -> None:
+    path = _huge_tail(tmp_path)
+    r = api.evaluate(str(path), api.Options(window=32_000, use_state=False), calibration=False)
+    flight = r["handoff"]["in_flight"]
+    assert flight["open"] and flight["present"] is False
+    assert flight["trimmed"] == 1 and flight["fits"] is False
+    small = _write(tmp_path / "small.jsonl", _loops(requests=3, calls=2)[:-1])
+    r = api.evaluate(str(small), api.Options(window=6_000, use_state=False), calibration=False)
+    flight = r["handoff"]["in_flight"]
+    assert r["compacted"] and flight["present"] is True and flight["trimmed"] == 0 and flight["fits"] is True
