@@ -23,6 +23,7 @@ from typing import Any
 
 from .budget import Budget
 from .clean import Cleaner
+from .context import closes_trailing
 from .errors import LineError, Problem
 from .formats import DETECT_LINES, detect, get_format
 from .formats.base import Format
@@ -142,8 +143,7 @@ def _stream(path: Path, lines: Iterator[tuple[int, int, bytes]], opts: Options, 
         cache = load_cache(count_key(opts, fmt.name)) if load_cache is not None else None
         if cache is not None:
             cache.keep = False  # estimate looks up; it never writes the cache
-        keep_open = opts.keep_trailing_results
-        cleaner = Cleaner(fmt.layout, fmt.name, source=str(path), close_trailing=not keep_open)
+        cleaner = Cleaner(fmt.layout, fmt.name, source=str(path), close_trailing=closes_trailing(opts))
         return cleaner, _Totals(fmt.name, opts, budget, cache)
 
     def feed(fmt: Format, lineno: int, offset: int, raw: bytes, obj: Any) -> None:
