@@ -52,6 +52,7 @@ class CountCache:
         self.commit()
         self.made = {}
         self.counted = self.found = 0
+        self.keep = True  # an estimate before may have looked it up only (the in-process memo)
         return self
 
     def get(self, offset: int, digest: int) -> tuple[int, int | None] | None:
