@@ -163,20 +163,30 @@ def test_usage_calibrates_the_next_call_without_counting_the_cache_twice(mode: s
 
 
 def test_two_sessions_in_one_process_share_nothing() -> None:
+    """Two conversations at once on one agent, each with its own Compaction given per run."""
     turns = 12
-    a, b = (Scripted(), Compaction(window=WINDOW)), (Scripted(), Compaction(window=WINDOW))
-    rule_b = "Rule: answer in French; never touch the database."
+    model = Scripted()
+    agent = Agent(FunctionModel(model), system_prompt="You are a coding agent.", tools=[read_file])
+    rules = [RULE, "Rule: answer in French; never touch the database."]
+    compactions = [Compaction(window=WINDOW), Compaction(window=WINDOW)]
+
+    async def conversation(rule: str, compaction: Compaction) -> None:
+        history: list[ModelMessage] | None = None
+        for t in range(turns):
+            run = await agent.run(_ask(t, rule), message_history=history, capabilities=[compaction])
+            history = run.all_messages()
 
     async def both() -> None:
-        await asyncio.gather(_session(turns, "capability", *a),
-                             _session(turns, "capability", *b, rule=rule_b))
+        await asyncio.gather(*(conversation(r, c) for r, c in zip(rules, compactions, strict=True)))
 
     asyncio.run(both())
-    assert all("answer in French" not in _text(sent) for sent in a[0].seen)
-    assert all("never push to main" not in _text(sent) for sent in b[0].seen)
-    for _, compaction in (a, b):
+    for rule, other in (rules, rules[::-1]):
+        mine = [sent for sent in model.seen if rule.split(";")[0] in _text(sent)]
+        assert len(mine) == 2 * turns
+        assert not any(other.split(";")[0] in _text(sent) for sent in mine)
+    for compaction in compactions:
         state = compaction.session.state
-        assert state is not None and state.compactions
+        assert state is not None and len(state.compactions) >= 1
 
 
 def test_the_loop_keeps_running_while_it_compacts(monkeypatch: pytest.MonkeyPatch) -> None:
