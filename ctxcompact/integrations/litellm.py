@@ -37,6 +37,8 @@ from ..messages import CompactResult, Session, acompact, compact
 _CHAT = {"completion", "acompletion", "text_completion", "atext_completion"}
 #: how many calls may wait for their usage (a call that failed never reports one)
 _PENDING = 4096
+#: how many proxy requests may be between the two pre-call hooks at once (the oldest is forgotten)
+_IN_FLIGHT = 256
 
 
 class _Conversation:
@@ -65,7 +67,9 @@ class Compaction(CustomLogger):
         # litellm_call_id → the conversation that compacted the call, and its call count then
         self._pending: OrderedDict[str, tuple[_Conversation, int]] = OrderedDict()
         self._sync: tuple[_Conversation, int] | None = None  # the last ``compact`` call, for ``observe``
-        self._done: dict[int, list[Any]] = {}  # id of a list this instance returned → the list (proxy + SDK)
+        # the lists the proxy's hook returned, by id (each held, so no other list takes its id) → its
+        # deployment hook leaves them alone
+        self._done: OrderedDict[int, list[Any]] = OrderedDict()
         self._lock = threading.Lock()
         self.last: CompactResult | None = None  # what the last call did (for logs and tests)
 
@@ -143,19 +147,23 @@ class Compaction(CustomLogger):
         self.last = await acompact(messages, session=conversation.session, **self.kwargs)
         return self.last.messages
 
-    async def _hook(self, request: dict[str, Any], call_type: Any) -> dict[str, Any]:
+    async def _hook(self, request: dict[str, Any], call_type: Any, *, proxy: bool) -> dict[str, Any]:
         messages = request.get("messages")
         if _call_type(call_type) not in _CHAT or not isinstance(messages, list) or not messages:
             return request
         with self._lock:
             if self._done.get(id(messages)) is messages:  # the proxy's hook already compacted this request
+                del self._done[id(messages)]
                 return request
         metadata = request.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
         session_id = request.get("litellm_session_id") or metadata.get("litellm_session_id")
         out = await self.acompact(messages, session_id=session_id, call_id=request.get("litellm_call_id"))
-        with self._lock:
-            self._done = {id(out): out} if out is not messages else {}
+        if proxy:  # its deployment hook comes next, in the same process
+            with self._lock:
+                self._done[id(out)] = out
+                while len(self._done) > _IN_FLIGHT:
+                    self._done.popitem(last=False)
         request["messages"] = out
         return request
 
@@ -164,11 +172,11 @@ class Compaction(CustomLogger):
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict[str, Any],
                                   call_type: Any) -> dict[str, Any]:
         """The proxy's pre-call hook: compact ``data["messages"]``."""
-        return await self._hook(data, call_type)
+        return await self._hook(data, call_type, proxy=True)
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any]:
         """Run by ``litellm.acompletion`` (SDK, Router and proxy) just before the request is sent."""
-        return await self._hook(kwargs, call_type)
+        return await self._hook(kwargs, call_type, proxy=False)
 
     def _observe_call(self, request: dict[str, Any], response: Any) -> None:
         with self._lock:

@@ -300,6 +300,27 @@ def test_other_calls_and_empty_lists_pass_untouched() -> None:
     compaction.observe(None)  # nothing compacted yet: nothing to calibrate, no error
 
 
+def test_proxy_hooks_compact_each_request_once_when_requests_interleave() -> None:
+    """In the proxy both pre-call hooks run; with two requests in flight the deployment hook of each still
+    sees its request done."""
+    compaction = Recording(window=WINDOW)
+    requests = [{"model": "fake", "messages": [{"role": "system", "content": SYSTEM},
+                                               {"role": "user", "content": _ask(0, rule)}]}
+                for rule in (RULE, "Rule: answer in French.")]
+
+    async def interleaved() -> None:
+        for data in requests:
+            await compaction.async_pre_call_hook(None, None, data, "acompletion")
+        for data in requests:
+            await compaction.async_pre_call_deployment_hook(data, "acompletion")
+
+    asyncio.run(interleaved())
+    assert len(compaction.estimates) == 2
+    # the same list again, as an SDK call would send it: compacted again
+    asyncio.run(compaction.async_pre_call_deployment_hook(requests[0], "acompletion"))
+    assert len(compaction.estimates) == 3
+
+
 # ------------------------------------------------------------------------------------------- the proxy
 
 #: what LiteLLM's proxy imports beyond the SDK (its `proxy` extra needs `litellm-proxy`, which the registry
