@@ -10,6 +10,10 @@ extractive summarizer; nothing is written beside the logs.
     python bench/fidelity.py                  # the whole table, ~2-4 min on 2 cores
     python bench/fidelity.py --no-replay      # one compaction only (~30 s)
     python bench/fidelity.py --json out.json  # also every eval object, for a diff after a change
+    python bench/fidelity.py --held-out       # only the held-out sets (never tuned on)
+
+The summary table is printed for every set, then apart for the sets the summary was tuned on and the held-out
+ones (``held_out`` in sets.json: written before the work on the summary's content, never tuned on).
 """
 
 from __future__ import annotations
@@ -116,10 +120,10 @@ def aggregate(evals: list[dict[str, Any]], replays: list[dict[str, Any]]) -> dic
 
 
 def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[str, Any]],
-           entries: list[dict[str, Any]]) -> str:
+           entries: list[dict[str, Any]], title: str = "all sets", rows: bool = True) -> str:
     p = agg["probes"]
     lines = [
-        f"one compaction: {agg['compacted']} of {agg['logs']} logs compacted at their window",
+        f"### {title}: {agg['compacted']} of {agg['logs']} logs compacted at their window",
         "",
         "| what | ctxcompact | naive tail | first 200 chars of each message |",
         "|---|---|---|---|",
@@ -141,6 +145,10 @@ def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[
         f"| answered request: the answer visible | {_pct(h.get('answer'))} | | |",
         f"| earlier summaries carried | {_pct(h.get('earlier'))} | | |",
         f"| summary ≤ its budget (the window's counter) | {_pct(h.get('budget'))} | | |",
+    ]
+    if not rows:
+        return "\n".join(lines)
+    lines += [
         "",
         "| log | window | tokens | probes (ctx / tail / head) | in flight | request | summary / budget |",
         "|---|---|---|---|---|---|---|",
@@ -155,7 +163,8 @@ def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[
         status = f"{req['status']}" + ("" if req["answer_visible"] is None else
                                        f" (answer {'visible' if req['answer_visible'] else 'not visible'})")
         summ = "-" if s is None else f"{s['tokens']:,} / {s['budget']:,}"
-        name = Path(e["log"]).name + ("" if not e["seen"] else " (seen)")
+        name = Path(e["log"]).name + ("" if not e["seen"] else " (seen)") + (" (held out)" if e.get("held_out")
+                                                                               else "")
         lines.append(f"| {name} | {e['window']:,} | {t['before']:,}→{t['after']:,} | {probes} | {flight} | "
                      f"{status} | {summ} |")
     if replays:
@@ -173,13 +182,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-replay", action="store_true", help="skip the growing sessions")
     ap.add_argument("--json", type=Path, help="also write every eval and replay object here")
+    ap.add_argument("--held-out", action="store_true", help="only the held-out sets")
     args = ap.parse_args(argv)
-    entries = load_sets()
+    entries = [e for e in load_sets() if e.get("held_out") or not args.held_out]
     start = time.perf_counter()
     evals = [one_compaction(e) for e in entries]
-    replays = [] if args.no_replay else [growing(e) for e in entries if e["replay_window"]]
+    replayed = [e for e in entries if e["replay_window"]]
+    replays = [] if args.no_replay else [growing(e) for e in replayed]
     agg = aggregate(evals, replays)
     print(render(agg, evals, replays, entries))
+    for title, held in (("tuned on", False), ("held out", True)):
+        pick = [i for i, e in enumerate(entries) if bool(e.get("held_out")) == held]
+        rpick = [i for i, e in enumerate(replayed) if bool(e.get("held_out")) == held and replays]
+        if pick and len(pick) < len(entries):
+            sub = [replays[i] for i in rpick]
+            part = aggregate([evals[i] for i in pick], sub)
+            print()
+            print(render(part, [], sub, [], title, rows=False))
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.json:
         args.json.write_text(json.dumps({"evals": evals, "replays": replays, "aggregate": agg}, indent=1,
