@@ -163,8 +163,8 @@ def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[
         status = f"{req['status']}" + ("" if req["answer_visible"] is None else
                                        f" (answer {'visible' if req['answer_visible'] else 'not visible'})")
         summ = "-" if s is None else f"{s['tokens']:,} / {s['budget']:,}"
-        name = Path(e["log"]).name + ("" if not e["seen"] else " (seen)") + (" (held out)" if e.get("held_out")
-                                                                               else "")
+        name = (Path(e["log"]).name + ("" if not e["seen"] else " (seen)")
+                + (" (held out)" if e.get("held_out") else ""))
         lines.append(f"| {name} | {e['window']:,} | {t['before']:,}→{t['after']:,} | {probes} | {flight} | "
                      f"{status} | {summ} |")
     if replays:

@@ -111,7 +111,7 @@ class Facts:
     files: tuple[FileFact, ...] = ()  # least recently touched first
     commands: tuple[CommandFact, ...] = ()
     errors: tuple[ErrorFact, ...] = ()
-    todos: tuple[TodoFact, ...] = ()  # open todos of the latest list
+    todos: tuple[TodoFact, ...] = ()  # the latest todo list (open items and done ones)
     timeline: tuple[Entry, ...] = ()
     findings: tuple[Entry, ...] = ()  # the assistant's answers: its last text before each new request
     identifiers: tuple[Entry, ...] = ()  # URLs and other names seen in tool output and the assistant's text
