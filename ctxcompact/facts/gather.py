@@ -25,7 +25,7 @@ from .store import (
     TodoFact,
 )
 from .subagents import subagent_runs
-from .text import shorten, user_requests
+from .text import user_requests
 from .timeline import answers, last_assistant_action, timeline_entries
 from .todos import Todo, latest_todo_list
 
@@ -39,8 +39,10 @@ _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 
 
 def goal_text(text: str) -> str:
-    """A request as a goal: pasted code blocks and logs replaced by a marker, length capped."""
-    return shorten(_FENCE.sub(" [code block] ", text), GOAL_CHARS)
+    """A request as a goal, its lines as the user wrote them: pasted code blocks and logs replaced by a
+    marker, length capped."""
+    text = _FENCE.sub(" [code block] ", text).strip()
+    return text if len(text) <= GOAL_CHARS else text[:GOAL_CHARS - 1].rstrip() + "…"
 
 
 def gather(records: Sequence[Record], latest_request: str | None = None,
@@ -54,7 +56,7 @@ def gather(records: Sequence[Record], latest_request: str | None = None,
     typed = [t for _, t in user_requests(records)]
     latest = latest_request or (typed[-1] if typed else None)
     goals = tuple(dict.fromkeys(goal_text(t) for t in typed if t != latest))
-    files = [FileFact(f.path, tuple(f.tools), pos[f.last_index], f.changed)
+    files = [FileFact(f.path, tuple(f.tools), pos[f.last_index], f.changed, f.change)
              for f in sorted(files_touched(records), key=lambda f: f.last_index)]
     failed = failure_checker()  # several passes below look at the same results
     commands = tuple(CommandFact(c.command, c.ok, pos[c.index]) for c in commands_run(records, failed))

@@ -6,8 +6,9 @@ read there counts only when the assistant or the user also wrote it (in its text
 arguments): the environment variable it then patched in, the version it reported, the id of the item a
 command created and the assistant referred to. URLs count wherever the tools or the assistant showed them (a
 server's address, a created item's link), and so do the directories tool calls worked in (``workdir``).
-Ranked by the last time the conversation used them: the newest last, so a summary short of room drops the
-oldest first.
+Ranked: names said in prose (the assistant's text, what the user typed) before names only inside the code
+or arguments of its tool calls (a patch holds dozens of names), each by the last time the conversation used
+them; listed oldest first, so a summary short of room drops the oldest first.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ _DIR_KEYS = ("workdir", "cwd", "working_directory", "directory", "dir")
 OUTPUT_CHARS = 20_000
 MAX_NAME_CHARS = 120
 MAX_URL_CHARS = 300
-#: the most identifiers one run's records give (the newest uses kept)
+#: the most identifiers one run's records give: names said in prose first, then names used only in calls
 MAX_PER_RUN = 60
+MAX_CALL_ONLY = 20
 
 
 def urls_in(text: str) -> list[str]:
@@ -83,6 +85,7 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
     last, at most :data:`MAX_PER_RUN` (the module docstring says which)."""
     shown: set[str] = set()  # names the tools printed
     used: dict[str, int] = {}  # name -> position of its last use by the assistant or the user
+    said: set[str] = set()  # names used in prose (the assistant's text, what the user typed)
     urls: dict[str, int] = {}
     for rec in records:
         msg = rec.message
@@ -97,8 +100,9 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
             for url in urls_in(out):
                 urls[url] = at
         written: list[str] = []
+        prose = ""
         if msg.role is Role.ASSISTANT:
-            written.append(msg.text())
+            prose = msg.text()
             for call in msg.tool_calls():
                 args = decode_args(call)
                 written += _all_strings(args)
@@ -110,15 +114,19 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
             for url in urls_in(msg.text()):
                 urls[url] = at
         elif msg.role is Role.USER:
-            typed = typed_text(rec)
-            if typed:
-                written.append(typed)
+            prose = typed_text(rec) or ""
+        if prose:
+            names = names_in(prose)
+            said |= names
+            written.append(prose)
         for text in written:
             for name in names_in(text):
                 used[name] = at
     found = {u: at for u, at in urls.items() if len(u) <= MAX_URL_CHARS}
-    for name, at in used.items():
-        if name in shown:
-            found[name] = at
-    ranked = sorted(found.items(), key=lambda kv: kv[1])[-MAX_PER_RUN:]
+    found.update((n, at) for n, at in used.items() if n in shown and n in said)
+    first = sorted(found.items(), key=lambda kv: kv[1])[-MAX_PER_RUN:]
+    room = max(MAX_CALL_ONLY, MAX_PER_RUN - len(first))
+    calls_only = sorted(((n, at) for n, at in used.items()
+                         if n in shown and n not in said and n not in found), key=lambda kv: kv[1])[-room:]
+    ranked = sorted(first + calls_only, key=lambda kv: kv[1])
     return [(at, text) for text, at in ranked]

@@ -7,11 +7,12 @@ Findings and answers, Open todos, Errors, Files and commands, Identifiers, Subag
 assistant action, Latest request.
 
 What a continuing agent needs most goes last when the budget is short: the parts are dropped in a fixed
-order (:data:`DROP_ORDER`, oldest first within each): the timeline, commands, subagents, identifiers, the
-instructions in force beyond half of the budget (their head is kept), resolved errors, older findings (first
-shortened, then dropped), older errors, the last action, older goals,
-least recent files, todos, the newest finding, the newest error, the first goal, the instructions in force,
-and last the earlier summary, cut from its middle (it stands for everything before it).
+order (:data:`DROP_ORDER`, oldest first within each): the timeline's tool steps, the read-only commands' line,
+the done todos, commands, subagents, what each file's last change did, the rest of the timeline, the
+instructions in force beyond a third of the budget (their head is kept), findings and goals shortened, older
+findings, resolved errors, older errors, identifiers, the last action, older goals, least recent files,
+todos, the newest finding, the newest error, the first goal, the instructions in force, and last the earlier
+summary, cut from its middle (it stands for everything before it).
 The rules and the latest request are never dropped; a hard cut (``truncated``) is the last resort.
 """
 
@@ -48,11 +49,12 @@ MAX_SUBAGENT_PATHS = 6
 LONG_LATEST_CHARS = 2000
 # An earlier summary stands for all that came before it: it goes last, cut from its middle
 # (docs/concepts/handoff.md).
-DROP_ORDER = ("timeline", "read-only commands", "done todos", "commands", "subagents",
-              "instructions in force beyond half the budget",
-              "older findings beyond 600 characters", "goals beyond 400 characters", "older findings",
+DROP_ORDER = ("timeline's tool steps", "read-only commands", "done todos", "commands", "subagents",
+              "what the last change of each file did", "timeline",
+              "instructions in force beyond a third of the budget",
+              "older findings beyond 600 characters", "goals beyond 400 characters",
+              "newest finding beyond 1,200 characters", "older findings",
               "resolved errors", "older errors", "identifiers", "last action",
-              "newest finding beyond 1,200 characters",
               "older goals", "first goal beyond 240 characters", "files", "todos",
               "newest finding", "newest error", "first goal", "instructions in force",
               "earlier summary (from its middle)")
@@ -74,6 +76,7 @@ class _Doc:
     commands: list[list[CommandFact]]  # groups of similar commands, oldest group first
     inspections: dict[str, int]  # read-only commands that worked, by program: one line
     identifiers: list[str]
+    file_changes: bool  # each changed file says what its last change did
     subagents: list[SubagentFact]
     timeline: list[str]
     timeline_omitted: int
@@ -167,7 +170,7 @@ def render(doc: _Doc) -> str:
     if doc.files:
         fc.append("Files (changed first; most recent first):")
         fc += [f"- {shorten(f.path, PATH_CHARS)}" + (f" ({', '.join(f.tools)})" if f.tools else "")
-               for f in doc.files]
+               + (f"; last change: {f.change}" if f.change and doc.file_changes else "") for f in doc.files]
     if doc.commands or doc.inspections:
         fc.append("Commands (similar runs collapsed):")
         fc += [_command_line(g) for g in doc.commands]
@@ -183,7 +186,7 @@ def render(doc: _Doc) -> str:
     section("Subagents", [_subagent_line(a) for a in doc.subagents])
     tl = [f"- {t}" for t in doc.timeline]
     if tl and doc.timeline_omitted:
-        tl.insert(0, f"({doc.timeline_omitted} earlier steps omitted)")
+        tl.insert(0, f"({doc.timeline_omitted} steps omitted)")
     section("Timeline", tl)
     section("Last assistant action", [doc.last_action] if doc.last_action else [])
     if doc.latest:
@@ -307,7 +310,7 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _
         + [f for f in reversed(facts.files) if not f.changed],
         commands=group_commands([c for c in facts.commands if not (c.ok and is_inspection(c.command))]),
         inspections=_programs(c.command for c in facts.commands if c.ok and is_inspection(c.command)),
-        identifiers=[e.text for e in facts.identifiers],
+        identifiers=[e.text for e in facts.identifiers], file_changes=True,
         subagents=[replace(a, result=None) for a in facts.subagents],
         timeline=_timeline(facts.timeline, latest, {f.at for f in facts.findings if f.at >= 0}),
         timeline_omitted=0,
@@ -413,20 +416,23 @@ class _Shrink:
             d.goals = [_cap(g, FIRST_GOAL_CHARS if i == 0 else GOAL_CHARS) for i, g in enumerate(d.goals)]
 
         steps: list[Callable[[], None]] = [
-            lambda: self.drop_front(lambda: d.timeline, put_timeline),
+            # the timeline's tool steps first: what was said (and what failed) stays a little longer
+            lambda: self.drop_where(lambda: d.timeline, put_timeline, lambda t: t.startswith("Ran ")),
             lambda: setattr(d, "inspections", {}),
             lambda: self.drop_front(lambda: d.done, set_("done")),
             lambda: self.drop_front(lambda: d.commands, set_("commands")),
             lambda: self.drop_front(lambda: d.subagents, set_("subagents")),
+            lambda: setattr(d, "file_changes", False),
+            lambda: self.drop_front(lambda: d.timeline, put_timeline),
             self.cap_instructions,
             shorten_older_findings,
             shorten_goals,
+            shorten_newest_finding,
             lambda: self.drop_front(lambda: d.findings[:-1], put_older_findings),
             self.drop_resolved,
             lambda: self.drop_front(lambda: d.errors[:-1], put_older_errors),
             lambda: self.drop_front(lambda: d.identifiers, set_("identifiers")),
             lambda: self.cut_text(lambda: d.last_action, set_("last_action")),
-            shorten_newest_finding,
             lambda: self.drop_front(lambda: d.goals[1:], put_later_goals),
             lambda: setattr(d, "goals", [shorten(g, FIRST_GOAL_SHORT) if i == 0 else g
                                          for i, g in enumerate(d.goals)]),
@@ -456,14 +462,14 @@ class _Shrink:
 
     def cap_instructions(self) -> None:
         """A skill's text can be longer than the whole budget: the instructions in force keep their head, at
-        most half of the budget together, so the rest of the summary is not dropped to make room for them
-        (and they are not dropped whole at the end)."""
+        most a third of the budget together (a skill states its process and rules first), so what the agent
+        found is not dropped to make room for them (and they are not dropped whole at the end)."""
         d = self.doc
         if not d.instructions:
             return
-        half = self.budget_chars() // 2
-        share = half // len(d.instructions)
-        if sum(len(i) for i in d.instructions) <= half or share < 200:
+        third = self.budget_chars() // 3
+        share = third // len(d.instructions)
+        if sum(len(i) for i in d.instructions) <= third or share < 200:
             return
         d.instructions = [_cap(i, share) for i in d.instructions]
 
@@ -492,17 +498,22 @@ class _Shrink:
                 hi = mid - 1
         d.earlier = cut(lo) if lo >= 80 else None
 
+    def drop_where(self, get: Callable[[], list[Any]], put: Callable[[list[Any]], None],
+                   pick: Callable[[Any], bool]) -> None:
+        """Drop the fewest of a list's items that ``pick`` selects, oldest first, that make the doc fit."""
+        items = list(get())
+        chosen = [i for i, x in enumerate(items) if pick(x)]
+
+        def without(k: int) -> list[Any]:
+            gone = set(chosen[:k])
+            return [x for i, x in enumerate(items) if i not in gone]
+
+        self.drop_front(lambda: list(range(len(chosen))), lambda kept: put(without(len(chosen) - len(kept))))
+
     def drop_resolved(self) -> None:
         """Drop resolved errors, oldest first, only as many as needed."""
-        errors = list(self.doc.errors)
-        resolved = [i for i, e in enumerate(errors) if e.resolved]
-
-        def without(k: int) -> list[ErrorFact]:
-            gone = set(resolved[:k])
-            return [e for i, e in enumerate(errors) if i not in gone]
-
-        self.drop_front(lambda: list(range(len(resolved))),
-                        lambda kept: setattr(self.doc, "errors", without(len(resolved) - len(kept))))
+        self.drop_where(lambda: self.doc.errors, lambda v: setattr(self.doc, "errors", v),
+                        lambda e: e.resolved)
 
 
 #: attempts at fitting by the estimated rate before the measured text decides
