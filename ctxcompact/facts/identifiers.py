@@ -124,9 +124,11 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
                 used[name] = at
     found = {u: at for u, at in urls.items() if len(u) <= MAX_URL_CHARS}
     found.update((n, at) for n, at in used.items() if n in shown and n in said)
-    first = sorted(found.items(), key=lambda kv: kv[1])[-MAX_PER_RUN:]
+    # by position, then text: a set's order varies from run to run (hash seeds), the summary must not
+    first = sorted(found.items(), key=lambda kv: (kv[1], kv[0]))[-MAX_PER_RUN:]
     room = max(MAX_CALL_ONLY, MAX_PER_RUN - len(first))
     calls_only = sorted(((n, at) for n, at in used.items()
-                         if n in shown and n not in said and n not in found), key=lambda kv: kv[1])[-room:]
-    ranked = sorted(first + calls_only, key=lambda kv: kv[1])
+                         if n in shown and n not in said and n not in found),
+                        key=lambda kv: (kv[1], kv[0]))[-room:]
+    ranked = sorted(first + calls_only, key=lambda kv: (kv[1], kv[0]))
     return [(at, text) for text, at in ranked]

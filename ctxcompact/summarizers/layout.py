@@ -250,11 +250,14 @@ def _timeline(entries: tuple[Entry, ...], latest: str | None, answered: set[int]
 
 
 def _without_rules(goal: str, rules: tuple[str, ...]) -> str:
-    """A goal without the rules it states (they are quoted verbatim under the rules): each said once."""
-    for rule in rules:
-        if rule in goal:
-            goal = goal.replace(rule, " ")
-    return " ".join(w for w in goal.split() if w not in ("-", "*", "•")) or goal
+    """A goal without the rules it states (they are quoted verbatim under the rules): each said once. A goal
+    that was only rules is "" (left out)."""
+    found = [rule for rule in rules if rule in goal]
+    if not found:
+        return goal
+    for rule in found:
+        goal = goal.replace(rule, " ")
+    return " ".join(w for w in goal.split() if w not in ("-", "*", "•"))
 
 
 #: the most rules a summary quotes: the first and the newest half each (the store keeps every one); a session
@@ -300,7 +303,8 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _
         last_action = ("Said: its last answer (under Findings and answers)"
                        + (f" — Called: {calls}" if calls else ""))
     return _Doc(
-        earlier=earlier, goals=[_without_rules(g, tuple(rules)) for g in facts.goals], rules=rules,
+        earlier=earlier, rules=rules,
+        goals=[g for g in (_without_rules(g, tuple(rules)) for g in facts.goals) if g.strip()],
         instructions=list(facts.instructions), findings=findings,
         todos=[t for t in facts.todos if is_open(Todo(t.content, t.status))],
         done=[t for t in facts.todos if not is_open(Todo(t.content, t.status))],
