@@ -6,9 +6,11 @@ read there counts only when the assistant or the user also wrote it (in its text
 arguments): the environment variable it then patched in, the version it reported, the id of the item a
 command created and the assistant referred to. URLs count wherever the tools or the assistant showed them (a
 server's address, a created item's link), and so do the directories tool calls worked in (``workdir``).
-Ranked: names said in prose (the assistant's text, what the user typed) before names only inside the code
-or arguments of its tool calls (a patch holds dozens of names), each by the last time the conversation used
-them; listed oldest first, so a summary short of room drops the oldest first.
+A name the tools kept printing (in :data:`REPEATED` results or more: the setting every search turns up) counts
+too before anyone wrote it. Ranked: names said in prose (the assistant's text, what the user typed) before
+names only inside the code or arguments of its tool calls (a patch holds dozens of names), then the names
+only the tools printed, the most printed first; listed oldest first, so a summary short of room drops the
+oldest first.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ MAX_URL_CHARS = 300
 #: the most identifiers one run's records give: names said in prose first, then names used only in calls
 MAX_PER_RUN = 60
 MAX_CALL_ONLY = 20
+#: a name in this many tool results or more is an identifier even before the conversation used it
+REPEATED = 3
+MAX_REPEATED = 10
 
 
 def urls_in(text: str) -> list[str]:
@@ -84,6 +89,8 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
     """The identifiers of ``records`` as (input position of their last use, text), the most recently used
     last, at most :data:`MAX_PER_RUN` (the module docstring says which)."""
     shown: set[str] = set()  # names the tools printed
+    printed: dict[str, int] = {}  # name -> how many tool results printed it
+    printed_at: dict[str, int] = {}  # name -> position of the last result that printed it
     used: dict[str, int] = {}  # name -> position of its last use by the assistant or the user
     said: set[str] = set()  # names used in prose (the assistant's text, what the user typed)
     urls: dict[str, int] = {}
@@ -96,7 +103,11 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
             if res.synthetic:
                 continue
             out = output_text(res)[:OUTPUT_CHARS]
-            shown |= names_in(out)
+            names = names_in(out)
+            shown |= names
+            for name in names:
+                printed[name] = printed.get(name, 0) + 1
+                printed_at[name] = at
             for url in urls_in(out):
                 urls[url] = at
         written: list[str] = []
@@ -130,5 +141,9 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
     calls_only = sorted(((n, at) for n, at in used.items()
                          if n in shown and n not in said and n not in found),
                         key=lambda kv: (kv[1], kv[0]))[-room:]
-    ranked = sorted(first + calls_only, key=lambda kv: (kv[1], kv[0]))
+    taken = {n for n, _ in first} | {n for n, _ in calls_only}
+    often = sorted((n for n, k in printed.items() if k >= REPEATED and n not in taken and n not in used),
+                   key=lambda n: (-printed[n], n))[:MAX_REPEATED]
+    ranked = sorted(first + calls_only + [(n, printed_at[n]) for n in often], key=lambda kv: (kv[1], kv[0]))
     return [(at, text) for text, at in ranked]
+

@@ -88,6 +88,17 @@ def test_names_said_in_prose_outrank_names_only_inside_calls() -> None:
     assert len(found) <= mod.MAX_PER_RUN
 
 
+def test_a_name_the_tools_kept_printing_is_an_identifier_before_anyone_wrote_it() -> None:
+    objs: list[dict[str, Any]] = [user("Find where the URL is set.")]
+    for i in range(3):
+        objs += [assistant(None, [(f"c{i}", "shell", {"command": f"rg -n URL part{i}"})]),
+                 tool(f"c{i}", f"part{i}/env.ts:3: LMSTUDIO_BASE_URL + '/v1' (ONLY_HERE_{i})")]
+    found = [t for _, t in identifiers(records(objs))]
+    assert "LMSTUDIO_BASE_URL" in found
+    assert "ONLY_HERE_0" in names_in("x ONLY_HERE_0 y")
+    assert not [t for t in found if t.startswith("ONLY_HERE")]  # printed once: nothing to remember yet
+
+
 def test_identifiers_of_a_real_log() -> None:
     """The background task's id and output file (spotter-tool-heavy: Claude Code printed them, the assistant
     read the file), the env var of the LM Studio log."""
