@@ -10,9 +10,10 @@ What a continuing agent needs most goes last when the budget is short: the parts
 order (:data:`DROP_ORDER`, oldest first within each): the timeline's tool steps, the read-only commands' line,
 the done todos, commands, subagents, what each file's last change did, the rest of the timeline, the
 instructions in force beyond a third of the budget (their head is kept), findings and goals shortened, older
-findings, resolved errors, older errors, identifiers, the last action, older goals, least recent files,
-todos, the newest finding, the newest error, the first goal, the instructions in force, and last the earlier
-summary, cut from its middle (it stands for everything before it).
+findings, resolved errors, older errors, identifiers, the last action, the tools named beside each file,
+older goals, least recent files, todos, the newest finding, the newest error, the first goal, the
+instructions in force, and last the earlier summary, cut from its middle (it stands for everything before
+it).
 The rules and the latest request are never dropped; a hard cut (``truncated``) is the last resort.
 """
 
@@ -55,7 +56,8 @@ DROP_ORDER = ("timeline's tool steps", "read-only commands", "done todos", "comm
               "older findings beyond 600 characters", "goals beyond 400 characters",
               "newest finding beyond 1,200 characters", "older findings",
               "resolved errors", "older errors", "identifiers", "last action",
-              "older goals", "first goal beyond 240 characters", "files", "todos",
+              "the tools named beside each file", "older goals", "first goal beyond 240 characters",
+              "files", "todos",
               "newest finding", "newest error", "first goal", "instructions in force",
               "earlier summary (from its middle)")
 
@@ -77,6 +79,7 @@ class _Doc:
     inspections: dict[str, int]  # read-only commands that worked, by program: one line
     identifiers: list[str]
     file_changes: bool  # each changed file says what its last change did
+    file_tools: bool  # each file names the tools that touched it
     subagents: list[SubagentFact]
     timeline: list[str]
     timeline_omitted: int
@@ -169,7 +172,8 @@ def render(doc: _Doc) -> str:
     fc: list[str] = []
     if doc.files:
         fc.append("Files (changed first; most recent first):")
-        fc += [f"- {shorten(f.path, PATH_CHARS)}" + (f" ({', '.join(f.tools)})" if f.tools else "")
+        fc += [f"- {shorten(f.path, PATH_CHARS)}"
+               + (f" ({', '.join(f.tools)})" if f.tools and doc.file_tools else "")
                + (f"; last change: {f.change}" if f.change and doc.file_changes else "") for f in doc.files]
     if doc.commands or doc.inspections:
         fc.append("Commands (similar runs collapsed):")
@@ -314,7 +318,7 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _
         + [f for f in reversed(facts.files) if not f.changed],
         commands=group_commands([c for c in facts.commands if not (c.ok and is_inspection(c.command))]),
         inspections=_programs(c.command for c in facts.commands if c.ok and is_inspection(c.command)),
-        identifiers=[e.text for e in facts.identifiers], file_changes=True,
+        identifiers=[e.text for e in facts.identifiers], file_changes=True, file_tools=True,
         subagents=[replace(a, result=None) for a in facts.subagents],
         timeline=_timeline(facts.timeline, latest, {f.at for f in facts.findings if f.at >= 0}),
         timeline_omitted=0,
@@ -437,6 +441,7 @@ class _Shrink:
             lambda: self.drop_front(lambda: d.errors[:-1], put_older_errors),
             lambda: self.drop_front(lambda: d.identifiers, set_("identifiers")),
             lambda: self.cut_text(lambda: d.last_action, set_("last_action")),
+            lambda: setattr(d, "file_tools", False),
             lambda: self.drop_front(lambda: d.goals[1:], put_later_goals),
             lambda: setattr(d, "goals", [shorten(g, FIRST_GOAL_SHORT) if i == 0 else g
                                          for i, g in enumerate(d.goals)]),
