@@ -19,13 +19,8 @@ from ctxcompact.formats import read_transcript
 from ctxcompact.model import Origin, Record, ToolCall, ToolResult
 from ctxcompact.options import Options
 from ctxcompact.state import Event, State, load_state
-from ctxcompact.strategies.sliding_window import (
-    Invocation,
-    apply_events,
-    invocations,
-    plan_invocation_windows,
-    unsafe_splits,
-)
+from ctxcompact.strategies.events import apply_events
+from ctxcompact.strategies.invocations import Invocation, invocations, plan_invocation_windows, unsafe_splits
 
 
 def turn(i: int, result: str | None = None) -> list[dict[str, Any]]:
