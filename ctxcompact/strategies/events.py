@@ -13,9 +13,10 @@ from ..facts.text import SUMMARY_MARKER, continuation_text
 from ..formats import get_format
 from ..formats.base import new_record
 from ..model import Origin, Record, Role
-from ..state import Event, State
+from ..state import State
 from .invocations import anchor
 from .ranges import visible_events
+from .sliding_window_state import Event, WindowEvents
 
 #: meta key on the summary records this module writes; holds the records its events dropped
 META_KEY = "sliding_window"
@@ -34,7 +35,8 @@ def apply_events(records: list[Record], state: State, fmt_name: str) -> list[Rec
     Events whose range ends at or before the watermark are covered by the threshold summary instead. The
     records dropped are kept on the summary records' meta, so the strategy can summarize an overlap
     again without re-reading the input."""
-    events = state.events
+    own = state.section(WindowEvents)
+    events = own.events if own is not None else []
     order = [i for i in visible_events(events) if events[i].end > state.watermark]
     if not order:
         return records

@@ -39,18 +39,20 @@ Rules, where the issue left a choice:
 - ``--strategy mask`` over the threshold with nothing worth masking, or still over it after masking, gives
   exit 5 with a warning naming ``--prune`` (``MaskOutcome.exit_code`` / ``warning``).
 
-The state (``State.masking``) records every masked call id with its placeholder, so each later run
-re-applies exactly the same placeholders (:func:`reapply_masking`) and never re-expands what was cleared.
+The state (:class:`Masking`, key ``masking``) records every masked call id with its placeholder, so each
+later run re-applies exactly the same placeholders (:func:`reapply_masking`) and never re-expands what was
+cleared.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, overload
 
 import orjson
 
@@ -73,7 +75,7 @@ from ..model import (
     token_text,
 )
 from ..options import Options
-from ..state import MaskedResult, Masking, State, make_fingerprint, utc_now
+from ..state import State, make_fingerprint, utc_now
 from ..tokens import heuristic
 from ..tokens.counts import count_records
 from .base import Outcome, StrategyInput, Written
@@ -87,6 +89,86 @@ PROTECT_SHARE = 0.20
 MIN_SAVINGS_MAX = 20_000
 MIN_SAVINGS_SHARE = 0.05
 _BRIEF_LIMIT = 80
+
+
+# --------------------------------------------------------------------------------------------------
+# the state section
+
+
+@dataclass(slots=True)
+class MaskedResult:
+    """One tool result the mask strategy cleared: later runs put the same placeholder in its place."""
+
+    call_id: str
+    placeholder: str
+    tool: str | None = None
+    index: int = -1  # 0-based input record index, -1 when unknown
+    chars: int | None = None
+    original_tokens: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"call_id": self.call_id, "tool": self.tool, "placeholder": self.placeholder}
+        if self.chars is not None:
+            d["chars"] = self.chars
+        if self.original_tokens is not None:
+            d["original_tokens"] = self.original_tokens
+        if self.index >= 0:
+            d["index"] = self.index
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MaskedResult:
+        return cls(call_id=d["call_id"], placeholder=str(d.get("placeholder", "")), tool=d.get("tool"),
+                   index=_int(d.get("index"), -1), chars=_int(d.get("chars"), None),
+                   original_tokens=_int(d.get("original_tokens"), None))
+
+
+@dataclass(slots=True)
+class Masking:
+    """Masking's own part of the state (key ``masking``): what it cleared so far (the mask strategy, the
+    ``--prune`` tier, the threshold's trimmed tail), applied again by every run.
+
+    ``input_records``: usage recorded on input records before this index measured the unmasked context and
+    is ignored; ``thinking_before``: thinking of input records before this index was cleared."""
+
+    KEY: ClassVar[str] = "masking"
+    results: list[MaskedResult] = field(default_factory=list)
+    input_records: int = 0
+    thinking_before: int = 0
+    tokens_freed: int = 0
+    updated_at: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # keys of other versions, carried through
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = dict(copy.deepcopy(self.extra))
+        d["records"] = [r.to_json() for r in self.results]
+        d["input_records"] = self.input_records
+        if self.thinking_before:
+            d["thinking_before"] = self.thinking_before
+        d["tokens_freed"] = self.tokens_freed
+        d["updated_at"] = self.updated_at
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Masking:
+        known = ("records", "input_records", "thinking_before", "tokens_freed", "updated_at")
+        results = [MaskedResult.from_json(r) for r in d.get("records") or []
+                   if isinstance(r, dict) and isinstance(r.get("call_id"), str)]
+        return cls(results=results, input_records=_int(d.get("input_records")),
+                   thinking_before=_int(d.get("thinking_before")), tokens_freed=_int(d.get("tokens_freed")),
+                   updated_at=d.get("updated_at") if isinstance(d.get("updated_at"), str) else None,
+                   extra={k: copy.deepcopy(v) for k, v in d.items() if k not in known})
+
+
+@overload
+def _int(value: Any, default: int = 0) -> int: ...
+@overload
+def _int(value: Any, default: None) -> int | None: ...
+def _int(value: Any, default: int | None = 0) -> int | None:
+    """An integer field as written (a whole number written as a float, ``3.0``, is the integer it is)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,10 +425,10 @@ def merge_masking(old: Masking | None, entries: Sequence[MaskedResult], *, input
 
 def _commit(state: State, written: Written, *, results: list[MaskedResult], thinking_before: int,
             measured: bool, factor: float) -> None:
-    """Merge what was masked into ``state.masking``; calibration is kept."""
+    """Merge what was masked into the state's :class:`Masking`; calibration is kept."""
     ctx = written.ctx
-    state.masking = merge_masking(state.masking, results, input_records=ctx.input_records,
-                                  thinking_before=thinking_before)
+    state.set_section(merge_masking(state.section(Masking), results, input_records=ctx.input_records,
+                                    thinking_before=thinking_before))
     if state.watermark == 0:
         # masked call ids only mean something in this transcript: fingerprint what was masked, so a
         # rewritten or different transcript is refused (exit 3) instead of masked by accident
@@ -447,9 +529,11 @@ def _nothing(state: State, written: Written) -> None:
 class MaskStrategy:
     name = NAME
     state_layer = 2  # after sliding-window events (placeholders apply to what the events kept)
+    state_section = Masking
 
     def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
-        return reapply_masking(records, state.masking, fmt_name) if state.masking else records
+        masking = state.section(Masking)
+        return reapply_masking(records, masking, fmt_name) if masking else records
 
     def estimate_needs_context(self, opts: Options) -> bool:
         return True
@@ -479,7 +563,8 @@ class MaskStrategy:
         else:  # the --prune tiers: a summary only where a summary helps (report.decide)
             tier = "mask" if worth and (fits or not si.report.would_compact) else (
                 "summary" if si.report.would_compact else "none")
-        previous = si.state.masking.results if si.state is not None and si.state.masking else None
+        masking = si.state.section(Masking) if si.state is not None else None
+        previous = masking.results if masking else None
         return {
             "would_compact": tier != "none",
             "maskable_tokens": freed,

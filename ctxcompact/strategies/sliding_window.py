@@ -42,7 +42,7 @@ from ..facts.todos import load_todos_file, open_todos
 from ..model import Origin, Record, Role, Transcript
 from ..options import Options
 from ..progress import progress
-from ..state import Event, State, make_fingerprint, reset_calibration
+from ..state import State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from ..tokens import heuristic
@@ -60,6 +60,7 @@ from .invocations import (
     unsafe_splits,
 )
 from .ranges import visible_events
+from .sliding_window_state import Event, WindowEvents
 
 NAME = "sliding-window"
 
@@ -89,7 +90,9 @@ def token_limit(budget: Budget, ratio: float) -> int:
 def _commit(state: State, written: Written, new_events: list[Event], end: int, end_offset: int,
             end_length: int) -> None:
     """Append the new events and fingerprint the input through the last event's end."""
-    state.events.extend(new_events)
+    own = state.section(WindowEvents) or WindowEvents()
+    own.events.extend(new_events)
+    state.set_section(own)
     if state.watermark == 0 and end_offset >= 0:
         data = written.data
         nl = data.find(b"\n", end_offset + end_length)
@@ -121,7 +124,7 @@ class _Planner:
     def __init__(self, si: StrategyInput, view: list[Record]) -> None:
         self.si = si
         self.view = view
-        self.events: list[Event] = list(si.state.events) if si.state is not None else []
+        self.events: list[Event] = list(_events(si.state))
         # the visible events, kept as events are added (a new event hides those it contains; a hidden one
         # never shows again): recomputing them at every window made a long first run quadratic
         self.visible: list[Event] = [self.events[i] for i in visible_events(self.events)]
@@ -207,7 +210,7 @@ class _Planner:
 
 def _render(si: StrategyInput, events: list[Event]) -> Transcript:
     ctx = si.ctx
-    shadow = State(watermark=ctx.covered, events=events)
+    shadow = State(watermark=ctx.covered, sections={WindowEvents.KEY: WindowEvents(events)})
     recs = apply_events(list(ctx.transcript.records), shadow, ctx.transcript.format)
     t = Transcript(format=ctx.transcript.format, records=recs, source=ctx.transcript.source)
     return clean(t).transcript
@@ -219,10 +222,16 @@ def _estimate(si: StrategyInput, t: Transcript) -> tuple[int, list[int]]:
     return si.report.calibrated.project(sum(counts.base)), counts.base
 
 
+def _events(state: State | None) -> list[Event]:
+    """The events earlier runs made (the state's :class:`WindowEvents`), oldest first."""
+    own = state.section(WindowEvents) if state is not None else None
+    return own.events if own is not None else []
+
+
 def _state_of(si: StrategyInput) -> tuple[list[Record], list[Invocation], int, set[int]]:
     view = full_view(si.ctx.transcript.records)
     invs = invocations(view)
-    events = si.state.events if si.state is not None else []
+    events = _events(si.state)
     covered_end = max([e.end for e in events] + [si.ctx.covered])
     return view, invs, covered_end, unsafe_splits(view)
 
@@ -373,7 +382,7 @@ def describe(si: StrategyInput) -> dict[str, Any]:
                    "last_invocation": first_new.number + theta - 1,
                    "invocations_needed": theta - len(new)}
     limit = token_limit(si.budget, si.opts.safety_ratio)
-    events = si.state.events if si.state is not None else []
+    events = _events(si.state)
     fires = si.budget.threshold is not None and si.report.calibrated.tokens > limit
     return {"would_compact": si.budget.threshold is not None and (bool(windows) or fires), "sliding_window": {
         "invocation_threshold": theta,
@@ -393,9 +402,10 @@ def describe(si: StrategyInput) -> dict[str, Any]:
 class SlidingWindowStrategy:
     name = NAME
     state_layer = 1  # events first: masking applies to the records they keep
+    state_section = WindowEvents
 
     def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
-        return apply_events(records, state, fmt_name) if state.events else records
+        return apply_events(records, state, fmt_name) if _events(state) else records
 
     def describe(self, si: StrategyInput) -> dict[str, Any]:
         return describe(si)

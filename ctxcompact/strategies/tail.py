@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..budget import Budget
 from ..facts.handoff import in_flight_start
 from ..model import Origin, Record, Role, TextBlock, ToolCall, ToolResult, message_chars
-from ..state import MaskedResult
+from .mask import MaskedResult
 
 
 @dataclass(slots=True)
