@@ -168,8 +168,11 @@ def validate_state(obj: Any) -> str | None:
     if version is not None:
         return (f"$.version: written by a newer ctxcompact (state version {version}; "
                 f"this one reads version {STATE_VERSION})")
+    problem = _number_problem(obj)
+    if problem is not None:
+        return problem
     own, plugged = _plugged_sections(obj)
-    return _number_problem(obj) or _schema_problem(own) or _consistency_problem(own) or plugged
+    return plugged or _schema_problem(own) or _consistency_problem(own)
 
 
 def _plugged_sections(obj: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -180,12 +183,13 @@ def _plugged_sections(obj: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     keys = [k for k in obj if k not in known and k in plugged]
     if not keys:
         return obj, None
+    own = {k: v for k, v in obj.items() if k not in keys}
     for k in keys:
         check = getattr(getattr(plugged[k], "state_section", None), "problem", None)
         problem = check(obj[k]) if callable(check) and obj[k] is not None else None
         if problem is not None:
-            return obj, f"$.{k}: {problem}"
-    return {k: v for k, v in obj.items() if k not in keys}, None
+            return own, f"$.{k}: {problem}"
+    return own, None
 
 
 def _newer_version(obj: Any) -> int | None:
