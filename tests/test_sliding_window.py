@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcompact import api
-from ctxcompact.errors import ExitCode, StateError, SummarizerError
+from ctxcompact.errors import ExitCode, StateError, SummarizerError, UsageError
 from ctxcompact.formats import read_transcript
 from ctxcompact.model import Origin, Record, ToolCall, ToolResult
 from ctxcompact.options import Options
@@ -402,3 +402,17 @@ def test_estimate_describes_the_next_event(tmp_path: Path) -> None:
     assert d2["next_event"]["due"] is False and d2["next_event"]["invocations_needed"] == 2
     assert d2["next_event"]["first_invocation"] == 3  # ω = 1 before invocation 4
     assert d2["next_event"]["start"] == inv_range(3, 3)[0]
+
+
+def test_the_options_ranges_are_the_declared_ones_even_past_the_engines_check() -> None:
+    """run_held (the message-list API's route) does not check options itself: the strategy applies the one
+    range rule, declared with the options (plugins.STRATEGIES), not a copy of its own."""
+    from ctxcompact.engine import run_held
+
+    data = jsonl(session(6))
+    cases = (({"overlap": -1}, "--overlap"), ({"invocation_threshold": 0}, "--invocation-threshold"),
+             ({"safety_ratio": 0.01}, "--safety-ratio"))
+    for change, flag in cases:
+        opts = Options(strategy="sliding-window", window=3000, exact="none", **change)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match=f"{flag} must be between"):
+            run_held(data, opts, None, warn=lambda _m: None)

@@ -36,11 +36,11 @@ from typing import Any
 
 from ..budget import Budget
 from ..clean import clean
-from ..errors import ExitCode, UsageError
+from ..errors import ExitCode
 from ..facts.text import latest_request
 from ..facts.todos import load_todos_file, open_todos
 from ..model import Origin, Record, Role, Transcript
-from ..options import Options
+from ..options import Options, check_options
 from ..progress import progress
 from ..state import State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
@@ -66,12 +66,8 @@ NAME = "sliding-window"
 
 
 def _validate(opts: Options) -> None:
-    if opts.invocation_threshold < 1:
-        raise UsageError("--invocation-threshold must be 1 or more")
-    if opts.overlap < 0:
-        raise UsageError("--overlap must be 0 or more")
-    if not 0 < opts.safety_ratio <= 1:
-        raise UsageError("--safety-ratio must be more than 0 and at most 1")
+    """Its options' ranges, declared with them (the one rule, also for callers the engine does not check)."""
+    check_options(opts)
 
 
 def token_limit(budget: Budget, ratio: float) -> int:
