@@ -152,6 +152,11 @@ def check_options(opts: Options) -> None:
     callers get the same rule as the command line."""
     from .errors import UsageError
 
+    for name in opts.strategy_options:
+        if name in _FIELDS:
+            raise UsageError(f"{name} is an option of its own: Options({name}=...), not strategy_options")
+        if STRATEGIES.option(name) is None:
+            raise UsageError(f"no strategy declares the option {name!r} (strategy_options)")
     numbers = dict.fromkeys([*LIMITS, *(o.name for _, o in STRATEGIES.options() if o.kind == "number")])
     for name in numbers:
         value = opts.option(name)

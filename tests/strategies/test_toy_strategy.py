@@ -142,6 +142,10 @@ def test_a_value_given_for_the_toys_option_reaches_it(tmp_path: Path, toy: KeepL
         check_options(Options(strategy_options={"keep_requests": 0}))
     with pytest.raises(KeyError):
         Options().option("nobody_declares_this")
+    with pytest.raises(UsageError, match="no strategy declares the option 'keep_request'"):
+        check_options(Options(strategy_options={"keep_request": 2}))  # a typo is not silently ignored
+    with pytest.raises(UsageError, match=r"Options\(overlap=...\)"):
+        check_options(Options(strategy_options={"overlap": 2}))
 
 
 def test_the_toys_section_is_checked_on_load_and_needs_the_toy(tmp_path: Path, toy: KeepLatest) -> None:
