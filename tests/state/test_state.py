@@ -48,7 +48,7 @@ from ctxcompact.state import (
     utc_now,
     validate_state,
 )
-from ctxcompact.strategies.mask import MaskedResult, Masking
+from ctxcompact.strategies.masking_state import MaskedResult, Masking
 from ctxcompact.strategies.sliding_window_state import Event, WindowEvents
 from ctxcompact.strategies.threshold import summary_from_result
 from ctxcompact.summarizers.base import SummaryResult

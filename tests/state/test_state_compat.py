@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 
 from ctxcompact import api
 from ctxcompact.state import dump_state, load_state
-from ctxcompact.strategies.mask import Masking
+from ctxcompact.strategies.masking_state import Masking
 from ctxcompact.strategies.sliding_window_state import WindowEvents
 
 ROOT = Path(__file__).resolve().parents[2]
