@@ -58,7 +58,7 @@ def may_stream(path: Path, opts: Options, state: State | None) -> bool:
     """Whether ``estimate`` of ``path`` may stream, before reading it."""
     if opts.exact == "anthropic" or get_strategy(opts.strategy).estimate_needs_context(opts):
         return False
-    if state is not None and (state.watermark > 0 or state.summary or state.events or state.masking):
+    if state is not None and (state.watermark > 0 or state.summary or state.holds_sections()):
         return False
     try:
         return os.path.getsize(path) >= STREAMING_FROM_BYTES and Path(path).is_file()
