@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 from ..model import Origin, Record, Role
+from .calls import once_per_call
 from .earlier import MAX_INSTRUCTION_CHARS, carried_text
 from .files import files_touched
 from .handoff import instructions_in_force
@@ -49,6 +50,8 @@ def goal_text(text: str) -> str:
 def urls_in(text: str) -> list[str]:
     """The URLs in ``text``, in order, each once, without trailing punctuation."""
     out: list[str] = []
+    if "://" not in text:  # every URL has it: most texts have none, and this scan is C-fast
+        return out
     for m in _URL.finditer(text):
         url = m.group(0).rstrip(".,;:!?")
         if url not in out:
@@ -82,7 +85,12 @@ def gather(records: Sequence[Record], latest_request: str | None = None,
     better (else the last typed message here); ``todos``: open todos from ``--todos`` (else the last todo
     list in the records, when there is one); ``prior_summary``: the state's summary, not taken again as an
     earlier summary when the log carries it (facts.earlier.carried_text)."""
-    records = list(records)
+    with once_per_call():  # the passes below each read every call's command and paths: work them out once
+        return _gather(list(records), latest_request, todos, prior_summary)
+
+
+def _gather(records: list[Record], latest_request: str | None, todos: Sequence[Todo] | None,
+            prior_summary: str | None) -> NewFacts:
     pos = [r.index for r in records]
     typed = [t for _, t in user_requests(records)]
     latest = latest_request or (typed[-1] if typed else None)
