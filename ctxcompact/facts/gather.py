@@ -12,7 +12,7 @@ from .earlier import MAX_INSTRUCTION_CHARS, carried_text
 from .files import files_touched
 from .handoff import instructions_in_force
 from .outcomes import commands_run, errors_seen, failure_checker, output_text, resolution_evidence
-from .rules import user_rules
+from .rules import rules_of
 from .store import (
     CommandFact,
     Entry,
@@ -116,7 +116,7 @@ def _gather(records: list[Record], latest_request: str | None, todos: Sequence[T
         files += [FileFact(p, (f"{run.tool} subagent",), at, True) for p in run.changed]
     facts = Facts(
         goals=goals,
-        rules=tuple(user_rules(records)),
+        rules=tuple(rules_of(typed)),
         files=tuple(files),
         commands=commands,
         errors=errors,

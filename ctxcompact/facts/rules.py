@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..model import Record
 from .text import user_requests
@@ -45,5 +45,10 @@ def rules_in_text(text: str) -> list[str]:
 
 def user_rules(records: Sequence[Record]) -> list[str]:
     """Every rule or constraint the user typed, verbatim, deduplicated, oldest first."""
-    return list(dict.fromkeys(rule for _, text in user_requests(records) for rule in rules_in_text(text)))
+    return rules_of(text for _, text in user_requests(records))
+
+
+def rules_of(typed: Iterable[str]) -> list[str]:
+    """:func:`user_rules` of the texts :func:`~.text.user_requests` gave (a caller that has them already)."""
+    return list(dict.fromkeys(rule for text in typed for rule in rules_in_text(text)))
 
