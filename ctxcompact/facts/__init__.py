@@ -16,6 +16,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+# ``timeline`` is also a submodule's name: bound here, the function wins (as a lazy name it would lose to
+# the submodule once that is imported)
+from .timeline import timeline
+
 if TYPE_CHECKING:
     from .calls import call_index, command_of, decode_args
     from .files import FileTouch, files_touched, path_tokens, paths_of_call
@@ -48,7 +52,7 @@ if TYPE_CHECKING:
         typed_text,
         user_requests,
     )
-    from .timeline import LastAction, describe_call, last_assistant_action, timeline
+    from .timeline import LastAction, describe_call, last_assistant_action
     from .todos import Todo, is_open, latest_todo_list, load_todos_file, open_todos, todo_list_from_call
 
 # The facts' modules load on first use of a name here (a run below the threshold needs few of them):
@@ -65,7 +69,7 @@ _LAZY = {
     "open_todos": "todos", "output_text": "outcomes", "path_tokens": "files", "paths_of_call": "files",
     "resolution_evidence": "outcomes", "resolves": "outcomes", "result_is_error": "outcomes",
     "rules_in_text": "rules", "shorten": "text", "strip_injected": "text", "success_keys": "outcomes",
-    "timeline": "timeline", "todo_list_from_call": "todos", "typed_text": "text", "user_requests": "text",
+    "todo_list_from_call": "todos", "typed_text": "text", "user_requests": "text",
     "user_rules": "rules",
 }
 

@@ -94,3 +94,6 @@ def test_api_names_resolve_lazily() -> None:
             assert getattr(mod, name) is not None, name
     with pytest.raises(AttributeError):
         api.no_such_name  # noqa: B018
+    import ctxcompact.facts.timeline  # a submodule of the same name as an exported function
+
+    assert callable(facts.timeline) and callable(api.evaluate)
