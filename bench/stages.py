@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb", type=float, default=20.0)
     ap.add_argument("--shapes", default="small,mid,huge,agent")
     ap.add_argument("--window", default="200000")
-    ap.add_argument("--top", type=int, default=8, help="also print the N ctxcompact functions of most self time")
+    ap.add_argument("--top", type=int, default=8,
+                    help="also print the N ctxcompact functions of most time")
     args = ap.parse_args(argv)
     shapes = args.shapes.split(",")
     header(f"per-stage profile of the compacting `run` (extractive, window {args.window}), {args.mb:g} MB")
@@ -139,20 +140,23 @@ def main(argv: list[str] | None = None) -> int:
     for s in shapes:
         print(f"profiling {s} …", file=sys.stderr, flush=True)
         results[s] = profile_shape(s, args.mb, args.window)
-    print("\nSeconds of the profiled process per stage (share of the total); profiling inflates Python code.\n")
+    print("\nSeconds of the profiled process per stage (share of the total); profiling inflates Python "
+          "code.\n")
     print("| stage | " + " | ".join(shapes) + " |")
     print("|---|" + "---|" * len(shapes))
     totals = {s: sum(results[s][1].values()) or 1.0 for s in shapes}
     for st in ORDER:
         if not any(results[s][1].get(st, 0) > 0.0005 for s in shapes):
             continue
-        cells = [f"{results[s][1].get(st, 0):.2f} s ({results[s][1].get(st, 0) / totals[s]:.0%})" for s in shapes]
+        secs = {s: results[s][1].get(st, 0) for s in shapes}
+        cells = [f"{secs[s]:.2f} s ({secs[s] / totals[s]:.0%})" for s in shapes]
         print(f"| {st} | " + " | ".join(cells) + " |")
     print("| total (profiled) | " + " | ".join(f"{totals[s]:.2f} s" for s in shapes) + " |")
     if args.top:
         for s in shapes:
             _, funcs = group(results[s][2])
-            top = sorted(((t, f) for f, t in funcs.items() if "/ctxcompact/" in f[0]), reverse=True)[:args.top]
+            ours = ((t, f) for f, t in funcs.items() if "/ctxcompact/" in f[0])
+            top = sorted(ours, reverse=True)[:args.top]
             print(f"\n{s}: ctxcompact functions by time (their own, and what they called outside ctxcompact)")
             for t, (path, line, name) in top:
                 print(f"  {t:7.3f} s  {Path(path).parent.name}/{Path(path).name}:{line} {name}")

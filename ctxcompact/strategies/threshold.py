@@ -99,7 +99,8 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         cost=cost,
         latest_in_continuation=latest is not None,
     )
-    from ..summarizers.fallback import summarize  # only a compaction loads the summarizers (a hook's start-up)
+    # only a compaction loads the summarizers (a hook's start-up)
+    from ..summarizers.fallback import summarize
 
     summary = summarize(request, opts, warn)
     removed = None

@@ -57,7 +57,8 @@ def _loaded(args: list[str]) -> tuple[int, set[str]]:
 
 @pytest.mark.parametrize("end_on_result", [False, True], ids=["usual", "ends-on-a-result"])
 @pytest.mark.parametrize("state", [False, True], ids=["no-state", "state"])
-def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_result: bool, state: bool) -> None:
+def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_result: bool,
+                                                       state: bool) -> None:
     src = tmp_path / "session.jsonl"
     _session(src, 40, end_on_result)
     out = tmp_path / "out.jsonl"
@@ -80,7 +81,8 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     """The check above can fail: a compacting run does load the summarizers."""
     src = tmp_path / "session.jsonl"
     _session(src, 40, False)
-    code, modules = _loaded(["run", str(src), "--window", "2000", "--no-state", "-o", str(tmp_path / "o.jsonl")])
+    out = str(tmp_path / "o.jsonl")
+    code, modules = _loaded(["run", str(src), "--window", "2000", "--no-state", "-o", out])
     assert code in (0, None)
     assert "ctxcompact.summarizers.extractive" in modules
 
@@ -94,6 +96,6 @@ def test_api_names_resolve_lazily() -> None:
             assert getattr(mod, name) is not None, name
     with pytest.raises(AttributeError):
         api.no_such_name  # noqa: B018
-    import ctxcompact.facts.timeline  # a submodule of the same name as an exported function
+    import ctxcompact.facts.timeline  # noqa: F401  (a submodule named like an exported function)
 
     assert callable(facts.timeline) and callable(api.evaluate)
