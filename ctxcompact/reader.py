@@ -6,6 +6,7 @@ by its longest line.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -283,3 +284,9 @@ def _records(items: list[Any], what: str, path: str) -> Document:
         raise InputError(f"input: {what}, but item {bad + 1} is {json_type_phrase(items[bad])}, not a JSON "
                          f"object (a transcript is one object per record; jq -c {path} FILE gives them)")
     return Document(b"".join(encode_json(x) + b"\n" for x in items), what)
+
+
+def line_digest(raw: bytes) -> int:
+    """The content key of one line: 64 bits of BLAKE2b, as a signed integer (an ``array('q')`` item). What
+    the count cache keys counts by, and what the reader remembers a conforming line by."""
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True)

@@ -18,7 +18,7 @@ import orjson
 from ..errors import InputError, LineError, Problem, UsageError
 from ..model import Block, ImageBlock, Message, OpaqueBlock, Record, ToolResult, Transcript
 from ..paths import open_input
-from ..reader import ORJSON_MAX_DEPTH, allow_deep_values, decode_line, encode_json, iter_lines_at
+from ..reader import ORJSON_MAX_DEPTH, allow_deep_values, decode_line, encode_json, iter_lines_at, line_digest
 from ..schemacheck import conforms
 from ..schemacheck import load as load_schema
 from .base import Format
@@ -91,6 +91,29 @@ def _schema_message(error: Any) -> tuple[str, str]:
     if kind == "minimum":
         return path, f"must be at least {error.validator_value}, got {_short(error.instance)}"
     return path, error.message
+
+
+#: lines known to conform to their format's schema, by (format, digest of the line's bytes). The verdict is a
+#: function of the bytes alone, so a hook that reads a growing transcript again in one process checks only the
+#: lines it has not seen (the same check, done less: docs/measurements/performance.md#a-hooks-call). Bounded:
+#: forgotten all at once when full. ``schema_checks`` counts the lines really checked (the tests read it).
+_CONFORMING: set[tuple[str, int]] = set()
+_CONFORMING_MAX = 1 << 20
+schema_checks = 0
+
+
+def _line_conforms(fmt: Format, obj: Any, lineno: int, raw: bytes | None) -> list[Problem]:
+    global schema_checks
+    key = (fmt.name, line_digest(raw)) if raw is not None else None
+    if key is not None and key in _CONFORMING:
+        return []
+    schema_checks += 1
+    found = schema_problems(fmt, obj, lineno)
+    if not found and key is not None:
+        if len(_CONFORMING) >= _CONFORMING_MAX:
+            _CONFORMING.clear()
+        _CONFORMING.add(key)
+    return found
 
 
 def schema_problems(fmt: Format, obj: Any, line: int) -> list[Problem]:
@@ -212,7 +235,7 @@ def parse_record(chosen: Format, obj: Any, index: int, lineno: int, raw: bytes, 
         # a shape the parser did not foresee: still the line's fault, named with its number
         add(Problem(lineno, "$", f"not a valid {chosen.name} line ({type(exc).__name__}: {exc})"))
         return None
-    found = schema_problems(chosen, obj, lineno) if schema else []
+    found = _line_conforms(chosen, obj, lineno, raw) if schema else []
     for p in found:
         add(p)
     return None if found else rec

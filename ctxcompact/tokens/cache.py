@@ -15,11 +15,6 @@ MAGIC = b"CTXCOUNTS2\n"
 _NONE = -1  # no exact count kept
 
 
-def line_digest(raw: bytes) -> int:
-    """The content key of one line: 64 bits of BLAKE2b, as a signed integer (an ``array('q')`` item)."""
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True)
-
-
 @dataclass(slots=True)
 class CountCache:
     """The counts of input records by (offset, digest), for one set of counting options (``key``).

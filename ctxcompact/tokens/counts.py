@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from ..model import Record, Role
 from ..options import Options
+from ..reader import line_digest
 from . import heuristic
-from .cache import CountCache, line_digest
+from .cache import CountCache
 from .calibration import Calibrated
 
 #: what a text costs in the window's tokens (the run's counter and calibration)
