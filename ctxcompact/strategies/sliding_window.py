@@ -45,7 +45,6 @@ from ..options import Options, check_options
 from ..progress import progress
 from ..state import State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
-from ..summarizers.fallback import summarize
 from ..tokens import heuristic
 from ..tokens.counts import text_cost
 from .base import Outcome, StrategyInput, Written
@@ -115,6 +114,10 @@ def _summarize(si: StrategyInput, records: list[Record], budget_tokens: int, pri
                              prior_facts=prior_facts, latest_request=latest_request(body),
                              todos=load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body),
                              instructions=opts.instructions, cost=text_cost(opts, si.report.calibrated))
+    # imported here: every run loads this module to re-apply the state's events (strategies.reapply_all), and
+    # a run below the threshold must not load the summarizers (tests/cli/test_startup_imports.py)
+    from ..summarizers.fallback import summarize
+
     return summarize(request, opts, si.warn)
 
 
