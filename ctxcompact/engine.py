@@ -151,7 +151,8 @@ def _calibrate(counts: Counts, usage: list[UsagePoint], opts: Options, state: St
         stored=state.calibration if state is not None else None, estimator=counts.estimator,
         default=_default(opts, counts),
         default_source="default" if opts.default_factor is None else "--default-factor",
-        compacted_away=compacted_away(state))
+        compacted_away=compacted_away(state),
+        compacted_at_line=compacted_at_line(state))
 
 
 def compacted_away(state: State | None) -> int:
@@ -160,6 +161,13 @@ def compacted_away(state: State | None) -> int:
     if state is None:
         return 0
     return sum(max(0, c.tokens_before - c.tokens_after) for c in state.compactions)
+
+
+def compacted_at_line(state: State | None) -> int:
+    """The input's last line when the state's latest compaction was made (0: none, or a state from before
+    it was kept): usage recorded up to there was billed before that compaction."""
+    last = state.compactions[-1] if state is not None and state.compactions else None
+    return last.input_lines or 0 if last is not None else 0
 
 
 def ignored_usage_warning(cal: Calibrated) -> str | None:
@@ -651,7 +659,8 @@ def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult,
             tokens_after=outcome.tokens_after if outcome.tokens_after is not None else result.tokens_after,
             records_covered=outcome.covered, watermark=state.watermark,
             summarizer=outcome.summary.summarizer if outcome.summary is not None else None,
-            fallback=outcome.fallback, duration_s=outcome.duration_s, tier=outcome.tier)
+            fallback=outcome.fallback, duration_s=outcome.duration_s, tier=outcome.tier,
+            input_lines=ctx.input_lines)
     # what this run measured (the transcript's usage, --real-tokens) outlives the records that carried it
     remember_measured(state, result.estimate.calibrated.measured, out_counts.estimator)
     # the estimate of what we wrote: the next `calibrate` pairs the provider's figure with it
