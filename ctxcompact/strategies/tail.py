@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from ..budget import Budget
 from ..facts.handoff import in_flight_start
 from ..model import Origin, Record, Role, TextBlock, ToolCall, ToolResult, message_chars
-from ..state import MaskedResult
 from ..tokens.calibration import Calibrated
+from .masking_state import MaskedResult
 
 
 @dataclass(slots=True)

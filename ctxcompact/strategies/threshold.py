@@ -42,6 +42,7 @@ from ..tokens.calibration import Calibrated
 from ..tokens.counts import text_cost
 from . import mask
 from .base import Outcome, StrategyInput, Warn, Written
+from .masking_state import Masking
 from .tail import Tail, in_flight
 
 NAME = "threshold"
@@ -195,8 +196,8 @@ def _commit(state: State, written: Written, summary: SummaryResult, latest: str 
                                        lines=ctx.input_lines, format=ctx.input_format,
                                        system_lines=ctx.system_spans, tokens=tokens)
     # every masked record is now inside the summary; a trimmed result of the tail stays trimmed
-    state.masking = mask.merge_masking(None, tail.trimmed, input_records=start.index,
-                                       thinking_before=0) if tail.trimmed and start is not None else None
+    state.set_section(mask.merge_masking(None, tail.trimmed, input_records=start.index, thinking_before=0)
+                      if tail.trimmed and start is not None else None, Masking.KEY)
     set_watermark(state, fingerprint, summary_from_result(
         summary, records_covered=ctx.input_records, latest_request=latest, continuation=continuation,
         attachment_lines=spans))
