@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..model import Origin, Record, ToolCall
-from .calls import command_of, decode_args, quoted_spans, strings, writes_files
+from .calls import command_of, decode_args, per_call, quoted_spans, strings, writes_files
 
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
@@ -182,12 +182,19 @@ def paths_of_call(call: ToolCall) -> list[str]:
     """Files a tool call touches: its path-like arguments, files named in a patch, and path-like tokens of
     its command (:func:`command_paths`). The folder a search or listing tool (Grep, Glob, LS…) looked in is
     no file: its path argument counts only when it names a file (:func:`is_file_name`)."""
+    return list(per_call("paths", call, _paths_of_call))
+
+
+def _paths_of_call(call: ToolCall) -> list[str]:
     found: dict[str, None] = {}  # ordered and deduplicated in O(1) per path (a list's ``in`` is O(n))
     args = decode_args(call)
     if isinstance(args, dict):
         searches = _searches(call.name)
         for key in PATH_KEYS:
-            for v in strings(args.get(key)):
+            value = args.get(key)
+            if value is None:
+                continue
+            for v in strings(value):
                 v = v.strip()
                 if v.strip("./") and len(v) <= 400 and "\n" not in v \
                         and not (searches and not is_file_name(v)):

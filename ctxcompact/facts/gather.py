@@ -7,12 +7,13 @@ import re
 from collections.abc import Sequence
 
 from ..model import Record
+from .calls import once_per_call
 from .earlier import MAX_INSTRUCTION_CHARS, carried_text
 from .files import files_touched
 from .handoff import instructions_in_force
 from .identifiers import identifiers
 from .outcomes import commands_run, errors_seen, failure_checker, resolution_evidence
-from .rules import project_rules, user_rules
+from .rules import project_rules, rules_of
 from .store import (
     CommandFact,
     Entry,
@@ -51,7 +52,12 @@ def gather(records: Sequence[Record], latest_request: str | None = None,
     better (else the last typed message here); ``todos``: open todos from ``--todos`` (else the last todo
     list in the records, when there is one); ``prior_summary``: the state's summary, not taken again as an
     earlier summary when the log carries it (facts.earlier.carried_text)."""
-    records = list(records)
+    with once_per_call():  # the passes below each read every call's command and paths: work them out once
+        return _gather(list(records), latest_request, todos, prior_summary)
+
+
+def _gather(records: list[Record], latest_request: str | None, todos: Sequence[Todo] | None,
+            prior_summary: str | None) -> NewFacts:
     pos = [r.index for r in records]
     typed = [t for _, t in user_requests(records)]
     latest = latest_request or (typed[-1] if typed else None)
@@ -78,7 +84,7 @@ def gather(records: Sequence[Record], latest_request: str | None = None,
         files += [FileFact(p, (f"{run.tool} subagent",), at, True) for p in run.changed]
     facts = Facts(
         goals=goals,
-        rules=tuple(user_rules(records)),
+        rules=tuple(rules_of(typed)),
         files=tuple(files),
         commands=commands,
         errors=errors,

@@ -264,6 +264,8 @@ _NEGATION = re.compile(
 
 def claims_resolution(text: str) -> bool:
     """An assistant sentence says the problem is fixed (and does not negate it)."""
+    if not _RESOLVED_WORDS.search(text):  # a sentence's match is a match in the whole text: one scan
+        return False
     for sentence in re.split(r"(?<=[.!?\n])\s+", text):
         if _RESOLVED_WORDS.search(sentence) and not _NEGATION.search(sentence):
             return True

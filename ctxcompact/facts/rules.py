@@ -5,7 +5,7 @@ the rules of the project's instruction files (AGENTS.md, CLAUDE.md) a client put
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..model import Origin, Record, Role, TextBlock
 from .text import user_requests
@@ -41,6 +41,8 @@ def rules_in_text(text: str, statements: bool | None = None) -> list[str]:
     if statements is None:
         statements = len(text.strip()) <= SHORT_MESSAGE_CHARS
     out: list[str] = []
+    if not statements and not _RULE_WORDS.search(text):
+        return out  # a line's match is a match in the whole text: one scan for most (long) texts
     seen: set[str] = set()  # membership in ``out`` would be O(n) per sentence: O(n²) on many rules
     in_fence = False
     for line in text.splitlines():
@@ -62,7 +64,12 @@ def rules_in_text(text: str, statements: bool | None = None) -> list[str]:
 
 def user_rules(records: Sequence[Record]) -> list[str]:
     """Every rule or constraint the user typed, verbatim, deduplicated, oldest first."""
-    return list(dict.fromkeys(rule for _, text in user_requests(records) for rule in rules_in_text(text)))
+    return rules_of(text for _, text in user_requests(records))
+
+
+def rules_of(typed: Iterable[str]) -> list[str]:
+    """:func:`user_rules` of the texts :func:`~.text.user_requests` gave (a caller that has them already)."""
+    return list(dict.fromkeys(rule for text in typed for rule in rules_in_text(text)))
 
 
 

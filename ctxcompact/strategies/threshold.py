@@ -37,7 +37,6 @@ from ..progress import progress
 from ..secrets import scrub_credentials, scrub_json
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
-from ..summarizers.fallback import summarize
 from ..tokens.calibration import Calibrated
 from ..tokens.counts import text_cost
 from . import mask
@@ -102,6 +101,9 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         cost=cost,
         latest_in_continuation=latest is not None,
     )
+    # only a compaction loads the summarizers (a hook's start-up)
+    from ..summarizers.fallback import summarize
+
     summary = summarize(request, opts, warn)
     removed = None
     if not fmt.carries_attachments:  # named instead, never dropped without a word
