@@ -37,7 +37,7 @@ from .errors import ExitCode, InputError, StateError, UsageError
 from .options import Options
 from .report import EstimateReport
 from .state import State, load_state, new_state, record_real_tokens, reset_calibration, save_state, state_lock
-from .state.cache import HeldCounts
+from .tokens.cache import CountCache
 from .tokens.usage import PromptUsage, as_plain, prompt_tokens
 
 #: the names ``compact(format=…)`` takes → the engine's format
@@ -166,9 +166,14 @@ def output_messages(result: RunResult) -> list[Any]:
     return [_unwrap(orjson.loads(line)) for line in result.lines()]
 
 
+def _unchanged(result: RunResult, data: bytes) -> bool:
+    """The output is the input as it was given (nothing repaired, compacted or summarized before)."""
+    return not result.compacted and not result.repairs and b"".join(result.lines()) == data
+
+
 def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any]) -> tuple[list[Any], Any, int]:
-    if result.passthrough is not None and result.passthrough == enc.data:
-        return list(messages), enc.system, len(messages)  # the fast path: the list as it was given
+    if _unchanged(result, enc.data):
+        return list(messages), enc.system, len(messages)  # nothing to repair or compact: the list as given
     originals = enc.originals()
     out: list[Any] = []
     kept = 0
@@ -213,7 +218,7 @@ class Session:
         self._mutex = threading.RLock()
         self._state: State | None = None
         self._history = b""
-        self._counts = HeldCounts()  # what the last call counted, so the next one counts only what is new
+        self._counts = CountCache()  # what the last call counted, so the next one counts only what is new
 
     @property
     def history_path(self) -> Path | None:
@@ -320,7 +325,7 @@ class Session:
             raise _where_error(exc, enc.has_system) from None
         assert result.state is not None
         # what to recognise next time: the output, when it is not the conversation itself
-        out_digests = [] if result.passthrough is not None else [_digest(o) for o in output_messages(result)]
+        out_digests = [] if _unchanged(result, full) else [_digest(o) for o in output_messages(result)]
         result.state.extra[_KEY] = {"bytes": len(full), "output": out_digests}
         commit(result.state, full, history)
         return result, full
