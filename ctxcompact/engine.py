@@ -311,7 +311,8 @@ def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult,
             tokens_after=outcome.tokens_after if outcome.tokens_after is not None else result.tokens_after,
             records_covered=outcome.covered, watermark=state.watermark,
             summarizer=outcome.summary.summarizer if outcome.summary is not None else None,
-            fallback=outcome.fallback, duration_s=outcome.duration_s, tier=outcome.tier)
+            fallback=outcome.fallback, duration_s=outcome.duration_s, tier=outcome.tier,
+            input_lines=ctx.input_lines)
     # what this run measured (the transcript's usage, --real-tokens) outlives the records that carried it
     remember_measured(state, result.estimate.calibrated.measured, out_counts.estimator)
     # the estimate of what we wrote: the next `calibrate` pairs the provider's figure with it

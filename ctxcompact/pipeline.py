@@ -70,7 +70,14 @@ def calibrate_counts(counts: Counts, usage: list[UsagePoint], opts: Options,
         stored=state.calibration if state is not None else None, estimator=counts.estimator,
         default=_default(opts, counts),
         default_source="default" if opts.default_factor is None else "--default-factor",
-        compacted_away=compacted_away(state))
+        compacted_away=compacted_away(state), compacted_at_line=compacted_at_line(state))
+
+
+def compacted_at_line(state: State | None) -> int:
+    """The input's last line when the state's latest compaction was made (0: none, or a state from before
+    it was kept): usage recorded up to there was billed before that compaction."""
+    last = state.compactions[-1] if state is not None and state.compactions else None
+    return last.input_lines or 0 if last is not None else 0
 
 
 def compacted_away(state: State | None) -> int:

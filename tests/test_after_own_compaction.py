@@ -85,3 +85,49 @@ def test_the_next_run_with_the_state_counts_the_summary_once(tmp_path: Path, log
     assert len(marker) == 1, [(r.origin, r.index) for r in marker]
     # and it costs what the compaction said it would (not a summary more)
     assert again.tokens_before <= res.tokens_after * 1.02 + 50, (again.tokens_before, res.tokens_after)
+
+
+def _own_boundary_with_post_tokens(tmp_path: Path, name: str, upto: int, post: int) -> Path:
+    """A real log of Claude Code's own compaction up to line ``upto``, its boundary given the
+    ``compactMetadata.postTokens`` newer builds write (these 2026-02 logs predate it)."""
+    import orjson
+
+    out = []
+    for line in (DATA / "claude-code" / name).read_bytes().splitlines()[:upto]:
+        obj = orjson.loads(line)
+        if obj.get("subtype") == "compact_boundary":
+            obj["compactMetadata"]["postTokens"] = post
+            line = orjson.dumps(obj)
+        out.append(line)
+    path = tmp_path / name
+    path.write_bytes(b"\n".join(out) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize(("name", "summary_line", "before_bill"), [
+    ("spotter-auto-compact-excerpt-a.jsonl", 22, 26),  # the summary stamped as its boundary
+    ("spotter-auto-compact-excerpt-b.jsonl", 32, 35),  # the summary stamped 1 ms after its boundary
+])
+def test_estimate_after_claude_codes_own_boundary_counts_post_tokens_once(
+        tmp_path: Path, name: str, summary_line: int, before_bill: int) -> None:
+    # postTokens is the compacted context, the summary line included: the estimate is that figure, not the
+    # summary on top of it, and not lost (with the summary stamped after the boundary the figure went on
+    # the boundary line, which is not context: 3,953 tokens at the default factor, the hidden prompt
+    # forgotten); the progress lines before the next bill hold no message
+    for upto in (summary_line, before_bill):
+        path = _own_boundary_with_post_tokens(tmp_path, name, upto, 30_000)
+        est = api.estimate(path, api.Options(use_state=False))
+        assert est.calibrated.measured[-1][1] == 30_000  # the recorded size is the measurement
+        assert 30_000 <= est.calibrated.tokens <= 30_010, (upto, est.calibrated.tokens)
+
+
+def test_a_line_typed_after_claude_codes_own_boundary_is_counted_on_top(tmp_path: Path) -> None:
+    # spotter-compact-excerpt: /compact's stdout (line 16) and "continue implementation" (line 22) were
+    # written after the compaction measured itself
+    path = _own_boundary_with_post_tokens(tmp_path, "spotter-compact-excerpt.jsonl", 22, 30_000)
+    est = api.estimate(path, api.Options(use_state=False))
+    (tmp_path / "only").mkdir()
+    only = _own_boundary_with_post_tokens(tmp_path / "only", "spotter-compact-excerpt.jsonl", 13, 30_000)
+    summary_only = api.estimate(only, api.Options(use_state=False))
+    assert summary_only.calibrated.tokens <= 30_010
+    assert est.calibrated.tokens > summary_only.calibrated.tokens + 1_000

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from ..model import SUBAGENT_MESSAGE, SUBAGENT_RUN, Origin, Record, Role, Usage
+from ..model import EARLIER_SUMMARY, SUBAGENT_MESSAGE, SUBAGENT_RUN, Origin, Record, Role, Usage
 
 _UUID_KEY = re.compile(rb'"uuid"\s*:\s*"([^"\\]{1,200})"')
 _PARENT_KEY = re.compile(rb'"parentUuid"\s*:\s*(?:"([^"\\]{1,200})"|null)')
@@ -117,16 +117,20 @@ def finish(records: list[Record]) -> list[Record]:
 def post_tokens(boundary: Record, live: list[Record]) -> None:
     """With no billed usage after the last boundary, its ``compactMetadata.postTokens`` (the compacted
     context's size, which Claude Code's meter falls back on too) measures the lines written with it: the
-    boundary's own lines (ctxcompact's summary and copies carry the timestamp of the boundary; a line the
-    client wrote since is later). Without it a log ctxcompact compacted was estimated at the default factor,
-    far under its real size (the hidden prompt unknown)."""
+    boundary's own lines (ctxcompact's summary and copies carry the timestamp of the boundary, Claude Code's
+    summary line is flagged ``isCompactSummary``; a line the client wrote since is later). Without it a log
+    ctxcompact compacted was estimated at the default factor, far under its real size (the hidden prompt
+    unknown)."""
     meta = boundary.data.get("compactMetadata") if isinstance(boundary.data, dict) else None
     post = meta.get("postTokens") if isinstance(meta, dict) else None
     if not isinstance(post, int) or post <= 0 or any(r.usage and r.usage.prompt_tokens > 0 for r in live):
         return
     stamp = boundary.meta.get("timestamp")
-    written = [r for r in live if r.message is not None and isinstance(stamp, str)
-               and str(r.meta.get("timestamp", "~")) <= stamp]
+    # the summary line is the compaction's own even when Claude Code stamped it a moment after its boundary
+    # (1 ms on spotter-auto-compact-excerpt-b): with the boundary as the target, postTokens was lost with it
+    written = [r for r in live if r.message is not None and (
+        r.meta.get(EARLIER_SUMMARY) == "claude-code"
+        or (isinstance(stamp, str) and str(r.meta.get("timestamp", "~")) <= stamp))]
     target = written[-1] if written else boundary
     target.usage = Usage(post, source="compactMetadata.postTokens", after=True)
 

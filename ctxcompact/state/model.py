@@ -181,6 +181,9 @@ class Compaction:
     fallback: bool
     duration_s: float
     tier: str | None = None
+    #: physical lines of the input when it was made: usage recorded up to there was billed before it
+    #: (tokens.calibration.calibrate_request, ``compacted_at_line``)
+    input_lines: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"time": self.time, "strategy": self.strategy,
@@ -190,6 +193,8 @@ class Compaction:
                              "fallback": self.fallback, "duration_s": self.duration_s}
         if self.tier is not None:
             d["tier"] = self.tier
+        if self.input_lines is not None:
+            d["input_lines"] = self.input_lines
         return d
 
     @classmethod
@@ -197,7 +202,7 @@ class Compaction:
         return cls(time=d["time"], strategy=d["strategy"], tokens_before=d["tokens_before"],
                    tokens_after=d["tokens_after"], records_covered=d["records_covered"],
                    watermark=d["watermark"], summarizer=d["summarizer"], fallback=d["fallback"],
-                   duration_s=float(d["duration_s"]), tier=d.get("tier"))
+                   duration_s=float(d["duration_s"]), tier=d.get("tier"), input_lines=d.get("input_lines"))
 
 
 @dataclass(slots=True)
@@ -324,14 +329,16 @@ def new_state(format: str, input_path: str | os.PathLike[str] | None = None) -> 
 
 def add_compaction(state: State, *, strategy: str, tokens_before: int, tokens_after: int,
                    records_covered: int, watermark: int, summarizer: str | None, fallback: bool = False,
-                   duration_s: float = 0.0, tier: str | None = None, time: str | None = None) -> Compaction:
+                   duration_s: float = 0.0, tier: str | None = None, time: str | None = None,
+                   input_lines: int | None = None) -> Compaction:
     """Append one entry to the compaction history and return it. ``strategy`` is a registry name
     (``ctxcompact.strategies``); the state only checks that it looks like one."""
     if not _NAME.fullmatch(strategy):
         raise ValueError(f"{strategy!r} is not a strategy name")
     entry = Compaction(time=time or utc_now(), strategy=strategy, tokens_before=tokens_before,
                        tokens_after=tokens_after, records_covered=records_covered, watermark=watermark,
-                       summarizer=summarizer, fallback=fallback, duration_s=float(duration_s), tier=tier)
+                       summarizer=summarizer, fallback=fallback, duration_s=float(duration_s), tier=tier,
+                       input_lines=input_lines)
     state.compactions.append(entry)
     return entry
 

@@ -11,12 +11,14 @@ window (:func:`trim_in_place`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..budget import Budget
 from ..facts.handoff import in_flight_start
 from ..model import Origin, Record, Role, TextBlock, ToolCall, ToolResult, message_chars
+from ..tokens.calibration import Calibrated
 from .masking_state import MaskedResult
 
 
@@ -33,11 +35,23 @@ class Tail:
         return s.index if s is not None and s.index >= 0 and s.offset >= 0 and s.line > 0 else -1
 
 
-def tail_budget(budget: Budget) -> int:
+def tail_budget(budget: Budget, cal: Calibrated | None = None) -> int:
     """Characters the tail may take: a quarter of the tokens the threshold leaves after the summary's budget,
     at 4 characters a token (so the compacted context stays far below the threshold whatever the correction
-    factor), and never less than a quarter of the summary's own budget."""
+    factor), and never less than a quarter of the summary's own budget.
+
+    Under the affine model (``cal``, the run's calibration) every request also carries the hidden prompt and
+    each of our tokens costs ``slope`` provider tokens: the tail may take what the threshold leaves after the
+    summary's budget and the hidden part, or, when that is less than the summary's budget (the hidden part
+    nearly fills the threshold, so every call compacts anyway), three quarters of what the window leaves; at 3
+    characters a token (code and JSON count denser than prose), and never more than without a hidden part
+    (docs/concepts/handoff.md#the-work-in-flight)."""
     room = (budget.threshold or budget.window) - budget.summary_budget
+    if cal is not None and cal.slope is not None and cal.hidden > 0:
+        left = room - cal.hidden
+        if left < budget.summary_budget:
+            left = (budget.window - budget.summary_budget - cal.hidden) * 3 // 4
+        room = min(room, math.floor(3 * left / max(cal.slope, 1.0)))
     return max(room, budget.summary_budget, 0)
 
 
@@ -51,7 +65,7 @@ def trim_marker(chars: int, source: str, line: int) -> str:
     return f"\n[… {chars:,} {TRIM_MARKER} {where}]"
 
 
-def in_flight(records: Sequence[Record], budget: Budget, source: str) -> Tail:
+def in_flight(records: Sequence[Record], budget: Budget, source: str, cal: Calibrated | None = None) -> Tail:
     """The tail of ``records`` to keep verbatim, fitted to :func:`tail_budget` (an empty Tail when there is
     no work in flight, or when even its calls alone do not fit)."""
     start = in_flight_start(records)
@@ -60,7 +74,7 @@ def in_flight(records: Sequence[Record], budget: Budget, source: str) -> Tail:
     tail = list(records[start:])
     while tail and tail[-1].origin is Origin.SYNTHETIC and tail[-1].role is Role.ASSISTANT:
         tail.pop()  # cleaning's closing "Understood.": the next turn is the model's answer to the results
-    limit = tail_budget(budget)
+    limit = tail_budget(budget, cal)
     results = [(i, b) for i, r in enumerate(tail) if r.message is not None
                for b in r.message.blocks if isinstance(b, ToolResult)]
     total = sum(message_chars(r.message) for r in tail if r.message is not None)
@@ -90,12 +104,12 @@ def in_flight(records: Sequence[Record], budget: Budget, source: str) -> Tail:
     return Tail(out, trimmed, tail[0])
 
 
-def trim_in_place(records: list[Record], budget: Budget,
-                  source: str) -> tuple[list[Record], list[MaskedResult]]:
+def trim_in_place(records: list[Record], budget: Budget, source: str,
+                  cal: Calibrated | None = None) -> tuple[list[Record], list[MaskedResult]]:
     """``records`` with the results of the work in flight trimmed as :func:`in_flight` trims them, left where
     they are (a strategy that keeps the tail in place: ``sliding-window``), and the results trimmed (for the
     state's masking, so later runs show the same text); ``records`` unchanged when nothing needs trimming."""
-    tail = in_flight(records, budget, source)
+    tail = in_flight(records, budget, source, cal)
     if not tail.trimmed:
         return records, []
     at = next(i for i, r in enumerate(records) if r is tail.start)

@@ -77,7 +77,8 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     prior = state.summary if state is not None else None
     latest = latest_request(body) or (prior.latest_request if prior is not None else None)
     status = request_status(body)
-    tail = in_flight(body, budget, ctx.transcript.source) if status.status == IN_PROGRESS else Tail()
+    in_progress = status.status == IN_PROGRESS
+    tail = in_flight(body, budget, ctx.transcript.source, calibrated) if in_progress else Tail()
     summarized = body[: len(body) - len(tail.records)] if tail.records else body
     answer = _quoted_answer(status.answer, budget.summary_budget)
     cost = text_cost(opts, calibrated)

@@ -298,6 +298,7 @@ def calibrate_request(
     default: float,
     default_source: str,
     compacted_away: int = 0,
+    compacted_at_line: int = 0,
 ) -> Calibrated:
     """Calibrate a context counted ``base`` (tokens per record) from what was measured
     (docs/concepts/calibration.md#calibration).
@@ -305,6 +306,9 @@ def calibrate_request(
     ``compacted_away``: the provider tokens earlier compactions removed from the context this one extends (0
     without one); a recorded usage that :func:`not_for_written` says belongs to the uncompacted context, and
     every later one at least as large, is not measured and no floor, and is returned in ``ignored``.
+    ``compacted_at_line``: the input's last line when the latest compaction was made; a usage recorded up to
+    there (on the work in flight kept after the summary) was billed before that compaction, for a context it
+    no longer measures: not measured, no floor (the run that compacted kept it against its true prefix).
 
     Measured requests ``(visible, real)``: those the state kept (same estimator), every usage the transcript
     records (``usage``, each against the prefix that request saw), and ``--real-tokens`` (against what we
@@ -326,6 +330,8 @@ def calibrate_request(
     least_ignored: int | None = None  # the smallest bill found to be for the uncompacted context
     accepted: list[UsagePoint] = []
     for u in usage:
+        if u.line <= compacted_at_line:
+            continue  # billed before the latest compaction (docs/concepts/calibration.md#calibration)
         visible = sums[min(u.position, len(base))]
         if compacted_away and (
                 not_for_written(u.prompt_tokens, _predict(stored, same, default, visible), compacted_away)
