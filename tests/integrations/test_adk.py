@@ -272,3 +272,32 @@ def test_the_summarizer_keeps_two_conversations_apart() -> None:
     for sent in model.seen:
         text = orjson.dumps(sent).decode()
         assert ("French" in text) != ("Latin" in text)
+
+
+def test_summarizer_edges() -> None:
+    from google.adk.events.event import Event
+
+    summarizer = CtxcompactSummarizer()
+    assert asyncio.run(summarizer.maybe_summarize_events(events=[])) is None
+    # events with no content (state changes, an empty turn) give nothing to summarize
+    bare = [Event(author="user", invocation_id="i1"), Event(author="coder", invocation_id="i1")]
+    assert asyncio.run(summarizer.maybe_summarize_events(events=bare)) is None
+    # a summary that would not shrink a short exchange is not written: ADK goes on with the events
+    short = [Event(author="user", invocation_id="i2", content=types.Content(
+                 role="user", parts=[types.Part(text="héllo ✓")])),
+             Event(author="coder", invocation_id="i2", content=types.Content(
+                 role="model", parts=[types.Part(text="hi")]))]
+    assert asyncio.run(summarizer.maybe_summarize_events(events=short)) is None
+    assert summarizer.last is not None and not summarizer.last.compacted
+
+
+def test_an_empty_request_is_left_alone() -> None:
+    compaction = Compaction(window=WINDOW)
+
+    class Ctx:  # the two fields of ADK's CallbackContext the adapter reads
+        agent_name = "coder"
+        session = None
+
+    request = LlmRequest(contents=[])
+    asyncio.run(compaction.before_model(Ctx(), request))
+    assert request.contents == [] and compaction.last is None and len(compaction.sessions) == 0
