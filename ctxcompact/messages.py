@@ -192,13 +192,16 @@ def _sdk_class(messages: Sequence[Any], fmt: str) -> Callable[[Any], Any] | None
 
 
 def _rebuild(obj: Any, build: Callable[[Any], Any] | None, warn: Callable[[str], None]) -> Any:
+    """``obj`` as the SDK class, when the class holds all of it (its dump is ``obj`` again); else the dict (a
+    Content-shaped summary in a list of ADK ``Event`` objects, which would take it as an empty event)."""
     if build is None or not isinstance(obj, dict):
         return obj
     try:
-        return build(obj)
+        built = build(obj)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         warn(f"a new message is returned as a dict: the SDK class refused it ({str(exc).splitlines()[0]})")
         return obj
+    return built if _digest(built) == _digest(obj) else obj
 
 
 def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any],

@@ -165,3 +165,19 @@ def test_observe_refuses_a_usage_without_a_prompt_count() -> None:
     ctxcompact.compact(_long(1), window=50_000, session=s, format="gemini")
     with pytest.raises(UsageError, match="prompt_token_count"):
         s.observe(types.GenerateContentResponseUsageMetadata(candidates_token_count=5))
+
+
+def test_a_list_of_adk_events_gets_its_summary_as_a_dict_not_an_empty_event() -> None:
+    """The SDK class is used only when it holds the whole new message: a Content-shaped summary in a list of
+    ADK Event objects stays a dict (Event would take it silently as an empty event)."""
+    event_cls = pytest.importorskip("google.adk.events.event", reason="google-adk not installed").Event
+    events = []
+    for k in range(40):
+        for line in (DATA / "adk-docs-run.jsonl").read_bytes().splitlines():
+            e = event_cls.model_validate(orjson.loads(line))
+            events.append(e.model_copy(update={"id": f"{e.id}-{k}", "timestamp": e.timestamp + 100 * k}))
+    r = ctxcompact.compact(events, window=2_000)
+    assert r.compacted and r.format == "genai"
+    new = [m for m in r.messages if not any(m is e for e in events)]
+    assert new and all(isinstance(m, dict) and m.get("parts") for m in new)
+    assert "ctxcompact summary" in _text(new)
