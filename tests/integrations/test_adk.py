@@ -31,6 +31,9 @@ from google.genai import types
 from ctxcompact.integrations.adk import Compaction, CtxcompactPlugin, CtxcompactSummarizer
 from ctxcompact.tokens.exact import get_encoding
 
+# ADK marks EventsCompactionConfig and its summarizer interface experimental (a UserWarning on each use)
+pytestmark = pytest.mark.filterwarnings("ignore:.*EXPERIMENTAL.*:UserWarning")
+
 RULE = "Rule: never push to main; always run the tests before committing."
 WINDOW = 6_000
 SYSTEM = "You are a coding agent."
