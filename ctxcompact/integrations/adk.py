@@ -26,8 +26,10 @@ ctxcompact writes the summary (its extractive summarizer by default, no model ca
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from google.adk.apps.base_events_summarizer import BaseEventsSummarizer
@@ -43,16 +45,24 @@ MAX_SESSIONS = 1024
 
 
 class _Sessions:
-    """A ctxcompact Session per key, the least recently used dropped past ``limit``."""
+    """A ctxcompact Session per key, the least recently used dropped past ``limit`` (a file session's state
+    stays on disk and is read again when its ADK session comes back)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, state_dir: str | os.PathLike[str] | None = None) -> None:
         self.limit = limit
+        self.state_dir = Path(state_dir) if state_dir is not None else None
         self._by_key: OrderedDict[Any, Session] = OrderedDict()
+
+    def _new(self, key: Any) -> Session:
+        if self.state_dir is None:
+            return Session()
+        name = hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+        return Session(self.state_dir / f"adk-{name}.ctxstate.json")
 
     def get(self, key: Any) -> Session:
         session = self._by_key.get(key)
         if session is None:
-            session = self._by_key[key] = Session()
+            session = self._by_key[key] = self._new(key)
             while len(self._by_key) > self.limit:
                 self._by_key.popitem(last=False)
         self._by_key.move_to_end(key)
@@ -74,12 +84,15 @@ def _key(callback_context: Any) -> tuple[str, str, str, str]:
 class Compaction:
     """The agent's ``before_model_callback`` and ``after_model_callback`` (``before_model``, ``after_model``);
     the keyword arguments are :func:`ctxcompact.compact`'s (``window``, ``model``, ``strategy``,
-    ``summarizer``, ``options``…)."""
+    ``summarizer``, ``options``…). ``state_dir``: keep each session's state on disk in that folder
+    (``Session(path)``, one file per ADK session and agent, with the conversation beside it for ``recall``)
+    instead of in memory."""
 
     def __init__(self, *, window: int | None = None, model: str | None = None,
-                 max_sessions: int = MAX_SESSIONS, **options: Any) -> None:
+                 state_dir: str | os.PathLike[str] | None = None, max_sessions: int = MAX_SESSIONS,
+                 **options: Any) -> None:
         self.kwargs: dict[str, Any] = {"window": window, "model": model, "format": "gemini", **options}
-        self.sessions = _Sessions(max_sessions)
+        self.sessions = _Sessions(max_sessions, state_dir)
         self.last: CompactResult | None = None  # what the last call did (for logs and tests)
 
     def session_for(self, callback_context: Any) -> Session:

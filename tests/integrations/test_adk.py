@@ -304,3 +304,47 @@ def test_an_empty_request_is_left_alone() -> None:
     request = LlmRequest(contents=[])
     asyncio.run(compaction.before_model(Ctx(), request))
     assert request.contents == [] and compaction.last is None and len(compaction.sessions) == 0
+
+
+def test_state_on_disk_outlives_the_adapter(tmp_path: Any) -> None:
+    """With ``state_dir`` each ADK session's state is a file: a new adapter (a restarted process) on the same
+    ADK session goes on from it, and its continuations name the conversation file ``recall`` searches."""
+    model = ScriptedGemini(seen=[], sizes=[])
+    callbacks: dict[str, Any] = {}
+    phase: dict[str, int] = {}
+
+    async def before(callback_context: Any, llm_request: Any) -> None:
+        await callbacks["c"].before_model(callback_context, llm_request)
+
+    async def after(callback_context: Any, llm_response: Any) -> None:
+        await callbacks["c"].after_model(callback_context, llm_response)
+
+    runner = InMemoryRunner(agent=_agent(model, before_model_callback=before, after_model_callback=after),
+                            app_name="t")
+    callbacks["c"] = first = Compaction(window=WINDOW, state_dir=tmp_path)
+
+    async def go() -> None:
+        await _turns(runner, "s", 12)
+        session = first.sessions.find(("t", "u", "s", "coder"))
+        state = session.state if session is not None else None
+        phase["compactions"] = len(state.compactions) if state is not None else 0
+        callbacks["c"] = Compaction(window=WINDOW, state_dir=tmp_path)  # the process restarts
+        for t in range(12, 24):
+            message = types.Content(role="user", parts=[types.Part(text=f"Now explain src/m{t}.py.")])
+            async for _ in runner.run_async(user_id="u", session_id="s", new_message=message):
+                pass
+
+    asyncio.run(go())
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len([f for f in files if f.endswith(".ctxstate.json")]) == 1, files
+    assert any(f.endswith(".history.jsonl") for f in files)
+    s1 = first.sessions.find(("t", "u", "s", "coder"))
+    s2 = callbacks["c"].sessions.find(("t", "u", "s", "coder"))
+    assert s1 is not None and s2 is not None and s1.path == s2.path
+    st = s2.state
+    assert st is not None and len(st.compactions) >= 3 and st.calibration.points
+    assert 1 <= phase["compactions"] < len(st.compactions)  # the second adapter went on from the file
+    for k, sent in enumerate(model.seen):
+        assert "never push to main" in orjson.dumps(sent).decode(), f"call {k} lost the rule"
+        assert model.sizes[k] <= WINDOW
+    assert str(s2.history_path) in orjson.dumps(model.seen[-1]).decode()  # the continuation cites it
