@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+from pathlib import Path
+
+# The tests live in folders that mirror the package (tests/formats/ for ctxcompact/formats/, ...); the shared
+# helpers (helpers.py, providers.py, scan_cases.py) stay here and are imported by name from every folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # The exact counter caches its rank tables in the user's cache folder
 # (docs/measurements/performance.md#a-hooks-call); the suite and every CLI it starts keep them in a folder of

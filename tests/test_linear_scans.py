@@ -14,11 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import scan_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parent))
-import scan_cases
 
 from ctxcompact.errors import UsageError
 from ctxcompact.facts import outcomes, text

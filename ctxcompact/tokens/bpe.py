@@ -6,8 +6,8 @@ encoder's own set-up (0.15-0.27 s), for a 30 KB log that takes a few millisecond
 counts the same tokens in Python: the same split pattern (run by the ``regex`` module, which tiktoken itself
 depends on), then tiktoken's byte-pair merge (``_byte_pair_merge`` in tiktoken's ``src/lib.rs``: merge the
 adjacent pair of lowest rank, the leftmost on a tie, until no pair has a rank). The count is the number of
-parts left, identical to ``len(encoding.encode_ordinary(text))`` (tests/test_tokens.py checks it against
-tiktoken on random text and on every sample).
+parts left, identical to ``len(encoding.encode_ordinary(text))`` (tests/tokens/test_tokens.py checks it
+against tiktoken on random text and on every sample).
 
 The ranks come from a cache file beside no input (``$CTXCOMPACT_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/ctxcompact``, ``~/.cache/ctxcompact``): an open-addressing hash table (CRC-32 of the token

@@ -55,7 +55,7 @@ _ENDOFPROMPT = "<|endofprompt|>"
 
 # Split patterns and special tokens as in the o200k_base() and cl100k_base() constructors of
 # tiktoken_ext/openai_public.py; they live inside those functions (which also download), so we repeat them.
-# tests/test_tokens.py checks them against the constructors.
+# tests/tokens/test_tokens.py checks them against the constructors.
 _O200K_PAT = "|".join(
     [
         r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",

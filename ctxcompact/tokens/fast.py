@@ -6,8 +6,8 @@ calibration, that is most of the time of ``estimate --exact none`` and all of it
 decoded with orjson and its token-bearing characters are summed from the dict itself; only small integers
 per message are kept (for the usage-prefix calibration), so memory is bounded by the largest line.
 
-Results are identical to the full path (tests/test_fast_estimate.py compares whole reports), including the
-repairs the cleaner would make that change counts, which the fast path accounts for exactly:
+Results are identical to the full path (tests/tokens/test_fast_estimate.py compares whole reports), including
+the repairs the cleaner would make that change counts, which the fast path accounts for exactly:
 
 - a call with no result: a synthetic ``tool`` message ``Tool no response`` right after the call's turn
   (where clean.py puts it: before the next non-result message, or at the end);
@@ -232,7 +232,7 @@ def _merge(name: str, items: Iterable[tuple[int, FastLine, int | None]], exact: 
 class Walk:
     """The walk of :func:`_merge`, resumable: :meth:`snapshot` before :meth:`finish` keeps everything the
     next lines depend on, so a grown file is walked from where the last walk stopped (the snapshot in
-    state/cache.py; tests/test_resume.py)."""
+    state/cache.py; tests/state/test_resume.py)."""
 
     def __init__(self, out: FastCounts, exact: _Exact | None) -> None:
         self.out = out
