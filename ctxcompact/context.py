@@ -20,7 +20,7 @@ from .errors import InputError, Problem, StateError, UsageError
 from .facts.text import attachments, continuation_text
 from .formats import get_format, read_transcript
 from .formats.base import Format
-from .model import Record, Role, Transcript
+from .model import EARLIER_SUMMARY, Record, Role, Transcript
 from .options import Options
 from .reader import decode_line
 from .source import InputData, count_lines
@@ -117,11 +117,16 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         if rec.message is not None and rec.message.role is Role.SYSTEM and rec.offset >= 0 and rec.raw:
             system_spans.append((rec.offset, len(rec.raw)))
 
+    if summary_records and log_carries(summary_records, new_records):
+        summary_records = []  # the client's log holds what we wrote (the output put in the input's place)
     records = prefix_system + summary_records + new_records
     if state is not None and reapply is not None:
         records = reapply(records, state, fmt_name)
     transcript = Transcript(format=fmt_name, records=records, source=str(inp.path or "-"))
-    cleaned = clean(transcript, close_trailing=not opts.keep_trailing_results)
+    # an agent's own log (written as the input's format or with --to) is resumed by the agent, whose next
+    # model turn answers a trailing result: no reply the model did not write is added (clean.py, step 6)
+    written_to_agent_log = opts.to is not None and get_format(opts.to).layout.agent_log
+    cleaned = clean(transcript, close_trailing=not (opts.keep_trailing_results or written_to_agent_log))
     return Context(
         transcript=cleaned.transcript,
         input_records=covered + len(new_records) + result.dropped,
@@ -134,6 +139,20 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         dropped=result.dropped,
         input_format=fmt_name,
     )
+
+
+def log_carries(summary_records: list[Record], new_records: list[Record]) -> bool:
+    """The records read after the watermark already hold the state's summary: an agent's log ctxcompact
+    wrote (Claude Code's ``isCompactSummary`` line, Codex's ``compacted`` line) and then put in the input's
+    place. Its copy, where the client put it, is what the client sends; adding the state's again counted the
+    summary twice. Only the lines the format flags as an earlier summary are searched."""
+    texts = [r.message.text().strip() for r in summary_records if r.message is not None]
+    texts = [t for t in texts if t]
+    if not texts:
+        return False
+    carried = [r.message.text() for r in new_records
+               if r.message is not None and r.meta.get(EARLIER_SUMMARY)]
+    return any(all(t in c for t in texts) for c in carried)
 
 
 def _blame_state_format(data: bytes, start: int, stated: str) -> None:

@@ -125,7 +125,8 @@ def budget_from_transcript(budget: Budget, opts: Options, records: list[Record])
 def usage_points(records: list[Record]) -> list[UsagePoint]:
     """Every provider usage recorded in the input part of the context, in order (each request saw the
     records before it)."""
-    return [UsagePoint(position=i, prompt_tokens=r.usage.prompt_tokens, line=r.line, source=r.usage.source)
+    return [UsagePoint(position=i + r.usage.after, prompt_tokens=r.usage.prompt_tokens, line=r.line,
+                       source=r.usage.source)
             for i, r in enumerate(records)
             if r.usage is not None and r.origin is Origin.INPUT and r.usage.prompt_tokens > 0]
 

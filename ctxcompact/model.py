@@ -164,6 +164,10 @@ class Usage:
     output_tokens: int | None = None
     context_window: int | None = None
     source: str = ""  # e.g. "usage.prompt_tokens", "message.usage"
+    #: the figure is the size of the context through this record (a compaction's recorded size: Claude Code's
+    #: ``compactMetadata.postTokens``, Codex's meter after a ``compacted`` line), not of a request that
+    #: produced it: it covers this record too
+    after: bool = False
 
 
 #: the parts of an Anthropic prompt as billed: with prompt caching ``input_tokens`` is only the uncached tail

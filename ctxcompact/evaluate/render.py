@@ -22,6 +22,7 @@ COLUMNS = (
     "head",
     "in flight",
     "request",
+    "earlier",
     "summary",
     "calib mape",
 )
@@ -65,6 +66,7 @@ def row(r: dict[str, Any]) -> list[str]:
         _probes(r["baseline_head"]),
         _flight(r["handoff"]["in_flight"]),
         _status(r["handoff"]["request"]),
+        _earlier(r["handoff"]["earlier_summaries"]),
         _summary(r["summary_budget"]),
         _calibration(cal),
     ]
@@ -86,6 +88,11 @@ def _status(req: dict[str, Any]) -> str:
     if req["answer_visible"] is None:
         return str(req["status"])
     return f"{req['status']}{'' if req['answer_visible'] else ' (answer lost)'}"
+
+
+def _earlier(e: dict[str, Any]) -> str:
+    """Earlier summaries carried / found (``-`` without one)."""
+    return _share(e["carried"], e["found"])
 
 
 def _summary(s: dict[str, Any] | None) -> str:
@@ -145,6 +152,8 @@ def mean_row(rows: Sequence[dict[str, Any]]) -> list[str]:
         _mean(shares(lambda r: _found(r["baseline_head"]))),
         _mean([float(bool(f["present"])) for f in (r["handoff"]["in_flight"] for r in rows) if f["open"]]),
         "",
+        _mean(shares(lambda r: (r["handoff"]["earlier_summaries"]["carried"],
+                                r["handoff"]["earlier_summaries"]["found"]))),
         _mean([float(r["summary_budget"]["within"]) for r in rows if r["summary_budget"] is not None]),
         "",
     ]

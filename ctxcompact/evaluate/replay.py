@@ -34,7 +34,8 @@ def turn_starts(records: Sequence[Record]) -> list[int]:
 
 def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (),
            on_turn: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """The replay object of `eval --json`: turns, compactions, max_tokens, window, the per-turn series of
+    """The replay object of `eval --json`: turns, compactions, max_tokens, window, ignored_usage (the lines
+    whose recorded bill was for the uncompacted session, not learned), the per-turn series of
     context tokens (what each request would have carried) and the final scores against everything before.
     ``on_turn(done, total)`` is called after each replayed turn (a progress bar)."""
     opts = opts or Options()
@@ -46,11 +47,13 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
             opts, state_path=state, use_state=True, reset_state=False, format=fmt, keep_trailing_results=True
         )
         series: list[dict[str, Any]] = []
+        ignored: set[int] = set()  # lines whose bill is for the uncompacted session (not learned)
         window = 0
         starts = turn_starts(original)
         for done, i in enumerate(starts, 1):
             log.write_bytes(data[: original[i].offset])
             result = run(log, ropts, output=None, warn=lambda _: None)
+            ignored.update(line for line, _ in result.estimate.calibrated.ignored)
             window = result.estimate.budget.window
             point: dict[str, Any] = {
                 "line": original[i].line,
@@ -64,6 +67,7 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
                 on_turn(done, len(starts))
         log.write_bytes(data)
         final = run(log, ropts, output=None, warn=lambda _: None)
+        ignored.update(line for line, _ in final.estimate.calibrated.ignored)
         window = final.estimate.budget.window
     return {
         "turns": len(series),
@@ -71,6 +75,9 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
         "compactions": sum(p["compacted"] for p in series) + int(final.compacted),
         "max_tokens": max([p["tokens"] for p in series] + [final.tokens_after]),
         "window": window,
+        # the original's bills after a compaction are for the context it did not compact: never learned
+        # (docs/concepts/calibration.md#usage-that-is-not-for-the-written-context)
+        "ignored_usage": sorted(ignored),
         "series": series,
         "final": {
             "tokens": final.tokens_after,
@@ -96,6 +103,7 @@ def _recall(prefix: Sequence[Record], seen: Transcript, probes: Sequence[Probe])
         "rules_kept": rules["kept_verbatim"],
         "latest_request_kept": latest_request_score(c)["kept_verbatim"],
         "in_flight": flight["present"],  # None when the session so far does not end inside a tool loop
+        "in_flight_trimmed": flight.get("trimmed", 0) > 0,  # too large for its share: trimmed, with a marker
     }
 
 

@@ -9,10 +9,11 @@ part with priority over the rest); an encrypted one is kept in the context as it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import EARLIER_SUMMARY, OPAQUE_SUMMARY, OpaqueBlock, Origin, Record, Role, TextBlock
+from ..model import EARLIER_SUMMARY, OPAQUE_SUMMARY, Message, OpaqueBlock, Origin, Record, Role, TextBlock
 from .text import SUMMARY_MARKER, is_ours_summary
 
 
@@ -84,8 +85,25 @@ def _body(text: str) -> str:
 
 
 def opaque_records(records: Sequence[Record]) -> list[Record]:
-    """The records carrying an encrypted earlier summary: kept in the context as they are."""
-    return [r for r in records if r.origin is Origin.INPUT and r.meta.get(OPAQUE_SUMMARY)]
+    """The records carrying an encrypted earlier summary: kept in the context as they are. One nested in a
+    readable earlier summary (a ``compaction`` item inside a Codex ``replacement_history``) comes out as a
+    record of its own (no line: the output format writes the item as it was), so the readable part is
+    summarized and carried while the encrypted one is kept, never dropped."""
+    out: list[Record] = []
+    for r in records:
+        if r.origin is not Origin.INPUT or not r.meta.get(EARLIER_SUMMARY) or r.message is None:
+            continue
+        if r.meta.get(OPAQUE_SUMMARY):
+            out.append(r)
+            continue
+        for b in r.message.blocks:
+            if isinstance(b, OpaqueBlock) and b.kind == "compaction" and isinstance(b.raw, dict) \
+                    and "encrypted_content" in b.raw:
+                out.append(dataclasses.replace(
+                    r, raw=None, data=None, dirty=True, usage=None,
+                    message=Message(Role.ASSISTANT, [b], source_role="compaction"),
+                    meta={EARLIER_SUMMARY: "openai", OPAQUE_SUMMARY: True}))
+    return out
 
 
 #: how much earlier-summary text the facts keep (the newest part when more; the summary fits its budget)

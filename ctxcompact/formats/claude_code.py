@@ -381,6 +381,8 @@ class ClaudeCodeFormat(Format):
                 if key in seen:
                     r.usage = None
                 seen.add(key)
+        if boundary >= 0:
+            _post_tokens(records[boundary], live)
         return records
 
     def foreign_type(self, record: Record) -> str | None:
@@ -634,6 +636,23 @@ def _compact_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     if isinstance(meta.get("post_tokens"), int):
         out["postTokens"] = meta["post_tokens"]
     return out
+
+
+def _post_tokens(boundary: Record, live: list[Record]) -> None:
+    """With no billed usage after the last boundary, its ``compactMetadata.postTokens`` (the compacted
+    context's size, which Claude Code's meter falls back on too) measures the lines written with it: the
+    boundary's own lines (ctxcompact's summary and copies carry the timestamp of the boundary; a line the
+    client wrote since is later). Without it a log ctxcompact compacted was estimated at the default factor,
+    far under its real size (the hidden prompt unknown)."""
+    meta = boundary.data.get("compactMetadata") if isinstance(boundary.data, dict) else None
+    post = meta.get("postTokens") if isinstance(meta, dict) else None
+    if not isinstance(post, int) or post <= 0 or any(r.usage and r.usage.prompt_tokens > 0 for r in live):
+        return
+    stamp = boundary.meta.get("timestamp")
+    written = [r for r in live if r.message is not None and isinstance(stamp, str)
+               and str(r.meta.get("timestamp", "~")) <= stamp]
+    target = written[-1] if written else boundary
+    target.usage = Usage(post, source="compactMetadata.postTokens", after=True)
 
 
 def _zeroed(usage: Any) -> Any:

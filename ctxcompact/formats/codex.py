@@ -52,6 +52,7 @@ from ..model import (
     ImageBlock,
     Message,
     OpaqueBlock,
+    Origin,
     Record,
     Role,
     TextBlock,
@@ -207,9 +208,15 @@ def _usage(payload: dict[str, Any]) -> Usage | None:
     if not isinstance(last, dict) or not isinstance(last.get("input_tokens"), int):
         return None
     win = info.get("model_context_window")
+    window = win if isinstance(win, int) else None
+    total = last.get("total_tokens")
+    if last["input_tokens"] == 0 and isinstance(total, int) and total > 0:
+        # the meter Codex (and ctxcompact) writes after a compaction: no request, the compacted history's
+        # size in total_tokens; it measures the history through this line
+        return Usage(total, None, context_window=window, after=True,
+                     source="event_msg.token_count.last_token_usage.total_tokens (after a compaction)")
     out = last.get("output_tokens")
-    return Usage(last["input_tokens"], out if isinstance(out, int) else None,
-                 context_window=win if isinstance(win, int) else None,
+    return Usage(last["input_tokens"], out if isinstance(out, int) else None, context_window=window,
                  source="event_msg.token_count.last_token_usage")
 
 
@@ -337,7 +344,10 @@ class CodexFormat(Format):
                 [p["message"]] if isinstance(p.get("message"), str) and p["message"] else [])
             carried: list[Block] = []
             for item in replacement if isinstance(replacement, list) else []:
-                if isinstance(item, dict) and item.get("type") == "message":
+                if isinstance(item, dict) and item.get("type") == "compaction":
+                    # an encrypted earlier summary inside it: kept as it is (facts.earlier.opaque_records)
+                    carried.append(OpaqueBlock("compaction", "", raw=item))
+                elif isinstance(item, dict) and item.get("type") == "message":
                     texts.extend(b.text for b in _content_blocks(item.get("content", []), "$.payload")
                                  if isinstance(b, TextBlock))
                 elif isinstance(item, dict):
@@ -371,6 +381,8 @@ class CodexFormat(Format):
         for i, r in enumerate(records):
             if r.usage is None:
                 continue
+            if r.usage.after:
+                continue  # a compaction's size: it stays on its line (its totals repeat the last report's)
             usage, r.usage = r.usage, None
             totals = r.data["payload"]["info"].get("total_token_usage")
             if totals is not None and totals == previous:
@@ -427,8 +439,9 @@ class CodexFormat(Format):
         last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
         after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
         ``total_tokens``, the size of the compacted context (``post_tokens``)."""
-        made = [i for i, r in enumerate(records)
-                if r.raw is None and r.data is None and r.message is not None]
+        made = [i for i, r in enumerate(records)  # not an input item (an encrypted summary taken out of one)
+                if r.raw is None and r.data is None and r.message is not None
+                and r.origin is not Origin.INPUT]
         if not made and not any(r.dirty and r.message is not None for r in records):
             return records
         history: list[Record] = []

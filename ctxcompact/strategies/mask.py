@@ -77,6 +77,7 @@ from ..state import MaskedResult, Masking, State, make_fingerprint, utc_now
 from ..tokens import heuristic
 from ..tokens.counts import count_records
 from .base import Outcome, StrategyInput, Written
+from .tail import trim_in_place
 
 NAME = "mask"
 
@@ -405,9 +406,14 @@ def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
     params = mask_params(si.opts, si.budget)
     base = _counts(si)
     masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
+    cal = si.report.calibrated
+    if si.budget.threshold and cal.project(sum(base) - freed) >= si.budget.threshold:
+        # still over: the work in flight (never cleared) has its oversized results trimmed (strategies.tail)
+        records, trimmed = trim_in_place(masked.records, si.budget, si.ctx.transcript.source)
+        if trimmed:
+            masked, results = dataclasses.replace(masked, records=records), [*results, *trimmed]
     if masked is not si.ctx.transcript:
         freed = _freed_exactly(si, si.ctx.transcript, base, masked)
-    cal = si.report.calibrated
     before = cal.tokens
     worth = freed > 0 and freed >= params.min_savings
     if worth:

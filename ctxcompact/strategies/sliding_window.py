@@ -48,13 +48,15 @@ from ..formats.base import new_record
 from ..model import Origin, Record, Role, ToolCall, ToolResult, Transcript
 from ..options import Options
 from ..progress import progress
-from ..state import Event, State, make_fingerprint, reset_calibration
+from ..state import Event, MaskedResult, State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from ..tokens import heuristic
 from ..tokens.counts import count_records, text_cost
 from .base import Outcome, StrategyInput, Written
+from .mask import merge_masking
 from .ranges import union_points, visible_events
+from .tail import trim_in_place
 
 NAME = "sliding-window"
 
@@ -408,6 +410,7 @@ class _Planner:
         self.owners = owners if all(a <= b for a, b in itertools.pairwise(owners)) else None
         self._prefix: list[int] | None = None
         self.rollup_facts: dict[int, dict[str, Any]] = {}  # the facts of each roll-up made in this run
+        self.trimmed: list[MaskedResult] = []  # in-flight results trimmed to fit (_trim_in_flight)
 
     def _cost_of(self, summary: str) -> int:
         if summary not in self._costs:
@@ -534,8 +537,11 @@ def apply(si: StrategyInput) -> Outcome | None:
     summary = planner.summaries[-1] if planner.summaries else None
     durations = [x.duration_s for x in planner.summaries]
 
-    def commit(state: State, written: Written) -> None:
+    def commit(state: State, written: Written, trimmed: list[MaskedResult] = planner.trimmed) -> None:
         _commit(state, written, new_events, end, end_offset, end_length)
+        if trimmed:  # the work in flight's trimmed results stay trimmed (every strategy reapplies masking)
+            state.masking = merge_masking(state.masking, trimmed, input_records=trimmed[0].index,
+                                          thinking_before=0)
 
     return Outcome(strategy=NAME, transcript=t, compacted=bool(new_events), commit=commit, summary=summary,
                    covered=sum(e.records for e in new_events), fallback=any(e.fallback for e in new_events),
@@ -588,6 +594,9 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
     tokens, _ = _estimate(si, t)
     if tokens <= limit:
         return t, ExitCode.OK, []
+    t, tokens = _trim_in_flight(si, planner, t, tokens)
+    if tokens <= limit:
+        return t, ExitCode.OK, []
     if tokens > si.budget.window:
         return t, ExitCode.DOES_NOT_FIT, [
             f"the context is still {tokens:,} tokens after compacting everything before the latest request, "
@@ -595,6 +604,14 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
             "are too large to keep"]
     return t, ExitCode.OK, [_over(limit, f"the context is still {tokens:,} tokens, kept down to the latest "
                                          "request")]
+
+
+def _trim_in_flight(si: StrategyInput, planner: _Planner, t: Transcript, n: int) -> tuple[Transcript, int]:
+    """Still over with all before the latest request compacted: the work in flight's results are trimmed as
+    the threshold strategy trims its tail (``tail.trim_in_place``); the state's masking keeps them so."""
+    records, trimmed = trim_in_place(t.records, si.budget, si.ctx.transcript.source)
+    planner.trimmed.extend(trimmed)
+    return (t, n) if not trimmed else (t := dataclasses.replace(t, records=records), _estimate(si, t)[0])
 
 
 def _over(limit: int, why: str) -> str:

@@ -4,7 +4,8 @@ continuation, so the next call sees the result it asked for instead of calling a
 is :func:`ctxcompact.facts.handoff.in_flight_start`; this module fits them to their share of the budget,
 trimming the largest results with a marker that says where the full text is (file and line). The threshold
 strategy places the tail; ``mask`` never clears its results; ``sliding-window`` never compacts the latest
-request's invocation, which holds it.
+request's invocation, which holds it, and trims its results in place when they alone keep the context over the
+window (:func:`trim_in_place`).
 """
 
 from __future__ import annotations
@@ -40,10 +41,14 @@ def tail_budget(budget: Budget) -> int:
     return max(room, budget.summary_budget, 0)
 
 
+#: the words of the marker after a trimmed result (eval recognises a trimmed result by them)
+TRIM_MARKER = "more characters of this result trimmed; the full text is in"
+
+
 def trim_marker(chars: int, source: str, line: int) -> str:
     where = f"{source} line {line}" if source not in ("", "-") and line > 0 else (
         f"the transcript, line {line}" if line > 0 else "the transcript")
-    return f"\n[… {chars:,} more characters of this result trimmed; the full text is in {where}]"
+    return f"\n[… {chars:,} {TRIM_MARKER} {where}]"
 
 
 def in_flight(records: Sequence[Record], budget: Budget, source: str) -> Tail:
@@ -83,6 +88,18 @@ def in_flight(records: Sequence[Record], budget: Budget, source: str) -> Tail:
         trimmed.append(MaskedResult(call_id=block.call_id, placeholder=text,
                                     tool=names.get(block.call_id) or block.name, index=rec.index, chars=size))
     return Tail(out, trimmed, tail[0])
+
+
+def trim_in_place(records: list[Record], budget: Budget,
+                  source: str) -> tuple[list[Record], list[MaskedResult]]:
+    """``records`` with the results of the work in flight trimmed as :func:`in_flight` trims them, left where
+    they are (a strategy that keeps the tail in place: ``sliding-window``), and the results trimmed (for the
+    state's masking, so later runs show the same text); ``records`` unchanged when nothing needs trimming."""
+    tail = in_flight(records, budget, source)
+    if not tail.trimmed:
+        return records, []
+    at = next(i for i, r in enumerate(records) if r is tail.start)
+    return [*records[:at], *tail.records, *records[at + len(tail.records):]], tail.trimmed
 
 
 def _water_level(sizes: list[int], room: int) -> int:

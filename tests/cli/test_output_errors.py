@@ -105,10 +105,15 @@ def test_stale_temps_of_the_same_target_are_removed_by_name_and_age(tmp_path: Pa
 
 
 def test_a_temp_left_by_a_killed_run_is_removed_by_the_next_run(log: Path) -> None:
-    """kill -9 between the temp file and the rename: the next run (after the age limit) removes it."""
+    """kill -9 between the output's temp file and its rename: the next run (after the age limit) removes it.
+    Only the output's rename kills: with a cold cache the exact counter first saves its rank table (an
+    atomic write of its own, in the cache folder), and killing there left no temp beside the log (the test
+    failed when it ran first)."""
     out = log.parent / "o.jsonl"
     code = ("import os, sys, ctxcompact.atomic as a\n"
-            "os.replace = lambda *x: os.kill(os.getpid(), 9)\n"
+            "real = os.replace\n"
+            "os.replace = lambda s, d, *x, **k: (os.kill(os.getpid(), 9)\n"
+            "    if os.path.basename(d) == 'o.jsonl' else real(s, d, *x, **k))\n"
             "from ctxcompact.cli import main\n"
             f"main(['run', {str(log)!r}, '--window', '4000', '-o', {str(out)!r}])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)

@@ -264,8 +264,7 @@ def test_token_trigger_shrinks_the_kept_tail_step_by_step(tmp_path: Path) -> Non
 
 
 def test_token_trigger_keeps_at_least_the_latest_request_and_exit_5(tmp_path: Path) -> None:
-    objs = [sys_msg("s"), *turn(1), *turn(2), user("request 3"),
-            assistant(None, [("big", "read", {"path": "huge"})]), tool("big", "z" * 40_000)]
+    objs = [sys_msg("s"), *turn(1), *turn(2), user("request 3 " + "z" * 40_000)]
     p = tmp_path / "t.jsonl"
     p.write_bytes(jsonl(objs))
     r = api.run(p, sw(window=4_000, exact="none", default_factor=1.0), output=tmp_path / "o.jsonl")
@@ -274,6 +273,23 @@ def test_token_trigger_keeps_at_least_the_latest_request_and_exit_5(tmp_path: Pa
     assert r.outcome.exit_code == ExitCode.DOES_NOT_FIT
     assert "latest request" in r.outcome.warnings[0]
     assert "request 3" in texts(r)[2]
+
+
+def test_token_trigger_trims_an_oversized_result_in_flight(tmp_path: Path) -> None:
+    """The latest request's own tool loop ends on a result larger than the window: it is trimmed as the
+    threshold strategy trims its tail (it used to exit 5 here)."""
+    objs = [sys_msg("s"), *turn(1), *turn(2), user("request 3"),
+            assistant(None, [("big", "read", {"path": "huge"})]), tool("big", "z" * 40_000)]
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(jsonl(objs))
+    r = api.run(p, sw(window=4_000, exact="none", default_factor=1.0), output=tmp_path / "o.jsonl")
+    (ev,) = r.state.events  # type: ignore[union-attr]
+    assert (ev.start, ev.end) == (1, 9)  # everything before the latest request
+    assert r.outcome.exit_code == ExitCode.OK and r.tokens_after <= 4_000
+    assert "request 3" in texts(r)[2]
+    (big,) = [b.text() for x in r.transcript.records if x.message is not None
+              for b in x.message.tool_results() if b.call_id == "big"]
+    assert big.startswith("z" * 100) and big.endswith(f"the full text is in {p} line {len(objs)}]")
 
 
 def test_threshold_zero_disables(tmp_path: Path) -> None:
