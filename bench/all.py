@@ -8,6 +8,8 @@ default; nothing larger unless --gb1 asks for the 1 GB memory run).
     python bench/all.py --quick    # 10 MB, fewer runs (about 2 minutes)
     python bench/all.py --gb1      # also the 1 GB memory run (several minutes, ~7 GB of RAM)
     python bench/all.py --issue18  # only issue 18's table (bench/hook.py), on each shape, ~5 minutes
+    python bench/all.py --table    # issue 25's table on four shapes (bench/table.py) and the per-stage
+                                   # profile of the compacting run (bench/stages.py), ~40 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--gb1", action="store_true")
     ap.add_argument("--issue18", action="store_true", help="only the hook's cost per call (bench/hook.py)")
+    ap.add_argument("--table", action="store_true",
+                    help="only issue 25's table (bench/table.py) and the stage profile (bench/stages.py)")
     ap.add_argument("--no-clis", action="store_true", help="skip installing and timing ttok / count-tokens")
     args = ap.parse_args(argv)
     mb = ["--mb", "10"] if args.quick else []
@@ -40,8 +44,12 @@ def main(argv: list[str] | None = None) -> int:
          "--runs", "1" if few else "3"],
     ]
     if args.issue18:
-        steps = steps[:1]
-    if args.gb1:
+        steps = [["hook.py", *mb]]
+    if args.table:
+        table = ["--mb", "2", "--big-mb", "0", "--runs", "1"] if args.quick else []
+        steps = [["table.py", *table, *(["--gb1"] if args.gb1 else [])],
+                 ["stages.py", "--mb", "2" if args.quick else "5"]]
+    elif args.gb1:
         steps.append(["memory.py", "--gb", "1", "--no-steps"])
     OUT.mkdir(exist_ok=True)
     report = [f"# ctxcompact bench, {machine()}\n"]

@@ -10,14 +10,21 @@ extractive summarizer; nothing is written beside the logs.
     python bench/fidelity.py                  # the whole table, ~2-4 min on 2 cores
     python bench/fidelity.py --no-replay      # one compaction only (~30 s)
     python bench/fidelity.py --json out.json  # also every eval object, for a diff after a change
+    python bench/fidelity.py --held-out       # only the held-out sets (never tuned on)
+
+The summary table is printed for every set, then apart for the sets the summary was tuned on and the held-out
+ones (``held_out`` in sets.json: written before the work on the summary's content, never tuned on).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +36,14 @@ CATEGORIES = ("rules", "request", "files", "errors", "identifiers", "decisions",
 
 sys.path.insert(0, str(REPO))
 from ctxcompact import api  # noqa: E402
+from ctxcompact.engine import run  # noqa: E402
+from ctxcompact.evaluate.baseline import heads, truncate  # noqa: E402
+from ctxcompact.evaluate.core import original_records, read_input, written_context  # noqa: E402
+from ctxcompact.evaluate.probes import Probe  # noqa: E402
+from ctxcompact.evaluate.replay import turn_starts  # noqa: E402
+from ctxcompact.evaluate.scores import compare  # noqa: E402
+from ctxcompact.model import Record, Transcript, token_text  # noqa: E402
+from ctxcompact.tokens.counts import count_records  # noqa: E402
 
 
 def load_sets() -> list[dict[str, Any]]:
@@ -52,6 +67,55 @@ def growing(entry: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _found(probes: Sequence[Probe], text: str) -> dict[str, list[int]]:
+    """Found and total per category (and "all") of ``probes`` in ``text``."""
+    out: dict[str, list[int]] = {}
+    for p in probes:
+        for key in ("all", p.category or "other"):
+            cell = out.setdefault(key, [0, 0])
+            cell[0] += p.found_in(text)
+            cell[1] += 1
+    return out
+
+
+def growing_sides(entry: dict[str, Any]) -> list[dict[str, dict[str, list[int]]]]:
+    """After each compaction of the growing session (``run`` with a state before each assistant turn, as
+    `eval --replay` does): the probes the session had shown by then, per category, found in what the next
+    call sees, and in the two naive baselines of the session so far given the same tokens (the tail; the first
+    200 characters of each message, then the tail)."""
+    probes = api.load_probes(DATA / "probes" / entry["probes"])
+    opts = api.Options(window=entry["replay_window"])
+    _, data, fmt = read_input(str(DATA / entry["log"]), opts)
+    original = original_records(data, fmt, opts)
+    points: list[dict[str, dict[str, list[int]]]] = []
+    with tempfile.TemporaryDirectory(prefix="ctxcompact-fidelity-") as tmp:
+        log, state = Path(tmp) / "session.jsonl", Path(tmp) / "session.ctxstate.json"
+        ropts = dataclasses.replace(opts, state_path=state, use_state=True, reset_state=False, format=fmt,
+                                    keep_trailing_results=True)
+        for i in turn_starts(original):
+            log.write_bytes(data[: original[i].offset])
+            result = run(log, ropts, output=None, warn=lambda _: None)
+            if not result.compacted:
+                continue
+            prefix = original[:i]
+            shown = "\n".join(t for r in prefix if r.message is not None for t in token_text(r.message)[0])
+            answerable = [p for p in probes if p.found_in(shown)]
+            cal = result.estimate.calibrated
+            point = {"ctxcompact": _found(answerable, compare(prefix, written_context(result, ropts)).text)}
+            for side, context in (("tail", Transcript(fmt, list(prefix))),
+                                  ("head", heads(Transcript(fmt, list(prefix))))):
+                base = dict(zip((id(r) for r in context.records), count_records(context.records, ropts).base,
+                                strict=True))
+
+                def tokens_of(subset: list[Record], base: dict[int, int] = base, cal: Any = cal) -> int:
+                    return int(cal.project(sum(base[id(r)] for r in subset)))
+
+                kept = truncate(context, result.tokens_after, tokens_of)
+                point[side] = _found(answerable, compare(prefix, kept).text)
+            points.append(point)
+    return points
+
+
 def _add(acc: dict[str, list[int]], key: str, found: int, total: int) -> None:
     cell = acc.setdefault(key, [0, 0])
     cell[0] += found
@@ -64,7 +128,8 @@ def _pct(cell: list[int] | None) -> str:
     return f"{cell[0] / cell[1]:.0%} ({cell[0]}/{cell[1]})"
 
 
-def aggregate(evals: list[dict[str, Any]], replays: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregate(evals: list[dict[str, Any]], replays: list[dict[str, Any]],
+              curves: list[list[dict[str, dict[str, list[int]]]]] | None = None) -> dict[str, Any]:
     """The summed figures of every row of the table (found, total) from the eval and replay objects."""
     sides = {"ctxcompact": lambda r: r["probes"], "tail": lambda r: r["baseline"]["probes"],
              "head": lambda r: r["baseline_head"]["probes"]}
@@ -112,14 +177,21 @@ def aggregate(evals: list[dict[str, Any]], replays: list[dict[str, Any]]) -> dic
         if r["summary_budget"] is not None:
             _add(handoff, "budget", int(r["summary_budget"]["within"]), 1)
     out["handoff"] = handoff
+    by_k: dict[str, dict[str, dict[str, list[int]]]] = {}
+    for session in curves or []:
+        for k, point in enumerate(session[:3], start=1):
+            for side, cells in point.items():
+                for cat, (found, total) in cells.items():
+                    _add(by_k.setdefault(str(k), {}).setdefault(side, {}), cat, found, total)
+    out["sides"] = by_k
     return out
 
 
 def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[str, Any]],
-           entries: list[dict[str, Any]]) -> str:
+           entries: list[dict[str, Any]], title: str = "all sets", rows: bool = True) -> str:
     p = agg["probes"]
     lines = [
-        f"one compaction: {agg['compacted']} of {agg['logs']} logs compacted at their window",
+        f"### {title}: {agg['compacted']} of {agg['logs']} logs compacted at their window",
         "",
         "| what | ctxcompact | naive tail | first 200 chars of each message |",
         "|---|---|---|---|",
@@ -132,6 +204,17 @@ def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[
                      f"{_pct(c.get('1'))} / {_pct(c.get('2'))} / {_pct(c.get('3'))} | | |")
         lines.append("| the same after the last compaction (sessions with 3 or more) | "
                      f"{_pct(c.get('last'))} | | |")
+    if agg.get("sides"):
+        lines += ["", "| after k compactions of a growing session (probes shown so far) | k | ctxcompact "
+                  "| naive tail | first 200 chars of each message |", "|---|---|---|---|---|"]
+        for cat in ("all", *CATEGORIES):
+            for k in ("1", "2", "3"):
+                cells = agg["sides"].get(k, {})
+                if cells.get("ctxcompact", {}).get(cat):
+                    row = " | ".join(_pct(cells[s].get(cat)) for s in SIDES)
+                    lines.append(f"| {cat} | {k} | {row} |")
+        lines += ["", "| what | ctxcompact | naive tail | first 200 chars of each message |",
+                  "|---|---|---|---|"]
     v, h = agg["verbatim"], agg["handoff"]
     lines += [
         f"| rules verbatim, after any compaction | {_pct(v.get('rules'))} | | |",
@@ -141,6 +224,10 @@ def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[
         f"| answered request: the answer visible | {_pct(h.get('answer'))} | | |",
         f"| earlier summaries carried | {_pct(h.get('earlier'))} | | |",
         f"| summary ≤ its budget (the window's counter) | {_pct(h.get('budget'))} | | |",
+    ]
+    if not rows:
+        return "\n".join(lines)
+    lines += [
         "",
         "| log | window | tokens | probes (ctx / tail / head) | in flight | request | summary / budget |",
         "|---|---|---|---|---|---|---|",
@@ -155,7 +242,8 @@ def render(agg: dict[str, Any], evals: list[dict[str, Any]], replays: list[dict[
         status = f"{req['status']}" + ("" if req["answer_visible"] is None else
                                        f" (answer {'visible' if req['answer_visible'] else 'not visible'})")
         summ = "-" if s is None else f"{s['tokens']:,} / {s['budget']:,}"
-        name = Path(e["log"]).name + ("" if not e["seen"] else " (seen)")
+        name = (Path(e["log"]).name + ("" if not e["seen"] else " (seen)")
+                + (" (held out)" if e.get("held_out") else ""))
         lines.append(f"| {name} | {e['window']:,} | {t['before']:,}→{t['after']:,} | {probes} | {flight} | "
                      f"{status} | {summ} |")
     if replays:
@@ -173,16 +261,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-replay", action="store_true", help="skip the growing sessions")
     ap.add_argument("--json", type=Path, help="also write every eval and replay object here")
+    ap.add_argument("--held-out", action="store_true", help="only the held-out sets")
     args = ap.parse_args(argv)
-    entries = load_sets()
+    entries = [e for e in load_sets() if e.get("held_out") or not args.held_out]
     start = time.perf_counter()
     evals = [one_compaction(e) for e in entries]
-    replays = [] if args.no_replay else [growing(e) for e in entries if e["replay_window"]]
-    agg = aggregate(evals, replays)
+    replayed = [e for e in entries if e["replay_window"]]
+    replays = [] if args.no_replay else [growing(e) for e in replayed]
+    sides = [] if args.no_replay else [growing_sides(e) for e in replayed]
+    agg = aggregate(evals, replays, sides)
     print(render(agg, evals, replays, entries))
+    for title, held in (("tuned on", False), ("held out", True)):
+        pick = [i for i, e in enumerate(entries) if bool(e.get("held_out")) == held]
+        rpick = [i for i, e in enumerate(replayed) if bool(e.get("held_out")) == held and replays]
+        if pick and len(pick) < len(entries):
+            sub = [replays[i] for i in rpick]
+            part = aggregate([evals[i] for i in pick], sub, [sides[i] for i in rpick])
+            print()
+            print(render(part, [], sub, [], title, rows=False))
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.json:
-        args.json.write_text(json.dumps({"evals": evals, "replays": replays, "aggregate": agg}, indent=1,
+        everything = {"evals": evals, "replays": replays, "sides": sides, "aggregate": agg}
+        args.json.write_text(json.dumps(everything, indent=1,
                                         default=str), encoding="utf-8")
     return 0
 

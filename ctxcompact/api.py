@@ -12,15 +12,14 @@ transcript.
 
 from __future__ import annotations
 
+import importlib
 import io
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .atomic import write_lines
-from .batch import Row, Totals, error_row, expand
-from .batch import estimate_many as _estimate_many
 from .clean import CleanResult, Repair
 from .clean import clean as _clean
 from .convert import lines_in
@@ -35,28 +34,53 @@ from .engine import (
     stderr_warn,
 )
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
-from .evaluate import Probe, evaluate, load_probes
-from .evaluate.html import page as eval_html
-from .evaluate.render import chart as eval_chart
-from .evaluate.render import table as eval_table
-from .evaluate.replay import replay
 from .formats import read_transcript
-from .messages import CompactResult, Session, acompact, compact
 from .model import Transcript
 from .options import Options
 from .paths import check_paths, check_writes
 from .progress import bar as progress_bar
 from .progress import set_quiet as quiet_progress
-from .recall import Hit, Recall, recall
 from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, check_is_state, load_state, save_state, state_lock
 from .state import reset_state as _reset_state
 from .tokens.usage import PromptUsage, load_usage_json
 from .tokens.usage import prompt_tokens as usage_prompt_tokens
-from .validate import ValidationReport
-from .validate import validate as _validate
 
+if TYPE_CHECKING:
+    from .batch import Row, Totals, error_row
+    from .evaluate import Probe, evaluate, load_probes
+    from .evaluate.html import page as eval_html
+    from .evaluate.render import chart as eval_chart
+    from .evaluate.render import table as eval_table
+    from .evaluate.replay import replay
+    from .messages import CompactResult, Session, acompact, compact
+    from .recall import Hit, Recall, recall
+    from .validate import ValidationReport
+
+# Loaded on first use, so a hook's `run` does not import the evaluation, the message-list API (asyncio), the
+# process pool or recall: name -> (module, attribute)
+_LAZY = {
+    "Row": ("batch", "Row"), "Totals": ("batch", "Totals"), "error_row": ("batch", "error_row"),
+    "Probe": ("evaluate", "Probe"), "evaluate": ("evaluate", "evaluate"),
+    "load_probes": ("evaluate", "load_probes"),
+    "eval_html": ("evaluate.html", "page"), "eval_chart": ("evaluate.render", "chart"),
+    "eval_table": ("evaluate.render", "table"), "replay": ("evaluate.replay", "replay"),
+    "CompactResult": ("messages", "CompactResult"), "Session": ("messages", "Session"),
+    "acompact": ("messages", "acompact"), "compact": ("messages", "compact"),
+    "Hit": ("recall", "Hit"), "Recall": ("recall", "Recall"), "recall": ("recall", "recall"),
+    "ValidationReport": ("validate", "ValidationReport"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"ctxcompact.{module}"), attr)
+    globals()[name] = value
+    return value
 
 def load_transcript(source: Source, fmt: str = "auto", *, lenient: bool = False,
                     schema: bool = True) -> Transcript:
@@ -67,6 +91,8 @@ def load_transcript(source: Source, fmt: str = "auto", *, lenient: bool = False,
 
 def validate(source: Source, fmt: str = "auto", *, lenient: bool = False) -> ValidationReport:
     """Schema and cross-record validation; returns a ValidationReport (``.ok``, ``.problems``)."""
+    from .validate import validate as _validate
+
     return _validate(source, fmt, lenient=lenient)
 
 
@@ -100,11 +126,15 @@ def clean_file(source: Source, fmt: str = "auto", *, lenient: bool = False, to: 
 def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) -> Iterator[Row]:
     """One row per file (in the order given), on ``jobs`` processes (default: all cores); a file that fails
     gives an error row and the others go on. :func:`expand_paths` turns directories and globs into files."""
+    from .batch import estimate_many as _estimate_many
+
     return _estimate_many(paths, opts, jobs)
 
 
 def expand_paths(args: Sequence[str], recursive: bool = False) -> list[str]:
     """The files named by paths, directories (their ``*.jsonl``) and globs, each once, in order."""
+    from .batch import expand
+
     return expand(args, recursive)
 
 

@@ -239,7 +239,7 @@ def _fast_allowed(opts: Options, state: State | None) -> bool:
         return False
     if get_strategy(opts.strategy).estimate_needs_context(opts) or not has_fast_reader(opts.format):
         return False
-    return state is None or not (state.watermark > 0 or state.summary or state.events or state.masking)
+    return state is None or not (state.watermark > 0 or state.summary or state.holds_sections())
 
 
 def _streaming_size(source: Source) -> bool:

@@ -3,11 +3,19 @@ library callers build it directly (every field has the CLI's default)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
-from .plugins import STRATEGIES, SUMMARIZERS
+from .plugins import STRATEGIES, SUMMARIZERS, Option
+
+
+def _default(name: str) -> Any:
+    """A built-in strategy option's default, from its one declaration (plugins.STRATEGIES)."""
+    declared = STRATEGIES.option(name)
+    assert declared is not None, name
+    return declared.default
 
 
 @dataclass(slots=True)
@@ -51,19 +59,36 @@ class Options:
     # the continuation names the file and lines the summary replaced, for a reader who can open it (the MCP
     # server's recall, a file Session): docs/guides/frameworks.md#mcp-server
     cite_source: bool = False
+    # each strategy's own options are declared once, with their defaults, in its registry entry
+    # (plugins.STRATEGIES); the built-in ones are also fields here, typed, for library callers.
     # masking (docs/guides/strategies.md#the-four-strategies): --strategy mask, or the first tier of threshold
     # with --prune
-    prune: bool = False
-    keep_results: int = 3
-    protect_tokens: int | None = None  # None: the strategy's documented default
-    exclude_tools: tuple[str, ...] = ()
-    min_savings: int | None = None  # None: the strategy's documented default
-    clear_thinking: bool = False
+    prune: bool = _default("prune")
+    keep_results: int = _default("keep_results")
+    protect_tokens: int | None = _default("protect_tokens")  # None: the strategy's documented default
+    exclude_tools: tuple[str, ...] = _default("exclude_tools")
+    min_savings: int | None = _default("min_savings")  # None: the strategy's documented default
+    clear_thinking: bool = _default("clear_thinking")
     # sliding window (docs/guides/strategies.md#the-four-strategies)
-    invocation_threshold: int = 5
-    overlap: int = 2
-    safety_ratio: float = 0.7
+    invocation_threshold: int = _default("invocation_threshold")
+    overlap: int = _default("overlap")
+    safety_ratio: float = _default("safety_ratio")
+    # the options of strategies that are not fields here (registered at run time), by name
+    strategy_options: dict[str, Any] = field(default_factory=dict)
 
+    def option(self, name: str) -> Any:
+        """The value of the strategy option ``name``: the field, else what ``strategy_options`` holds, else
+        its declared default (KeyError for an option no strategy declares)."""
+        if name in _FIELDS:
+            return getattr(self, name)
+        if name in self.strategy_options:
+            return self.strategy_options[name]
+        declared = STRATEGIES.option(name)
+        if declared is None:
+            raise KeyError(f"no strategy declares the option {name!r}")
+        return copy.copy(declared.default)
+
+_FIELDS = frozenset(f.name for f in fields(Options))
 
 MAX_TOKENS = 1_000_000_000
 """The largest token figure ctxcompact takes from anyone (an option, a log's usage, a server's window): no
@@ -73,22 +98,35 @@ state (docs/reference/safety.md)."""
 MAX_RETRIES = 10
 MAX_SECONDS = 86_400.0
 
+
+def _declared_range(declared: Option) -> tuple[float, float]:
+    assert declared.low is not None, declared.name
+    return declared.low, declared.high if declared.high is not None else MAX_TOKENS
+
+
 LIMITS: dict[str, tuple[float, float]] = {
     "window": (1, MAX_TOKENS),
     "summary_window": (1, MAX_TOKENS),
     "real_tokens": (0, MAX_TOKENS),
-    "protect_tokens": (0, MAX_TOKENS),
-    "min_savings": (0, MAX_TOKENS),
-    "keep_results": (0, MAX_TOKENS),
-    "invocation_threshold": (1, MAX_TOKENS),
-    "overlap": (0, MAX_TOKENS),
     "max_retries": (0, MAX_RETRIES),
     "default_factor": (1.0, 5.0),
-    "safety_ratio": (0.05, 1.0),
     "timeout": (0.1, MAX_SECONDS),
     "lock_timeout": (0.0, MAX_SECONDS),
+    # the built-in strategies' numbers, from their declarations
+    **{o.name: _declared_range(o) for _, o in STRATEGIES.options(builtin_only=True) if o.kind == "number"},
 }
-"""The range of every numeric option (inclusive): the CLI's types and :func:`check_options` both read it."""
+"""The range of every numeric option (inclusive): the CLI's types and :func:`check_options` both read it (a
+strategy registered at run time: :func:`limits`)."""
+
+
+def limits(name: str) -> tuple[float, float]:
+    """The inclusive range of the numeric option ``name``: :data:`LIMITS`, or a strategy's declaration."""
+    if name in LIMITS:
+        return LIMITS[name]
+    declared = STRATEGIES.option(name)
+    if declared is None or declared.kind != "number":
+        raise KeyError(name)
+    return _declared_range(declared)
 
 
 def option_flag(name: str) -> str:
@@ -97,7 +135,7 @@ def option_flag(name: str) -> str:
 
 def range_problem(name: str, value: object) -> str | None:
     """Why ``value`` is not a sane ``name`` (``window``…), or None. NaN and infinities are never sane."""
-    low, high = LIMITS[name]
+    low, high = limits(name)
     integral = isinstance(low, int)
     wrong_type = isinstance(value, bool) or not isinstance(value, (int, float))
     if wrong_type or (integral and isinstance(value, float)):
@@ -114,8 +152,14 @@ def check_options(opts: Options) -> None:
     callers get the same rule as the command line."""
     from .errors import UsageError
 
-    for name in LIMITS:
-        value = getattr(opts, name)
+    for name in opts.strategy_options:
+        if name in _FIELDS:
+            raise UsageError(f"{name} is an option of its own: Options({name}=...), not strategy_options")
+        if STRATEGIES.option(name) is None:
+            raise UsageError(f"no strategy declares the option {name!r} (strategy_options)")
+    numbers = dict.fromkeys([*LIMITS, *(o.name for _, o in STRATEGIES.options() if o.kind == "number")])
+    for name in numbers:
+        value = opts.option(name)
         if value is None:
             continue
         problem = range_problem(name, value)

@@ -27,10 +27,33 @@ FAST_RUN = "fast-run"
 
 
 @dataclass(frozen=True, slots=True)
+class Option:
+    """One of a plug-in's own options, declared once with its default: the ``Options`` attribute ``name``
+    (``Options.option(name)``), the flag ``--name-with-dashes`` and the variable ``CTXCOMPACT_NAME``
+    (docs/DESIGN.md "Adding a strategy"). ``kind``: ``number`` (its range ``low``..``high`` inclusive, a
+    whole number when ``low`` is an int; ``high`` None is ``options.MAX_TOKENS``), ``flag`` (on or off) or
+    ``names`` (repeatable, or comma-separated). ``help`` is the flag's, without the plug-in's name."""
+
+    name: str
+    default: Any
+    help: str
+    kind: str = "number"
+    low: float | None = None
+    high: float | None = None
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True, slots=True)
 class Builtin:
     name: str
     target: str  # "package.module:ATTRIBUTE"
     traits: frozenset[str] = frozenset()
+    options: tuple[Option, ...] = ()  # its own options (the CLI's flags read them without loading it)
+    state_key: str | None = None  # the key of its own section of the state file, if it keeps one
 
 
 def key(name: str) -> str:
@@ -83,14 +106,55 @@ class Registry(Generic[T]):
         return builtin is not None and trait in builtin.traits
 
     def register(self, name: str, plugin: T, traits: Iterable[str] = ()) -> None:
-        """Make ``plugin`` available as ``name`` (ValueError for a built-in name)."""
+        """Make ``plugin`` available as ``name`` (ValueError for a built-in name, or for an option or a
+        state key another plug-in already declares). The plug-in's own options and state section are its
+        attributes ``options`` (a sequence of :class:`Option`) and ``state_section`` (a class with ``KEY``),
+        if it has them."""
         k = key(name)
         if k in self._builtins:
             raise ValueError(f"{name!r} is a built-in {self.kind}")
+        others = {n: p for n, p in self.plugins() if n != k}
+        taken = {o.name for n in others for o in self.options_of(n)}
+        clash = [o.name for o in getattr(plugin, "options", ()) if o.name in taken]
+        section = getattr(plugin, "state_section", None)
+        state_key = getattr(section, "KEY", None)
+        if clash:
+            raise ValueError(f"{name!r} declares options already taken: {', '.join(clash)}")
+        if state_key is not None and state_key in {self.state_key_of(n) for n in others}:
+            raise ValueError(f"{name!r} keeps its state under {state_key!r}, which another {self.kind} uses")
         self._registered[k] = (plugin, frozenset(traits))
 
     def unregister(self, name: str) -> None:
         self._registered.pop(key(name), None)
+
+    def plugins(self) -> list[tuple[str, T | None]]:
+        """(name, the registered plug-in, or None for a built-in not loaded here) in :meth:`names` order."""
+        return [(n, self._registered[n][0] if n in self._registered else None) for n in self.names()]
+
+    def options_of(self, name: str) -> tuple[Option, ...]:
+        """The options ``name`` declares (a built-in's without loading it)."""
+        k = key(name)
+        if k in self._registered:
+            return tuple(getattr(self._registered[k][0], "options", ()))
+        builtin = self._builtins.get(k)
+        return builtin.options if builtin is not None else ()
+
+    def options(self, builtin_only: bool = False) -> list[tuple[str, Option]]:
+        """(plug-in name, option) for every option declared, in :meth:`names` order."""
+        names = self.builtin_names() if builtin_only else self.names()
+        return [(n, o) for n in names for o in self.options_of(n)]
+
+    def option(self, name: str) -> Option | None:
+        """The declaration of the option called ``name`` (an ``Options`` attribute), or None."""
+        return next((o for _, o in self.options() if o.name == name), None)
+
+    def state_key_of(self, name: str) -> str | None:
+        """The key of ``name``'s own section in the state file, or None (a built-in's without loading it)."""
+        k = key(name)
+        if k in self._registered:
+            return getattr(getattr(self._registered[k][0], "state_section", None), "KEY", None)
+        builtin = self._builtins.get(k)
+        return builtin.state_key if builtin is not None else None
 
 
 # the types (Format, Strategy, Summarizer class) are the packages' (get_format, get_strategy, get_summarizer):
@@ -106,10 +170,28 @@ FORMATS: Registry[Any] = Registry("format", [
     Builtin("codex", _F + "codex:FORMAT"),
 ], default="openai")
 
+#: each strategy's options (the --help order is this one, strategy by strategy) and its state section's key;
+#: ``--prune``'s tier takes mask's options
 STRATEGIES: Registry[Any] = Registry("strategy", [
-    Builtin("threshold", _S + "threshold:STRATEGY", frozenset({FAST_RUN})),
-    Builtin("mask", _S + "mask:STRATEGY"),
-    Builtin("sliding-window", _S + "sliding_window:STRATEGY"),
+    Builtin("threshold", _S + "threshold:STRATEGY", frozenset({FAST_RUN}), options=(
+        Option("prune", False, "mask old tool results first; summarize only if still over the threshold.",
+               kind="flag"),
+    )),
+    Builtin("mask", _S + "mask:STRATEGY", options=(
+        Option("keep_results", 3, "never clear the N most recent tool results.", low=0),
+        Option("protect_tokens", None, "never clear the newest T tokens of tool output.", low=0),
+        Option("exclude_tools", (), "never clear results of this tool (repeatable, or comma-separated).",
+               kind="names", metavar="NAME"),
+        Option("min_savings", None, "mask only when it frees at least this many tokens.", low=0),
+        Option("clear_thinking", False, "also clear thinking blocks older than the latest assistant turn.",
+               kind="flag"),
+    ), state_key="masking"),
+    Builtin("sliding-window", _S + "sliding_window:STRATEGY", options=(
+        Option("invocation_threshold", 5, "compact every θ new invocations.", low=1),
+        Option("overlap", 2, "invocations before the new ones that each event re-covers (ω).", low=0),
+        Option("safety_ratio", 0.7, "also compact when the context exceeds this share of the window.",
+               low=0.05, high=1.0),
+    ), state_key="events"),
 ], default="threshold")
 
 SUMMARIZERS: Registry[Any] = Registry("summarizer", [

@@ -138,8 +138,8 @@ def test_a_heredoc_body_is_not_the_command() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 6)), max_size=10))
 def test_visible_events_are_those_no_later_event_contains(spans: list[tuple[int, int]]) -> None:
-    from ctxcompact.state import Event
     from ctxcompact.strategies.ranges import visible_events as _visible
+    from ctxcompact.strategies.sliding_window_state import Event
 
     events = [Event(start=a, end=a + k, invocations=1, records=k, original_tokens=0, compacted_tokens=0,
                     ratio=0.0, summary="s", summarizer="extractive") for a, k in spans]

@@ -138,3 +138,27 @@ def test_reading_the_names_loads_no_plugin() -> None:
             "'ctxcompact.summarizers', 'ctxcompact.strategies.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == []
+
+
+def test_each_strategy_option_is_declared_once_and_becomes_its_flag() -> None:
+    from ctxcompact.options import LIMITS, MAX_TOKENS
+
+    declared = plugins.STRATEGIES.options(builtin_only=True)
+    assert len({o.name for _, o in declared}) == len(declared) >= 9  # one declaration per option
+    for command in ("run", "estimate", "eval"):
+        params = _params(command)
+        for strategy, option in declared:
+            param = params[option.name]
+            assert param.opts == [option.flag] and (param.help or "").startswith(f"{strategy}: ")
+            assert param.envvar == "CTXCOMPACT_" + option.name.upper()
+            assert getattr(Options(), option.name) == option.default == Options().option(option.name)
+            if option.kind == "number":
+                high = option.high if option.high is not None else MAX_TOKENS
+                assert LIMITS[option.name] == (option.low, high)
+                assert isinstance(param.type, click.IntRange | click.FloatRange)
+                assert (param.type.min, param.type.max) == LIMITS[option.name]
+                if option.default is not None:  # None: the strategy's own rule decides (no default shown)
+                    assert param.default == option.default
+            else:
+                assert getattr(param, "is_flag", False) == (option.kind == "flag")
+                assert param.multiple == (option.kind == "names")

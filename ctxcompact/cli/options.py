@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from ..errors import EXIT_MEANINGS, UsageError
-from ..options import LIMITS, Options
+from ..options import Options, limits
 from ..plugins import FORMATS, STRATEGIES, SUMMARIZERS
 from ..secrets import scrub_credentials
 
@@ -54,9 +54,9 @@ class _Finite(click.FloatRange):
 
 
 def ranged(name: str) -> click.ParamType:
-    """The click type of the numeric option ``name``, its range from :data:`ctxcompact.options.LIMITS` (the
+    """The click type of the numeric option ``name``, its range from :func:`ctxcompact.options.limits` (the
     same rule ``check_options`` applies to library callers)."""
-    low, high = LIMITS[name]
+    low, high = limits(name)
     if isinstance(low, int):
         return _Int(min=low, max=int(high))
     return _Finite(min=low, max=high)
@@ -171,62 +171,19 @@ def strategy_options(f: F) -> F:
 
 
 def strategy_tuning_options(f: F) -> F:
-    """The strategies' own options, without ``--strategy`` (``eval`` takes several names)."""
-    f = opt(
-        "--safety-ratio",
-        type=ranged("safety_ratio"),
-        default=DEFAULTS.safety_ratio,
-        show_default=True,
-        help="sliding-window: also compact when the context exceeds this share of the window.",
-    )(f)
-    f = opt(
-        "--overlap",
-        type=ranged("overlap"),
-        default=DEFAULTS.overlap,
-        show_default=True,
-        help="sliding-window: invocations before the new ones that each event re-covers (ω).",
-    )(f)
-    f = opt(
-        "--invocation-threshold",
-        type=ranged("invocation_threshold"),
-        default=DEFAULTS.invocation_threshold,
-        show_default=True,
-        help="sliding-window: compact every θ new invocations.",
-    )(f)
-    f = opt(
-        "--clear-thinking",
-        is_flag=True,
-        help="mask: also clear thinking blocks older than the latest assistant turn.",
-    )(f)
-    f = opt(
-        "--min-savings",
-        type=ranged("min_savings"),
-        help="mask: mask only when it frees at least this many tokens.",
-    )(f)
-    f = opt(
-        "--exclude-tools",
-        multiple=True,
-        metavar="NAME",
-        help="mask: never clear results of this tool (repeatable, or comma-separated).",
-    )(f)
-    f = opt(
-        "--protect-tokens",
-        type=ranged("protect_tokens"),
-        help="mask: never clear the newest T tokens of tool output.",
-    )(f)
-    f = opt(
-        "--keep-results",
-        type=ranged("keep_results"),
-        default=DEFAULTS.keep_results,
-        show_default=True,
-        help="mask: never clear the N most recent tool results.",
-    )(f)
-    f = opt(
-        "--prune",
-        is_flag=True,
-        envvar=env_name("prune"),
-        help="threshold: mask old tool results first; summarize only if still over the threshold.",
-    )(f)
+    """The strategies' own options, without ``--strategy`` (``eval`` takes several names): each built-in
+    strategy's declarations (plugins.STRATEGIES), in its order, its name before each help."""
+    for strategy, option in reversed(STRATEGIES.options(builtin_only=True)):
+        kw: dict[str, Any] = {"help": f"{strategy}: {option.help}"}
+        if option.kind == "flag":
+            kw["is_flag"] = True
+        elif option.kind == "names":
+            kw.update(multiple=True, metavar=option.metavar)
+        else:
+            kw["type"] = ranged(option.name)
+            if option.default is not None:
+                kw.update(default=option.default, show_default=True)
+        f = opt(option.flag, **kw)(f)
     return f
 
 
@@ -315,7 +272,8 @@ def options_from(**kw: Any) -> Options:
         if name == "no_state":
             opts.use_state = not value
             continue
-        if name == "exclude_tools":
+        declared = STRATEGIES.option(name)
+        if declared is not None and declared.kind == "names":
             value = tuple(t.strip() for item in value for t in item.split(",") if t.strip())
         setattr(opts, name, value)
     return opts

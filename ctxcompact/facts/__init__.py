@@ -13,39 +13,75 @@ Pure functions over :class:`~ctxcompact.model.Record` lists (records without a m
 
 from __future__ import annotations
 
-from .calls import call_index, command_of, decode_args
-from .files import FileTouch, files_touched, path_tokens, paths_of_call
-from .outcomes import (
-    CommandRun,
-    ErrorSeen,
-    FailureCheck,
-    call_failed,
-    claims_resolution,
-    commands_run,
-    error_line,
-    error_text,
-    errors_seen,
-    failure_checker,
-    output_text,
-    resolution_evidence,
-    resolves,
-    result_is_error,
-    success_keys,
-)
-from .rules import rules_in_text, user_rules
-from .text import (
-    CONTINUATION_MARKER,
-    SUMMARY_MARKER,
-    continuation_text,
-    is_injected_text,
-    latest_request,
-    shorten,
-    strip_injected,
-    typed_text,
-    user_requests,
-)
-from .timeline import LastAction, describe_call, last_assistant_action, timeline
-from .todos import Todo, is_open, latest_todo_list, load_todos_file, open_todos, todo_list_from_call
+import importlib
+from typing import TYPE_CHECKING
+
+# ``timeline`` is also a submodule's name: bound here, the function wins (as a lazy name it would lose to
+# the submodule once that is imported)
+from .timeline import timeline
+
+if TYPE_CHECKING:
+    from .calls import call_index, command_of, decode_args
+    from .files import FileTouch, files_touched, path_tokens, paths_of_call
+    from .outcomes import (
+        CommandRun,
+        ErrorSeen,
+        FailureCheck,
+        call_failed,
+        claims_resolution,
+        commands_run,
+        error_line,
+        error_text,
+        errors_seen,
+        failure_checker,
+        output_text,
+        resolution_evidence,
+        resolves,
+        result_is_error,
+        success_keys,
+    )
+    from .rules import rules_in_text, user_rules
+    from .text import (
+        CONTINUATION_MARKER,
+        SUMMARY_MARKER,
+        continuation_text,
+        is_injected_text,
+        latest_request,
+        shorten,
+        strip_injected,
+        typed_text,
+        user_requests,
+    )
+    from .timeline import LastAction, describe_call, last_assistant_action
+    from .todos import Todo, is_open, latest_todo_list, load_todos_file, open_todos, todo_list_from_call
+
+# The facts' modules load on first use of a name here (a run below the threshold needs few of them):
+# name -> module of this package
+_LAZY = {
+    "CONTINUATION_MARKER": "text", "CommandRun": "outcomes", "ErrorSeen": "outcomes",
+    "FailureCheck": "outcomes", "FileTouch": "files", "LastAction": "timeline", "SUMMARY_MARKER": "text",
+    "Todo": "todos", "call_failed": "outcomes", "call_index": "calls", "claims_resolution": "outcomes",
+    "command_of": "calls", "commands_run": "outcomes", "continuation_text": "text", "decode_args": "calls",
+    "describe_call": "timeline", "error_line": "outcomes", "error_text": "outcomes",
+    "errors_seen": "outcomes", "failure_checker": "outcomes", "files_touched": "files",
+    "is_injected_text": "text", "is_open": "todos", "last_assistant_action": "timeline",
+    "latest_request": "text", "latest_todo_list": "todos", "load_todos_file": "todos",
+    "open_todos": "todos", "output_text": "outcomes", "path_tokens": "files", "paths_of_call": "files",
+    "resolution_evidence": "outcomes", "resolves": "outcomes", "result_is_error": "outcomes",
+    "rules_in_text": "rules", "shorten": "text", "strip_injected": "text", "success_keys": "outcomes",
+    "todo_list_from_call": "todos", "typed_text": "text", "user_requests": "text",
+    "user_rules": "rules",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CONTINUATION_MARKER",

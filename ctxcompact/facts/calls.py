@@ -3,16 +3,59 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import lru_cache
+from typing import Any, TypeVar
 
 import orjson
 
 from ..model import Record, ToolCall
 
+_T = TypeVar("_T")
+_NOT_ALNUM = re.compile(r"[^a-z0-9]")
 
+
+@lru_cache(maxsize=512)
 def squash(s: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", s.lower())
+    """A tool name lowercased, letters and digits only (``run_shell`` → ``runshell``); the names are few."""
+    return _NOT_ALNUM.sub("", s.lower())
+
+
+# What is read from one tool call (its command, its paths), by the call's id, while a block of
+# :func:`once_per_call` runs: the passes of facts.gather each ask it of every call.
+_PER_CALL: ContextVar[dict[tuple[str, int], tuple[ToolCall, Any]] | None] = ContextVar(
+    "ctxcompact_per_call", default=None)
+
+
+@contextmanager
+def once_per_call() -> Iterator[None]:
+    """Within the block, :func:`per_call` works out each call's value once (the records, so the calls, stay
+    alive for the block: a call's id is its identity; the value is kept with the call and checked)."""
+    if _PER_CALL.get() is not None:  # already in one: the outer block's memo serves
+        yield
+        return
+    token = _PER_CALL.set({})
+    try:
+        yield
+    finally:
+        _PER_CALL.reset(token)
+
+
+def per_call(kind: str, call: ToolCall, compute: Callable[[ToolCall], _T]) -> _T:
+    """``compute(call)``, once per call inside :func:`once_per_call` (every time outside it)."""
+    memo = _PER_CALL.get()
+    if memo is None:
+        return compute(call)
+    key = (kind, id(call))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is call:
+        value: _T = hit[1]
+        return value
+    value = compute(call)
+    memo[key] = (call, value)
+    return value
 
 
 SHELL_TOOLS = {"bash", "shell", "sh", "zsh", "runcommand", "runterminalcmd", "executecommand", "execcommand",
@@ -63,6 +106,10 @@ _SHELLS = {"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "powershell"
 def command_of(call: ToolCall) -> str | None:
     """The shell command a call runs (``command``/``cmd`` argument), or None. A Codex-style argv
     ``["bash", "-lc", "pytest -q"]`` gives the script; another argv is joined by spaces."""
+    return per_call("command", call, _command_of)
+
+
+def _command_of(call: ToolCall) -> str | None:
     args = decode_args(call)
     if not isinstance(args, dict):
         return None

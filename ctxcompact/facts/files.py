@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..model import Origin, Record, ToolCall
-from .calls import command_of, decode_args, quoted_spans, strings, writes_files
+from .calls import command_of, decode_args, per_call, quoted_spans, strings, writes_files
 
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
@@ -182,12 +182,19 @@ def paths_of_call(call: ToolCall) -> list[str]:
     """Files a tool call touches: its path-like arguments, files named in a patch, and path-like tokens of
     its command (:func:`command_paths`). The folder a search or listing tool (Grep, Glob, LS…) looked in is
     no file: its path argument counts only when it names a file (:func:`is_file_name`)."""
+    return list(per_call("paths", call, _paths_of_call))
+
+
+def _paths_of_call(call: ToolCall) -> list[str]:
     found: dict[str, None] = {}  # ordered and deduplicated in O(1) per path (a list's ``in`` is O(n))
     args = decode_args(call)
     if isinstance(args, dict):
         searches = _searches(call.name)
         for key in PATH_KEYS:
-            for v in strings(args.get(key)):
+            value = args.get(key)
+            if value is None:
+                continue
+            for v in strings(value):
                 v = v.strip()
                 if v.strip("./") and len(v) <= 400 and "\n" not in v \
                         and not (searches and not is_file_name(v)):
@@ -211,6 +218,69 @@ class FileTouch:
     tools: list[str] = field(default_factory=list)  # tool names that touched it
     last_index: int = 0  # index in the records of the last touch (for ordering by recency)
     changed: bool = False  # a call that changes files touched it (calls.writes_files)
+    change: str | None = None  # what the last change did (change_note), when a call changed it
+
+
+CHANGE_CHARS = 160
+_PATCH_SECTION = re.compile(r"^\*\*\* (Update|Add|Delete) File: (.+?)\s*$", re.M)
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _patch_note(patch: str, path: str) -> str | None:
+    """What a patch (``*** Update File:`` sections) did to ``path``: its first removed and added lines."""
+    sections = list(_PATCH_SECTION.finditer(patch))
+    for k, m in enumerate(sections):
+        if m.group(2) != path:
+            continue
+        if m.group(1) == "Delete":
+            return "deleted"
+        body = patch[m.end():sections[k + 1].start() if k + 1 < len(sections) else len(patch)]
+        lines = body.splitlines()
+        minus = next((ln[1:].strip() for ln in lines if ln.startswith("-") and ln[1:].strip()), "")
+        plus = next((ln[1:].strip() for ln in lines if ln.startswith("+") and ln[1:].strip()), "")
+        if m.group(1) == "Add":
+            return f'created: "{plus}"' if plus else "created"
+        return f'"{minus}" → "{plus}"' if minus else (f'added "{plus}"' if plus else None)
+    return None
+
+
+def change_note(call: ToolCall, path: str) -> str | None:
+    """What a call that changes files did to ``path``, in one line of at most :data:`CHANGE_CHARS`
+    characters: the first line it wrote (a new file's heading), an edit's first old and new lines, a patch's
+    first removed and added lines; None when the call says nothing readable about it."""
+    args = decode_args(call)
+    note: str | None = None
+    if isinstance(args, dict):
+        edits = args.get("edits")
+        first = edits[0] if isinstance(edits, list) and edits and isinstance(edits[0], dict) else args
+        old = first.get("old_string", first.get("old_str"))
+        new = first.get("new_string", first.get("new_str"))
+        content = args.get("content", args.get("file_text"))
+        if isinstance(old, str) and isinstance(new, str):
+            note = f'"{_first_line(old)}" → "{_first_line(new)}"'
+        elif isinstance(content, str):
+            note = f'wrote "{_first_line(content)}"'
+        else:
+            for key in ("patch", "input", "diff"):
+                for v in strings(args.get(key)):
+                    note = note or _patch_note(v, path)
+    elif isinstance(args, str):
+        note = _patch_note(args, path)
+    if note is None and call.arguments and not isinstance(args, dict):
+        note = _patch_note(call.arguments, path)
+    if note is None:
+        cmd = command_of(call)
+        note = _patch_note(cmd, path) if cmd else None
+    if not note:
+        return None
+    flat = " ".join(note.split())
+    return flat if len(flat) <= CHANGE_CHARS else flat[:CHANGE_CHARS - 1].rstrip() + "…"
 
 
 def files_touched(records: Sequence[Record]) -> list[FileTouch]:
@@ -231,5 +301,7 @@ def files_touched(records: Sequence[Record]) -> list[FileTouch]:
                 if changes is None:
                     changes = writes_files(call)
                 ft.changed = ft.changed or changes
+                if changes:
+                    ft.change = change_note(call, p) or ft.change
     return list(found.values())
 

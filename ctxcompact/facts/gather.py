@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..model import Origin, Record, Role
+from ..model import Record
+from .calls import once_per_call
 from .earlier import MAX_INSTRUCTION_CHARS, carried_text
 from .files import files_touched
 from .handoff import instructions_in_force
-from .outcomes import commands_run, errors_seen, failure_checker, output_text, resolution_evidence
-from .rules import user_rules
+from .identifiers import identifiers
+from .outcomes import commands_run, errors_seen, failure_checker, resolution_evidence
+from .rules import project_rules, rules_of
 from .store import (
     CommandFact,
     Entry,
@@ -24,9 +26,9 @@ from .store import (
     TodoFact,
 )
 from .subagents import subagent_runs
-from .text import shorten, user_requests
+from .text import user_requests
 from .timeline import answers, last_assistant_action, timeline_entries
-from .todos import Todo, is_open, latest_todo_list
+from .todos import Todo, latest_todo_list
 
 # Per-entry lengths kept in the store (the summary may show less).
 GOAL_CHARS = 2000
@@ -35,45 +37,13 @@ TIMELINE_CHARS = 160
 ACTION_CHARS = 500
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
-# A URL, up to the characters that end one in prose or JSON; trailing punctuation is not part of it.
-_URL = re.compile(r"\b[a-zA-Z][\w+.-]{0,15}://[^\s<>\"'`)\]}]+")
-# Searched in at most this much of each tool output (a listing or a dump holds thousands of names).
-_OUTPUT_CHARS = 20_000
 
 
 def goal_text(text: str) -> str:
-    """A request as a goal: pasted code blocks and logs replaced by a marker, length capped."""
-    return shorten(_FENCE.sub(" [code block] ", text), GOAL_CHARS)
-
-
-def urls_in(text: str) -> list[str]:
-    """The URLs in ``text``, in order, each once, without trailing punctuation."""
-    out: list[str] = []
-    for m in _URL.finditer(text):
-        url = m.group(0).rstrip(".,;:!?")
-        if url not in out:
-            out.append(url)
-    return out
-
-
-def _identifiers(records: Sequence[Record]) -> list[Entry]:
-    """URLs seen in tool output and in what the assistant wrote (a server's address, a created item's
-    link): names a continuing agent needs and cannot guess."""
-    out: list[Entry] = []
-    seen: set[str] = set()
-    for rec in records:
-        msg = rec.message
-        if msg is None or rec.origin is not Origin.INPUT:
-            continue
-        texts = [output_text(r)[:_OUTPUT_CHARS] for r in msg.tool_results() if not r.synthetic]
-        if msg.role is Role.ASSISTANT:
-            texts.append(msg.text())
-        for text in texts:
-            for url in urls_in(text):
-                if url not in seen and len(url) <= 300:
-                    seen.add(url)
-                    out.append(Entry(url, rec.index))
-    return out
+    """A request as a goal, its lines as the user wrote them: pasted code blocks and logs replaced by a
+    marker, length capped."""
+    text = _FENCE.sub(" [code block] ", text).strip()
+    return text if len(text) <= GOAL_CHARS else text[:GOAL_CHARS - 1].rstrip() + "…"
 
 
 def gather(records: Sequence[Record], latest_request: str | None = None,
@@ -82,19 +52,25 @@ def gather(records: Sequence[Record], latest_request: str | None = None,
     better (else the last typed message here); ``todos``: open todos from ``--todos`` (else the last todo
     list in the records, when there is one); ``prior_summary``: the state's summary, not taken again as an
     earlier summary when the log carries it (facts.earlier.carried_text)."""
-    records = list(records)
+    with once_per_call():  # the passes below each read every call's command and paths: work them out once
+        return _gather(list(records), latest_request, todos, prior_summary)
+
+
+def _gather(records: list[Record], latest_request: str | None, todos: Sequence[Todo] | None,
+            prior_summary: str | None) -> NewFacts:
     pos = [r.index for r in records]
     typed = [t for _, t in user_requests(records)]
     latest = latest_request or (typed[-1] if typed else None)
     goals = tuple(dict.fromkeys(goal_text(t) for t in typed if t != latest))
-    files = [FileFact(f.path, tuple(f.tools), pos[f.last_index], f.changed)
+    files = [FileFact(f.path, tuple(f.tools), pos[f.last_index], f.changed, f.change)
              for f in sorted(files_touched(records), key=lambda f: f.last_index)]
     failed = failure_checker()  # several passes below look at the same results
     commands = tuple(CommandFact(c.command, c.ok, pos[c.index]) for c in commands_run(records, failed))
     errors = tuple(ErrorFact(e.tool, e.command, e.text, e.key, e.resolved, pos[e.index])
                    for e in errors_seen(records, failed))
     found = list(todos) if todos else latest_todo_list(records)
-    todo_facts = tuple(TodoFact(t.content, t.status) for t in found or [] if is_open(t))
+    # the whole latest list: its open items, and what it says is done (the summary shows those while it fits)
+    todo_facts = tuple(TodoFact(t.content, t.status) for t in found or [])
     action = last_assistant_action(records, ACTION_CHARS)
     keys, claimed = resolution_evidence(records, failed)
     subagents: list[SubagentFact] = []
@@ -108,15 +84,16 @@ def gather(records: Sequence[Record], latest_request: str | None = None,
         files += [FileFact(p, (f"{run.tool} subagent",), at, True) for p in run.changed]
     facts = Facts(
         goals=goals,
-        rules=tuple(user_rules(records)),
+        rules=tuple(rules_of(typed)),
         files=tuple(files),
         commands=commands,
         errors=errors,
         todos=todo_facts,
         timeline=tuple(Entry(t, at) for at, t in timeline_entries(records, TIMELINE_CHARS, failed)),
         findings=tuple(Entry(_finding(t), at) for at, t in answers(records)),
-        identifiers=tuple(_identifiers(records)),
-        instructions=tuple(dict.fromkeys(t[:MAX_INSTRUCTION_CHARS] for t in instructions_in_force(records))),
+        identifiers=tuple(Entry(t, at) for at, t in identifiers(records)),
+        instructions=tuple(dict.fromkeys(
+            t[:MAX_INSTRUCTION_CHARS] for t in [*project_rules(records), *instructions_in_force(records)])),
         subagents=tuple(subagents),
         last_action=action.render() if action else None,
         latest_request=latest,

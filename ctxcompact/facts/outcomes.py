@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import orjson
 
 from ..model import Origin, Record, Role, ToolCall, ToolResult
-from .calls import call_index, command_of, is_content_tool, is_shell_call, writes_files
+from .calls import call_index, command_of, is_content_tool, is_shell_call, quoted_spans, writes_files
 from .files import paths_of_call
 from .text import shorten
 
@@ -45,11 +45,54 @@ def commands_run(records: Sequence[Record], failed: FailureCheck | None = None) 
     return out
 
 
+# Programs that only read or inspect (docs/concepts/summary.md#repeated-commands): a command made only of
+# them (with no output redirection, no in-place edit, no deletion) changed nothing.
+_READ_ONLY = frozenset({
+    "cat", "head", "tail", "less", "more", "nl", "ls", "tree", "find", "grep", "egrep", "fgrep", "rg", "ag",
+    "ack", "wc", "sed", "awk", "jq", "yq", "strings", "file", "stat", "pwd", "which", "type", "echo",
+    "printf",
+    "du", "df", "diff", "sort", "uniq", "cut", "tr", "basename", "dirname", "realpath", "readlink", "date",
+    "whoami", "uname", "ps", "cd", "true", "column", "xxd", "od", "hexdump", "sha256sum", "md5sum", "env",
+})
+_READ_ONLY_GIT = frozenset({"status", "diff", "log", "show", "branch", "rev-parse", "ls-files", "grep",
+                            "blame", "remote", "describe", "shortlog"})
+_SEGMENTS = re.compile(r"\|\||&&|[|;\n]")
+_WRITES = re.compile(r"(?:^|[^<>&\d])>{1,2}(?!&)|\s-i\b|\s--in-place\b|\s-delete\b|\s-exec\b|\s-execdir\b")
+
+
+def is_inspection(command: str) -> bool:
+    """A shell command that only reads or inspects: every part of it (split at ``|``, ``&&``, ``||``,
+    ``;``) runs a program that reads (``cat``, ``sed -n``, ``rg``, ``git diff``…), with no output redirection
+    (``>``), in-place edit (``sed -i``) or deletion (``find -delete``/``-exec``). Quoted text is not read as
+    operators."""
+    if not command.strip():
+        return False
+    spans = quoted_spans(command)
+    bare = command
+    for start, end in reversed(spans):
+        bare = bare[:start] + "''" + bare[end:]
+    if _WRITES.search(bare.replace("2>&1", " ").replace("2>/dev/null", " ").replace(">/dev/null", " ")):
+        return False
+    for part in _SEGMENTS.split(bare):
+        words = [w for w in part.split() if "=" not in w or w.startswith("-")]
+        if not words:
+            continue
+        prog = words[0].rsplit("/", 1)[-1]
+        if prog == "git":
+            sub = next((w for w in words[1:] if not w.startswith("-")), "")
+            if sub not in _READ_ONLY_GIT:
+                return False
+        elif prog not in _READ_ONLY:
+            return False
+    return True
+
+
 _ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)"
     r"|^[^\S\n]*(?:[\w.]*(?:Error|Exception)|error|ERROR|fatal|FATAL)(?:\[\w+\])?:"  # not \s: linear
     r"|\bFAILED\b|\b[1-9]\d* (?:failed|errors?)\b|\bexit(?:ed with)? (?:code|status):? ?[1-9]\d*\b"
-    r"|\bExit code:? [1-9]\d*\b|command not found|No such file or directory|npm ERR!|\bpanicked at\b",
+    r"|\bExit code:? [1-9]\d*\b|command not found|No such file or directory|npm ERR!|\bpanicked at\b"
+    r"|^[^\S\n]*[\w.-]+ failed:",
     re.M,
 )
 _EXC_LINE = re.compile(r"^\s*([\w.]*(?:Error|Exception|Exit|Interrupt|Failure)\b.*)$")
@@ -221,6 +264,8 @@ _NEGATION = re.compile(
 
 def claims_resolution(text: str) -> bool:
     """An assistant sentence says the problem is fixed (and does not negate it)."""
+    if not _RESOLVED_WORDS.search(text):  # a sentence's match is a match in the whole text: one scan
+        return False
     for sentence in re.split(r"(?<=[.!?\n])\s+", text):
         if _RESOLVED_WORDS.search(sentence) and not _NEGATION.search(sentence):
             return True

@@ -1,41 +1,62 @@
-"""The user's rules and constraints, quoted verbatim (losing them is the top complaint about compaction)."""
+"""The user's rules and constraints, quoted verbatim (losing them is the top complaint about compaction), and
+the rules of the project's instruction files (AGENTS.md, CLAUDE.md) a client put into the conversation
+(docs/concepts/summary.md#rules)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from ..model import Record
+from ..model import Origin, Record, Role, TextBlock
 from .text import user_requests
 
 _RULE_WORDS = re.compile(
     r"\b(?:never|don['’]t|do not|dont|must|mustn['’]t|must not|always|only|avoid|make sure|ensure|"
-    r"should not|shouldn['’]t|no need to|stop|keep)\b",
+    r"should not|shouldn['’]t|no need to|stop|keep|prefer)\b",
     re.I,
 )
 _LIST_MARKER = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _MAX_RULE_CHARS = 600  # longer "sentences" are pasted text (logs, code), not rules
+# A short message of the user's states standing facts about the work even without a rule word: "performance
+# is crucial", "it's not a jsonl file", "a bare date means midnight café time, not UTC". A statement says
+# what is (or is not) so; a question or a one-off command ("show tools", "did you push?") does not.
+SHORT_MESSAGE_CHARS = 600
+_MAX_STATEMENT_CHARS = 240
+_STATEMENT = re.compile(
+    r"\b(?:is|are|was|were|isn['’]t|aren['’]t|wasn['’]t|weren['’]t|means|mean|not|(?:it|that|this|there|here|what)"
+    r"['’]s|[a-z]+(?:ed|ing) \w+ (?:is|are))\b", re.I)
 
 
-def rules_in_text(text: str) -> list[str]:
+def _is_statement(piece: str) -> bool:
+    return len(piece) <= _MAX_STATEMENT_CHARS and "?" not in piece and bool(_STATEMENT.search(piece))
+
+
+def rules_in_text(text: str, statements: bool | None = None) -> list[str]:
     """Sentences of a user message that state a rule or constraint, verbatim (outer whitespace stripped),
-    split at sentence ends and line breaks. Fenced code blocks are skipped: a "must" in pasted code is no
-    instruction."""
+    split at sentence ends and line breaks: those with a rule word ("never", "must", "don't", "always"…),
+    and, in a short message (``statements``; default: at most :data:`SHORT_MESSAGE_CHARS` characters), the
+    statements of what is or is not so ("performance is crucial"). Fenced code blocks are skipped: a "must" in
+    pasted code is no instruction."""
+    if statements is None:
+        statements = len(text.strip()) <= SHORT_MESSAGE_CHARS
     out: list[str] = []
+    if not statements and not _RULE_WORDS.search(text):
+        return out  # a line's match is a match in the whole text: one scan for most (long) texts
     seen: set[str] = set()  # membership in ``out`` would be O(n) per sentence: O(n²) on many rules
     in_fence = False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
             in_fence = not in_fence
             continue
-        if in_fence or not _RULE_WORDS.search(line):
+        if in_fence or not (statements or _RULE_WORDS.search(line)):
             continue
         pieces = _SENTENCE_END.split(line.strip())
         for piece in pieces:
             # a list marker is layout, not part of the rule
             piece = _LIST_MARKER.sub("", piece.strip(), count=1).strip()
-            if piece and len(piece) <= _MAX_RULE_CHARS and _RULE_WORDS.search(piece) and piece not in seen:
+            ruled = _RULE_WORDS.search(piece) or (statements and _is_statement(piece))
+            if piece and len(piece) <= _MAX_RULE_CHARS and ruled and piece not in seen:
                 seen.add(piece)
                 out.append(piece)
     return out
@@ -43,5 +64,45 @@ def rules_in_text(text: str) -> list[str]:
 
 def user_rules(records: Sequence[Record]) -> list[str]:
     """Every rule or constraint the user typed, verbatim, deduplicated, oldest first."""
-    return list(dict.fromkeys(rule for _, text in user_requests(records) for rule in rules_in_text(text)))
+    return rules_of(text for _, text in user_requests(records))
 
+
+def rules_of(typed: Iterable[str]) -> list[str]:
+    """:func:`user_rules` of the texts :func:`~.text.user_requests` gave (a caller that has them already)."""
+    return list(dict.fromkeys(rule for text in typed for rule in rules_in_text(text)))
+
+
+
+# The first line of an instruction file a client puts into the conversation as user text: Codex's
+# ``# AGENTS.md instructions for <dir>``, Claude Code's ``Contents of <path>/CLAUDE.md (project
+# instructions…``.
+_PROJECT_FILE = re.compile(r"^(?:# (AGENTS\.md) instructions for (\S.*)"
+                           r"|Contents of (\S+?\.md) \((?:project|user)(?:'s private)? instructions)", re.M)
+#: the most rules read from one instruction file (its first ones: a file states its main rules first)
+MAX_PROJECT_RULES = 40
+
+
+def project_rules(records: Sequence[Record]) -> list[str]:
+    """The rules of each project instruction file in ``records`` (Codex's AGENTS.md block, Claude Code's
+    CLAUDE.md contents): one text per file, ``Rules of AGENTS.md (…)`` then its sentences with a rule word,
+    verbatim, at most :data:`MAX_PROJECT_RULES`. Not typed by the user: they stand with the instructions in
+    force, not with the user's rules."""
+    out: list[str] = []
+    for rec in records:
+        msg = rec.message
+        if msg is None or msg.role is not Role.USER or rec.origin is not Origin.INPUT:
+            continue
+        for block in msg.blocks:
+            if not isinstance(block, TextBlock) or "instructions" not in block.text:
+                continue
+            m = _PROJECT_FILE.search(block.text)
+            if m is None:
+                continue
+            where = f"{m.group(1)} for {m.group(2).strip()}" if m.group(1) else m.group(3)
+            rules = rules_in_text(block.text[m.end():], statements=False)[:MAX_PROJECT_RULES]
+            if rules:
+                listed = "\n".join(f"- {r}" for r in rules)
+                text = f"Rules of {where} (a project instruction file):\n{listed}"
+                if text not in out:
+                    out.append(text)
+    return out

@@ -52,6 +52,7 @@ class FileFact:
     tools: tuple[str, ...] = ()
     at: int = -1  # input position of the last touch (-1: unknown, from an earlier version)
     changed: bool = False  # a call that changes files touched it (edited, written, patched)
+    change: str | None = None  # what the last change did (facts.files.change_note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ class Facts:
     files: tuple[FileFact, ...] = ()  # least recently touched first
     commands: tuple[CommandFact, ...] = ()
     errors: tuple[ErrorFact, ...] = ()
-    todos: tuple[TodoFact, ...] = ()  # open todos of the latest list
+    todos: tuple[TodoFact, ...] = ()  # the latest todo list (open items and done ones)
     timeline: tuple[Entry, ...] = ()
     findings: tuple[Entry, ...] = ()  # the assistant's answers: its last text before each new request
     identifiers: tuple[Entry, ...] = ()  # URLs and other names seen in tool output and the assistant's text
@@ -127,8 +128,8 @@ class Facts:
             "version": FACTS_VERSION,
             "goals": list(self.goals),
             "rules": list(self.rules),
-            "files": [{"path": f.path, "tools": list(f.tools), "changed": f.changed, "at": f.at}
-                      for f in self.files],
+            "files": [{"path": f.path, "tools": list(f.tools), "changed": f.changed, "at": f.at,
+                       **({"change": f.change} if f.change else {})} for f in self.files],
             "commands": [{"command": c.command, "ok": c.ok, "at": c.at} for c in self.commands],
             "errors": [{"tool": e.tool, "command": e.command, "text": e.text, "key": e.key,
                         "resolved": e.resolved, "at": e.at} for e in self.errors],
@@ -158,7 +159,8 @@ class Facts:
         return cls(
             goals=tuple(_strs(raw.get("goals"))),
             rules=tuple(_strs(raw.get("rules"))),
-            files=tuple(FileFact(f["path"], tuple(_strs(f.get("tools"))), _at(f), f.get("changed") is True)
+            files=tuple(FileFact(f["path"], tuple(_strs(f.get("tools"))), _at(f), f.get("changed") is True,
+                                 _str(f.get("change")))
                         for f in _dicts(raw.get("files")) if _str(f.get("path"))),
             commands=tuple(CommandFact(c["command"], c.get("ok") if isinstance(c.get("ok"), bool) else None,
                                        _at(c))
@@ -281,7 +283,8 @@ def _later(a: T, b: T) -> T:
 def _union_tools(a: FileFact, b: FileFact) -> FileFact:
     first, second = (a, b) if a.at <= b.at else (b, a)
     tools = list(first.tools) + [t for t in second.tools if t not in first.tools]
-    return FileFact(a.path, tuple(tools), max(a.at, b.at), a.changed or b.changed)
+    return FileFact(a.path, tuple(tools), max(a.at, b.at), a.changed or b.changed,
+                    second.change or first.change)
 
 
 def _newer_error(a: ErrorFact, b: ErrorFact) -> ErrorFact:

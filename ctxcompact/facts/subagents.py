@@ -19,7 +19,7 @@ from .files import paths_of_call
 from .outcomes import ErrorSeen, errors_seen, output_text
 from .text import shorten
 
-RESULT_CHARS = 300
+RESULT_CHARS = 4000  # a subagent's report is a finding: kept whole up to this (docs/concepts/summary.md)
 TASK_CHARS = 120
 
 
@@ -83,9 +83,15 @@ def subagent_runs(records: Sequence[Record]) -> list[SubagentRun]:
         sub.errors = [e for e in errors_seen(recs) if e.text != "Sibling tool call errored"]
         answer = results.get(sub.call_id or "")
         if answer is not None and output_text(answer).strip():
-            sub.result = shorten(output_text(answer), RESULT_CHARS)
+            sub.result = _report(output_text(answer))
         else:
             said = [m.text().strip() for m in messages if m.role is Role.ASSISTANT and m.text().strip()]
-            sub.result = shorten(said[-1], RESULT_CHARS) if said else None
+            sub.result = _report(said[-1]) if said else None
         out.append(sub)
     return out
+
+
+def _report(text: str) -> str:
+    """A subagent's report as the summary keeps it: its lines as written, cut at :data:`RESULT_CHARS`."""
+    text = text.strip()
+    return text if len(text) <= RESULT_CHARS else text[:RESULT_CHARS - 1].rstrip() + "…"

@@ -28,6 +28,8 @@ _INJECTED_PREFIXES: tuple[str, ...] = (
     "# AGENTS.md instructions for",
     MOVED_SYSTEM,  # a system line the cleaner moved into a user turn
     "[tool result for call ",  # clean.py keeps a result without a call as text context like this
+    # what Claude Code writes after a <task-notification> (a background command finished)
+    "Read the output file to retrieve the result:",
 )
 
 
@@ -62,6 +64,8 @@ _INJECTED_TAGS: tuple[str, ...] = (
     "environment_context",
     "user_instructions",
     "user-prompt-submit-hook",
+    # Claude Code's notice that a background command finished: the client wrote it, not a person
+    "task-notification",
     # Claude Code's "!" shell mode: a command and its output, not a request
     "bash-input",
     "bash-stdout",

@@ -38,13 +38,8 @@ Rules:
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import os
-import re
 import uuid as uuidlib
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -74,6 +69,14 @@ from ..model import (
 )
 from ..reader import encode_json
 from .base import Format, Layout, new_record
+from .claude_code_out import (
+    COMPACT_SUMMARY_OPENING,
+    compaction_output,
+    link_converted,
+    link_records,
+    now,
+)
+from .claude_code_tree import api_turns, finish, in_main_session_sidechain, relink_dropped, set_inactive
 
 #: line types seen in real logs ; others are accepted too, as message-less records.
 KNOWN_TYPES = frozenset({
@@ -210,57 +213,6 @@ def _agent_progress(obj: dict[str, Any], meta: dict[str, Any]) -> None:
         meta[SUBAGENT_CALL] = call
 
 
-_UUID_KEY = re.compile(rb'"uuid"\s*:\s*"([^"\\]{1,200})"')
-_PARENT_KEY = re.compile(rb'"parentUuid"\s*:\s*(?:"([^"\\]{1,200})"|null)')
-
-
-def _salvage_link(raw: bytes) -> tuple[str, str | None] | None:
-    """(uuid, parentUuid) of a line that did not read as a record, or None when it names no uuid."""
-    try:
-        obj = orjson.loads(raw.decode("utf-8", "replace"))
-    except (orjson.JSONDecodeError, RecursionError):
-        obj = None
-    if isinstance(obj, dict):
-        uuid, parent = obj.get("uuid"), obj.get("parentUuid")
-        if isinstance(uuid, str):
-            return uuid, parent if isinstance(parent, str) else None
-        return None
-    u, p = _UUID_KEY.search(raw), _PARENT_KEY.search(raw)
-    if u is None:
-        return None
-    return u.group(1).decode("utf-8", "replace"), (p.group(1).decode("utf-8", "replace")
-                                                   if p is not None and p.group(1) is not None else None)
-
-
-def _subagent_runs(records: list[Record]) -> None:
-    """Sidechain lines with no ``agentId`` (CLI 1.0.x writes subagents into the main file) belong to the run
-    of their root line (the ``parentUuid`` chain up to the subagent's prompt)."""
-    parent = {r.meta["uuid"]: r.meta.get("parent_uuid") for r in records
-              if SUBAGENT_MESSAGE in r.meta and "uuid" in r.meta and r.meta.get("type") != "progress"}
-    for r in records:
-        if SUBAGENT_RUN in r.meta or r.meta.get("uuid") not in parent:
-            continue
-        cur, seen = r.meta["uuid"], set()
-        while parent.get(cur) in parent and cur not in seen:
-            seen.add(cur)
-            cur = parent[cur]
-        r.meta[SUBAGENT_RUN] = cur
-
-
-def in_main_session_sidechain(obj: dict[str, Any]) -> bool:
-    """A subagent's line inside the main session's file (``isSidechain`` without ``agentId``, CLI 1.0.x).
-    A subagent's own log marks every line ``isSidechain`` *with* its ``agentId``: those lines are that
-    log's conversation (tests/data/claude-code/spotter-sidechain-agent.jsonl)."""
-    return obj.get("isSidechain") is True and not isinstance(obj.get("agentId"), str)
-
-
-def _inactive(rec: Record, why: str) -> None:
-    # Records are fresh from parse_line here (finish runs before anyone else sees them).
-    rec.message = None
-    rec.usage = None
-    rec.meta["inactive"] = why
-
-
 class ClaudeCodeFormat(Format):
     name = "claude-code"
     # On disk each parallel tool result is its own user line and an API response is split one block per
@@ -335,126 +287,21 @@ class ClaudeCodeFormat(Format):
             meta[SUBAGENT_MESSAGE] = rec.message
             if isinstance(obj.get("agentId"), str):
                 meta[SUBAGENT_RUN] = obj["agentId"]
-            _inactive(rec, "sidechain")
+            set_inactive(rec, "sidechain")
         return rec
 
     def relink_dropped(self, records: list[Record], dropped: Sequence[bytes]) -> None:
-        """A dropped line's children hang from its parent instead (issue 26 item 5): the chain is followed
-        from the last line back, so a gap would silently cut every line before it out of the context. The
-        dropped line's ``uuid`` and ``parentUuid`` are read as far as they can be (invalid UTF-8 replaced,
-        else the two keys found in the text); a line that names neither links nothing."""
-        up: dict[str, str | None] = {}
-        for raw in dropped:
-            link = _salvage_link(raw)
-            if link is not None:
-                up[link[0]] = link[1]
-        if not up:
-            return
-        for rec in records:
-            parent = rec.meta.get("parent_uuid")
-            seen: set[str] = set()
-            while isinstance(parent, str) and parent in up and parent not in seen:
-                seen.add(parent)
-                parent = up[parent]
-            if seen:
-                if parent is None:
-                    rec.meta.pop("parent_uuid", None)
-                else:
-                    rec.meta["parent_uuid"] = parent
+        relink_dropped(records, dropped)
 
     def finish(self, records: list[Record]) -> list[Record]:
-        # Claude Code resumes from its last compaction boundary: what came before is history only.
-        boundary = max((i for i, r in enumerate(records) if r.meta.get("compact_boundary")
-                        and not in_main_session_sidechain(r.data)), default=-1)
-        for r in records[: boundary + 1]:
-            if r.message is not None:
-                _inactive(r, "compacted")
-        live = records[boundary + 1:]
-        _subagent_runs(records)
-        self._follow_branch(live)
-        seen: set[tuple[str, str]] = set()
-        for r in live:
-            if r.usage is None:
-                continue
-            key = (r.meta.get("message_id", ""), r.meta.get("request_id", ""))
-            if key != ("", ""):
-                if key in seen:
-                    r.usage = None
-                seen.add(key)
-        if boundary >= 0:
-            _post_tokens(records[boundary], live)
-        return records
+        return finish(records)
 
     def foreign_type(self, record: Record) -> str | None:
         kind = record.meta.get("type")
         return kind if record.message is None and isinstance(kind, str) and kind not in KNOWN_TYPES else None
 
     def api_turns(self, records: list[Record]) -> list[Record]:
-        """One record per API message: Claude Code writes a streamed response one content block per line
-        (same ``message.id``), and a block can come after the result of its own message's tool_use (the
-        tool ran while the response streamed on: thinking, redacted_thinking or text after a tool_use).
-        The later lines' blocks join the first line of their message, in order, so the response is one
-        assistant turn and the results follow it. Only tool results and message-less lines may lie between
-        the lines joined; the log itself is never changed (Claude Code out writes the lines as they are)."""
-        out: list[Record] = []
-        open_at: dict[str, int] = {}  # message id -> index in out of its first line, while joinable
-        joined = False
-        for rec in records:
-            msg = rec.message
-            mid = rec.meta.get("message_id")
-            if msg is None:
-                out.append(rec)
-                continue
-            if msg.role is Role.ASSISTANT and isinstance(mid, str) and rec.origin is Origin.INPUT:
-                if mid in open_at:
-                    head = out[open_at[mid]]
-                    assert head.message is not None
-                    blocks = [*head.message.blocks, *msg.blocks]
-                    out[open_at[mid]] = dataclasses.replace(
-                        head, message=dataclasses.replace(head.message, blocks=blocks), dirty=True)
-                    joined = True
-                    continue
-                open_at = {mid: len(out)}  # a new response: earlier ones can no longer be joined
-            elif not msg.is_tool_result_only:
-                open_at = {}
-            out.append(rec)
-        return out if joined else records
-
-    @staticmethod
-    def _follow_branch(live: list[Record]) -> None:
-        by_uuid = {r.meta["uuid"]: r for r in live if "uuid" in r.meta and r.meta.get("inactive") is None}
-        chained = [r for r in live if "uuid" in r.meta and r.meta.get("inactive") is None]
-        if not chained:
-            return
-        active: set[str] = set()
-        cur: Record | None = chained[-1]
-        while cur is not None and cur.meta["uuid"] not in active:
-            active.add(cur.meta["uuid"])
-            parent = cur.meta.get("parent_uuid")
-            cur = by_uuid.get(parent) if parent else None
-        # Widen to a fixpoint: lines of the same API response (same message.id) and the tool-result lines
-        # parented on an active line answering its calls are part of the branch too.
-        members = [r for r in chained if r.message is not None]
-        changed = True
-        while changed:
-            changed = False
-            on = [r for r in members if r.meta["uuid"] in active]
-            ids = {r.meta["message_id"] for r in on if "message_id" in r.meta}
-            calls = {c.id for r in on if r.message is not None for c in r.message.tool_calls()}
-            for r in members:
-                if r.meta["uuid"] in active:
-                    continue
-                msg = r.message
-                assert msg is not None
-                same_response = r.meta.get("message_id") in ids
-                answers = (msg.is_tool_result_only and r.meta.get("parent_uuid") in active
-                           and all(t.call_id in calls for t in msg.tool_results()))
-                if same_response or answers:
-                    active.add(r.meta["uuid"])
-                    changed = True
-        for r in members:
-            if r.meta["uuid"] not in active:
-                _inactive(r, "off_branch")
+        return api_turns(records)
 
     def dump_message(self, message: Message, record: Record | None = None) -> Any:
         content: Any = dump_blocks(message.blocks)
@@ -471,7 +318,7 @@ class ClaudeCodeFormat(Format):
                 data["toolUseResult"] = _tool_use_result(data["toolUseResult"], message)
             return data
         made = {"parentUuid": None, "isSidechain": False, "type": kind, "message": msg,
-                "uuid": str(uuidlib.uuid4()), "timestamp": _now()}
+                "uuid": str(uuidlib.uuid4()), "timestamp": now()}
         if message.role is Role.SYSTEM:
             # Claude Code has no system line (it sends its own system prompt): a system message converted to
             # it is context the agent wrote, not a request, which Claude Code marks isMeta
@@ -489,92 +336,13 @@ class ClaudeCodeFormat(Format):
 
     def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
                           post_tokens: int | None = None) -> list[Record]:
-        """The input's lines as read (the log stays append-only), then a ``compact_boundary`` line, then the
-        context the model now sees: summaries as ``isCompactSummary`` lines, kept messages as copies under
-        fresh uuids. :meth:`link_records` chains them.
-
-        Claude Code's meter (``/context``, its auto-compact trigger) takes the last assistant usage after the
-        last boundary, skipping usage whose input is 0, and estimates the lines after it. So the copies' usage
-        is zeroed (as Claude Code zeroes a preserved segment's) and the meter counts the compacted context
-        afresh; the originals before the boundary keep what the provider billed. A copy also gets a fresh
-        ``message.id`` (one per original id, so the lines of one response stay one response): Claude Code
-        merges the lines that share an id, and a copy under its original's id sent its blocks twice."""
-        history: list[Record] = []
-        from .jsonl import history_lines  # the reader's rule for which lines are records
-
-        for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
-            history.append(Record(index=i, line=i + 1, raw=raw, data=data, meta={"history": True}))
-        boundary = Record(index=-1, line=0, raw=None, data=None, origin=Origin.SUMMARY, dirty=True,
-                          meta={"compact_boundary": True, "pre_tokens": pre_tokens,
-                                "post_tokens": post_tokens})
-        after: list[Record] = []
-        for rec in records:
-            message = rec.message
-            if message is None:
-                continue  # progress, snapshots: already in the history
-            if rec.raw is None and rec.data is None:
-                if rec.origin is Origin.SUMMARY and message.role is Role.USER:
-                    rec = dataclasses.replace(rec, meta={**rec.meta, "compact_summary": True,
-                                                         "injected": True})
-                after.append(rec)
-                continue
-            data = dict(rec.data) if isinstance(rec.data, dict) else {}
-            for key in ("uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp"):
-                data.pop(key, None)
-            extra = dict(message.extra)
-            if extra.get("usage") is not None:
-                extra["usage"] = _zeroed(extra["usage"])
-            if isinstance(extra.get("id"), str):
-                extra["id"] = copy_message_id(extra["id"])
-            if extra != message.extra:
-                message = dataclasses.replace(message, extra=extra)
-            after.append(dataclasses.replace(rec, raw=None, data=data, message=message, dirty=True,
-                                             meta={**rec.meta, "copy": True}))
-        return [*history, boundary, *after]
+        return compaction_output(self.name, input_data, records, pre_tokens, post_tokens)
 
     def link_records(self, records: list[Record]) -> list[Record]:
-        """Made records (no input line) are inserted into the ``parentUuid`` chain after the chained line
-        before them: a fresh uuid, that line as parent, its session fields and timestamp; the later lines that
-        hung off that line hang off the made one instead, so the chain stays one line longer, not forked."""
-        out: list[Record] = []
-        prev: dict[str, Any] | None = None  # the envelope of the last chained main-chain line written
-        moved: dict[str, str] = {}  # old parent uuid -> the made line inserted after it
-        for rec in records:
-            data = rec.data if isinstance(rec.data, dict) else None
-            if rec.raw is None and (data is None or rec.meta.get("copy")):
-                parent = prev.get("uuid") if prev else None
-                env = made_envelope(prev, parent, len(out))
-                if rec.meta.get("compact_boundary"):
-                    env = {**env, "parentUuid": None, "logicalParentUuid": parent, "type": "system",
-                           "subtype": "compact_boundary", "content": "Conversation compacted",
-                           "isMeta": False, "level": "info",
-                           "compactMetadata": _compact_metadata(rec.meta)}
-                elif data is not None:  # a kept line copied after a boundary: its own fields, a new place
-                    env = {**data, **env, "type": data.get("type", env["type"])}
-                if rec.meta.get("compact_summary"):
-                    env.update({"isVisibleInTranscriptOnly": True, "isCompactSummary": True})
-                if parent is not None and not rec.meta.get("compact_boundary"):
-                    moved[parent] = env["uuid"]
-                rec = dataclasses.replace(rec, data=env, dirty=True)
-                data = env
-            elif data is not None and data.get("parentUuid") in moved and not in_main_session_sidechain(data):
-                data = {**data, "parentUuid": moved[data["parentUuid"]]}
-                rec = dataclasses.replace(rec, data=data, dirty=True)
-            if data is not None and isinstance(data.get("uuid"), str) and not in_main_session_sidechain(data):
-                prev = data
-            out.append(rec)
-        return out
+        return link_records(records)
 
     def link_converted(self, objs: Iterator[Any]) -> Iterator[Any]:
-        """Lines converted from another format: one new session, each line the child of the one before."""
-        session = str(uuidlib.uuid4())
-        prev: dict[str, Any] | None = {"sessionId": session, "cwd": os.getcwd(), "userType": "external"}
-        for i, obj in enumerate(objs):
-            env = made_envelope(prev, prev.get("uuid") if prev else None, i, timestamp=_now())
-            obj = {**env, **{k: v for k, v in obj.items() if k not in env or k in ("type",)}}
-            obj["timestamp"] = env["timestamp"]
-            prev = obj
-            yield obj
+        return link_converted(objs)
 
 
 def _tool_use_result(value: Any, message: Message) -> Any:
@@ -609,81 +377,6 @@ def _raw_result_text(content: Any) -> str:
         return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
     return ""
 
-
-#: how Claude Code opens its own compact summary (CLI 2.1.39, the spotter compact excerpt)
-COMPACT_SUMMARY_OPENING = ("This session is being continued from a previous conversation that ran out of "
-                           "context. The summary below covers the earlier portion of the conversation.")
-
-
-def copy_message_id(original: str) -> str:
-    """The ``message.id`` of a kept line's copy after a boundary: derived from the original (the same input
-    gives the same output), distinct from it, shaped like the provider's (``msg_`` and base62)."""
-    digest = int.from_bytes(hashlib.sha256(f"ctxcompact-copy:{original}".encode()).digest()[:16], "big")
-    chars = []
-    while digest:
-        digest, r = divmod(digest, 62)
-        chars.append(_BASE62[r])
-    return "msg_" + "".join(chars).rjust(22, "0")
-
-
-_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def _compact_metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    """``compactMetadata`` as Claude Code 2.1.x writes it: the trigger, the size before and (newer builds)
-    after, which its meter falls back on when no usage follows the boundary."""
-    out: dict[str, Any] = {"trigger": "auto", "preTokens": meta.get("pre_tokens", 0)}
-    if isinstance(meta.get("post_tokens"), int):
-        out["postTokens"] = meta["post_tokens"]
-    return out
-
-
-def _post_tokens(boundary: Record, live: list[Record]) -> None:
-    """With no billed usage after the last boundary, its ``compactMetadata.postTokens`` (the compacted
-    context's size, which Claude Code's meter falls back on too) measures the lines written with it: the
-    boundary's own lines (ctxcompact's summary and copies carry the timestamp of the boundary; a line the
-    client wrote since is later). Without it a log ctxcompact compacted was estimated at the default factor,
-    far under its real size (the hidden prompt unknown)."""
-    meta = boundary.data.get("compactMetadata") if isinstance(boundary.data, dict) else None
-    post = meta.get("postTokens") if isinstance(meta, dict) else None
-    if not isinstance(post, int) or post <= 0 or any(r.usage and r.usage.prompt_tokens > 0 for r in live):
-        return
-    stamp = boundary.meta.get("timestamp")
-    written = [r for r in live if r.message is not None and isinstance(stamp, str)
-               and str(r.meta.get("timestamp", "~")) <= stamp]
-    target = written[-1] if written else boundary
-    target.usage = Usage(post, source="compactMetadata.postTokens", after=True)
-
-
-def _zeroed(usage: Any) -> Any:
-    if not isinstance(usage, dict):
-        return usage
-    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    return {**usage, **{k: 0 for k in keys if k in usage}}
-
-
-#: the envelope fields a made line copies from the line it follows (the session it belongs to)
-SESSION_FIELDS = ("userType", "cwd", "sessionId", "version", "gitBranch", "slug")
-
-
-def made_envelope(prev: dict[str, Any] | None, parent: str | None, salt: int,
-                  timestamp: str | None = None) -> dict[str, Any]:
-    """The envelope of a line ctxcompact makes: chained on ``parent``, in ``prev``'s session. The uuid is
-    derived from the parent and the position (the same input gives the same output, run after run)."""
-    prev = prev or {}
-    env: dict[str, Any] = {"parentUuid": parent, "isSidechain": False}
-    env.update({k: prev[k] for k in SESSION_FIELDS if k in prev})
-    if prev.get("isSidechain") is True and isinstance(prev.get("agentId"), str):  # a subagent's own log
-        env.update({"isSidechain": True, "agentId": prev["agentId"]})
-    env["type"] = "user"
-    seed = f"{prev.get('sessionId', '')}:{parent}:{salt}"
-    env["uuid"] = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, "ctxcompact:" + seed))
-    env["timestamp"] = timestamp or prev.get("timestamp") or _now()
-    return env
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 FORMAT = ClaudeCodeFormat()

@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from ..tokens.calibration import FIT_POINTS
 
@@ -201,127 +201,6 @@ class Compaction:
 
 
 @dataclass(slots=True)
-class Event:
-    """A sliding-window compaction event (docs/guides/strategies.md#sliding-window): input records ``[start,
-    end)`` replaced by ``summary``."""
-
-    start: int
-    end: int
-    invocations: int
-    records: int
-    original_tokens: int
-    compacted_tokens: int
-    ratio: float
-    summary: str
-    summarizer: str
-    fallback: bool = False
-    created_at: str = field(default_factory=utc_now)
-    start_timestamp: float | str | None = None
-    end_timestamp: float | str | None = None
-    model: str | None = None
-    first_invocation: int | None = None  # 1-based numbers of the invocations covered
-    last_invocation: int | None = None
-    invocation_ids: list[str] | None = None  # the format's own ids (ADK invocation_id), where it has them
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"start": self.start, "end": self.end}
-        if self.start_timestamp is not None:
-            d["start_timestamp"] = self.start_timestamp
-        if self.end_timestamp is not None:
-            d["end_timestamp"] = self.end_timestamp
-        d["invocations"] = self.invocations
-        if self.first_invocation is not None:
-            d["first_invocation"] = self.first_invocation
-            d["last_invocation"] = self.last_invocation
-        if self.invocation_ids:
-            d["invocation_ids"] = list(self.invocation_ids)
-        d.update({"records": self.records,
-                  "original_tokens": self.original_tokens, "compacted_tokens": self.compacted_tokens,
-                  "ratio": self.ratio, "summary": self.summary, "summarizer": self.summarizer})
-        if self.model is not None:
-            d["model"] = self.model
-        d.update({"fallback": self.fallback, "created_at": self.created_at})
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Event:
-        return cls(start=d["start"], end=d["end"], invocations=d["invocations"], records=d["records"],
-                   original_tokens=d["original_tokens"], compacted_tokens=d["compacted_tokens"],
-                   ratio=float(d["ratio"]), summary=d["summary"], summarizer=d["summarizer"],
-                   fallback=d["fallback"], created_at=d["created_at"],
-                   start_timestamp=d.get("start_timestamp"), end_timestamp=d.get("end_timestamp"),
-                   model=d.get("model"), first_invocation=d.get("first_invocation"),
-                   last_invocation=d.get("last_invocation"), invocation_ids=d.get("invocation_ids"))
-
-
-@dataclass(slots=True)
-class MaskedResult:
-    """One tool result the mask strategy cleared: later runs put the same placeholder in its place."""
-
-    call_id: str
-    placeholder: str
-    tool: str | None = None
-    index: int = -1  # 0-based input record index, -1 when unknown
-    chars: int | None = None
-    original_tokens: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"call_id": self.call_id, "tool": self.tool, "placeholder": self.placeholder}
-        if self.chars is not None:
-            d["chars"] = self.chars
-        if self.original_tokens is not None:
-            d["original_tokens"] = self.original_tokens
-        if self.index >= 0:
-            d["index"] = self.index
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> MaskedResult:
-        return cls(call_id=d["call_id"], placeholder=str(d.get("placeholder", "")), tool=d.get("tool"),
-                   index=_int(d.get("index"), -1), chars=d.get("chars"),
-                   original_tokens=d.get("original_tokens"))
-
-
-@dataclass(slots=True)
-class Masking:
-    """What masking cleared so far (the mask strategy, or the ``--prune`` tier), applied again by every run.
-
-    ``input_records``: usage recorded on input records before this index measured the unmasked context and
-    is ignored; ``thinking_before``: thinking of input records before this index was cleared."""
-
-    results: list[MaskedResult] = field(default_factory=list)
-    input_records: int = 0
-    thinking_before: int = 0
-    tokens_freed: int = 0
-    updated_at: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # keys of other versions, carried through
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = dict(copy.deepcopy(self.extra))
-        d["records"] = [r.to_json() for r in self.results]
-        d["input_records"] = self.input_records
-        if self.thinking_before:
-            d["thinking_before"] = self.thinking_before
-        d["tokens_freed"] = self.tokens_freed
-        d["updated_at"] = self.updated_at
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Masking:
-        known = ("records", "input_records", "thinking_before", "tokens_freed", "updated_at")
-        results = [MaskedResult.from_json(r) for r in d.get("records") or []
-                   if isinstance(r, dict) and isinstance(r.get("call_id"), str)]
-        return cls(results=results, input_records=_int(d.get("input_records")),
-                   thinking_before=_int(d.get("thinking_before")), tokens_freed=_int(d.get("tokens_freed")),
-                   updated_at=d.get("updated_at") if isinstance(d.get("updated_at"), str) else None,
-                   extra={k: copy.deepcopy(v) for k, v in d.items() if k not in known})
-
-
-def _int(value: Any, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-@dataclass(slots=True)
 class InputInfo:
     """The input the state was last used with (informational; the fingerprint is what is checked)."""
 
@@ -336,9 +215,33 @@ class InputInfo:
         return cls(path=d.get("path"), format=d.get("format"))
 
 
-@dataclass(slots=True)
+class Section(Protocol):
+    """A strategy's own part of the state, serialised under its own key (docs/DESIGN.md "Adding a
+    strategy"): the strategy's module defines it and reads it back with :meth:`State.section`."""
+
+    KEY: ClassVar[str]  # its key in the state file
+
+    def to_json(self) -> Any: ...
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Self: ...
+
+
+S = TypeVar("S", bound=Section)
+
+#: the sections a version 2 state file holds even when empty (schemas/state.schema.json ``required``): every
+#: state carries them, so readers of the file keep working
+REQUIRED_SECTIONS: dict[str, Any] = {"events": []}
+
+#: the state's own keys; every other key but the ``x-`` ones is a strategy's section
+CORE_KEYS = ("version", "watermark", "fingerprint", "summary", "calibration", "compactions", "input")
+
+
+@dataclass(slots=True, eq=False)
 class State:
-    """The whole state file. ``extra`` holds the ``x-…`` keys users or tools put there, carried through."""
+    """The whole state file. ``sections`` holds each strategy's own part by its key: the JSON as read until
+    the strategy reads it (:meth:`section`), then its typed object. ``extra`` holds the ``x-…`` keys users or
+    tools put there, carried through. Two states are equal when they write the same file."""
 
     version: int = STATE_VERSION
     watermark: int = 0
@@ -346,10 +249,37 @@ class State:
     summary: Summary | None = None
     calibration: Calibration = field(default_factory=Calibration)
     compactions: list[Compaction] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    masking: Masking | None = None
+    sections: dict[str, Any] = field(default_factory=dict)
     input: InputInfo | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def section(self, kind: type[S]) -> S | None:
+        """The part of the state ``kind`` describes (read from its JSON on first use), or None when the state
+        has none."""
+        value = self.sections.get(kind.KEY)
+        if value is None or isinstance(value, kind):
+            return value
+        typed = kind.from_json(value)
+        self.sections[kind.KEY] = typed
+        return typed
+
+    def set_section(self, value: Section | None, key: str | None = None) -> None:
+        """Store a strategy's part of the state under its key (None removes it)."""
+        if value is None:
+            if key is not None:
+                self.sections.pop(key, None)
+            return
+        self.sections[key if key is not None else type(value).KEY] = value
+
+    def holds_sections(self) -> bool:
+        """Whether any strategy left something of its own here (a section that is neither absent nor
+        empty)."""
+        return not all(map(_empty, self.sections.values()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, State) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -359,15 +289,28 @@ class State:
             "summary": self.summary.to_json() if self.summary is not None else None,
             "calibration": self.calibration.to_json(),
             "compactions": [c.to_json() for c in self.compactions],
-            "events": [e.to_json() for e in self.events],
         }
-        if self.masking is not None:
-            d["masking"] = self.masking.to_json()
+        sections = {**REQUIRED_SECTIONS, **self.sections}
+        for key in sorted(sections):  # by key: "events", then "masking" (the order of the version 2 file)
+            value = _section_json(sections[key])
+            if value is not None:
+                d[key] = value
         if self.input is not None:
             d["input"] = self.input.to_json()
         for key, value in self.extra.items():
             d[key] = copy.deepcopy(value)
         return d
+
+
+def _empty(value: Any) -> bool:
+    if isinstance(value, (list, dict)) or value is None:  # as read
+        return not value
+    return _section_json(value) in (None, [], {})
+
+
+def _section_json(value: Any) -> Any:
+    to_json = getattr(value, "to_json", None)
+    return to_json() if callable(to_json) else copy.deepcopy(value)
 
 
 def new_state(format: str, input_path: str | os.PathLike[str] | None = None) -> State:

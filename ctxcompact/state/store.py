@@ -21,17 +21,17 @@ from ..atomic import Staged, output_error, stage
 from ..errors import StateError, UsageError
 from ..formats.registry import FORMATS
 from ..paths import STATE_FILE_LIMIT, check_side_files, read_regular
+from ..plugins import STRATEGIES
 from ..reader import json_type_phrase
 from ..schemacheck import conforms
 from ..schemacheck import load as load_schema
 from .model import (
+    CORE_KEYS,
     STATE_VERSION,
     Calibration,
     Compaction,
-    Event,
     Fingerprint,
     InputInfo,
-    Masking,
     State,
     Summary,
 )
@@ -120,10 +120,12 @@ def _number_problem(obj: Any) -> str | None:
     """Numbers and nesting a state may hold, checked before the schema (docs/reference/safety.md): nesting up
     to :data:`MAX_STATE_DEPTH`, finite numbers up to :data:`MAX_STATE_NUMBER` in size. A whole number written
     as a float (``120.0``) in a field of ctxcompact's is read as the integer it is (the schema's ``integer``
-    accepts it; the code slices and counts with it). Iterative: no recursion limit to reach."""
-    stack: list[tuple[Any, str, int, bool]] = [(obj, "$", 0, False)]
+    accepts it; the code slices and counts with it); a strategy's section is left as written (its strategy
+    reads it, and a state read and saved again is written as it was). Iterative: no recursion limit to
+    reach."""
+    stack: list[tuple[Any, str, int, bool, bool]] = [(obj, "$", 0, False, True)]
     while stack:
-        value, where, depth, free = stack.pop()
+        value, where, depth, free, whole = stack.pop()
         if isinstance(value, (dict, list)):
             if depth >= MAX_STATE_DEPTH:
                 return f"{_short(where)}: nested deeper than {MAX_STATE_DEPTH} levels"
@@ -131,13 +133,14 @@ def _number_problem(obj: Any) -> str | None:
             for k, v in items:
                 at = f"{where}.{k}" if isinstance(value, dict) else f"{where}[{k}]"
                 inner = free or (isinstance(k, str) and (k.startswith("x-") or k in _FREE_KEYS))
+                own = whole and not (depth == 0 and k not in CORE_KEYS)
                 if isinstance(v, float):
                     if not math.isfinite(v) or (not inner and abs(v) > MAX_STATE_NUMBER):
                         return _too_large(at, v, inner)
-                    if not inner and v.is_integer():
+                    if not inner and own and v.is_integer():
                         value[k] = int(v)
                 else:
-                    stack.append((v, at, depth + 1, inner))
+                    stack.append((v, at, depth + 1, inner, own))
         elif isinstance(value, int) and not isinstance(value, bool):
             low, high = _FREE_INT if free else (-MAX_STATE_NUMBER, MAX_STATE_NUMBER)
             if not low <= value <= high:
@@ -165,7 +168,28 @@ def validate_state(obj: Any) -> str | None:
     if version is not None:
         return (f"$.version: written by a newer ctxcompact (state version {version}; "
                 f"this one reads version {STATE_VERSION})")
-    return _number_problem(obj) or _schema_problem(obj) or _consistency_problem(obj)
+    problem = _number_problem(obj)
+    if problem is not None:
+        return problem
+    own, plugged = _plugged_sections(obj)
+    return plugged or _schema_problem(own) or _consistency_problem(own)
+
+
+def _plugged_sections(obj: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The state without the sections of strategies registered at run time (which the schema does not
+    know), and the first problem their own ``problem(value)``, if they have one, finds in them."""
+    known = load_schema("state.schema.json")["properties"]
+    plugged = {STRATEGIES.state_key_of(n): p for n, p in STRATEGIES.plugins() if p is not None}
+    keys = [k for k in obj if k not in known and k in plugged]
+    if not keys:
+        return obj, None
+    own = {k: v for k, v in obj.items() if k not in keys}
+    for k in keys:
+        check = getattr(getattr(plugged[k], "state_section", None), "problem", None)
+        problem = check(obj[k]) if callable(check) and obj[k] is not None else None
+        if problem is not None:
+            return own, f"$.{k}: {problem}"
+    return own, None
 
 
 def _newer_version(obj: Any) -> int | None:
@@ -194,8 +218,8 @@ def parse_state(obj: Any, where: str = "the state") -> State:
         summary=Summary.from_json(obj["summary"]) if obj["summary"] is not None else None,
         calibration=Calibration.from_json(obj["calibration"]),
         compactions=[Compaction.from_json(c) for c in obj["compactions"]],
-        events=[Event.from_json(e) for e in obj["events"]],
-        masking=Masking.from_json(obj["masking"]) if isinstance(obj.get("masking"), dict) else None,
+        sections={k: copy.deepcopy(v) for k, v in obj.items()
+                  if k not in CORE_KEYS and not k.startswith("x-")},  # each strategy's, read by it on use
         input=InputInfo.from_json(obj["input"]) if "input" in obj else None,
         extra={k: copy.deepcopy(v) for k, v in obj.items() if k.startswith("x-")},
     )

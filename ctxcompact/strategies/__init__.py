@@ -4,10 +4,11 @@
 - ``mask``: over the threshold, old tool results replaced by placeholders.
 - ``sliding-window``: ADK-style compaction events every θ invocations or over ρ × window.
 
-Adding a strategy: a module exposing ``STRATEGY`` (an object with the :class:`.base.Strategy` interface),
-its line in :data:`ctxcompact.plugins.STRATEGIES`, and its options (``options.Options`` fields,
-``cli/options.py`` flags); a library user can also :func:`register` one at run time (docs/DESIGN.md has a
-worked example). Modules load on first use, so importing this registry is cheap.
+Adding a strategy: a module exposing ``STRATEGY`` (an object with the :class:`.base.Strategy` interface,
+its own state section if it keeps one) and its entry in :data:`ctxcompact.plugins.STRATEGIES` (with its
+options, declared once: the CLI's flags are made from them); a library user can also :func:`register` one
+at run time (docs/DESIGN.md has a worked example). Modules load on first use, so importing this registry is
+cheap.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ __all__ = ["NAMES", "get_strategy", "names", "reapply_all", "register"]
 def register(strategy: Strategy, *, fast_run: bool = False) -> None:
     """Make ``strategy`` available by its name to the library (``Options(strategy=name)``). ``fast_run``:
     below the threshold, with nothing of its own in the state, it passes the context through (the usual hook
-    call may then take the streaming route)."""
+    call may then take the streaming route). Its own options (``strategy.options``, :class:`plugins.Option`)
+    reach it as ``opts.option(name)``; its own part of the state (``strategy.state_section``) is kept under
+    its key (ValueError when either is taken)."""
+    from ..options import Options
+
+    taken = [o.name for o in getattr(strategy, "options", ()) if o.name in Options.__dataclass_fields__]
+    if taken:
+        raise ValueError(f"{strategy.name!r} declares options ctxcompact already has: {', '.join(taken)}")
     STRATEGIES.register(strategy.name, strategy, [FAST_RUN] if fast_run else [])
 
 

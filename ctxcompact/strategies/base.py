@@ -79,7 +79,11 @@ class Outcome:
 
 
 class Strategy(Protocol):
-    """A compaction strategy: one module, one registry line (``strategies/__init__.py``), its CLI options."""
+    """A compaction strategy: one module and its registry entry (``plugins.STRATEGIES``, which declares its
+    options). Optional attributes: ``options`` (its :class:`ctxcompact.plugins.Option` declarations, for a
+    strategy registered at run time; a built-in's are in its registry entry) and ``state_section`` (the class
+    of its own part of the state, a :class:`ctxcompact.state.Section`: ``KEY``, ``to_json``, ``from_json``,
+    and for one registered at run time optionally ``problem(value) -> str | None``, checked on load)."""
 
     #: the name ``--strategy`` takes and the state's history records
     name: str

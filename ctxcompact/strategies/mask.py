@@ -39,8 +39,9 @@ Rules, where the issue left a choice:
 - ``--strategy mask`` over the threshold with nothing worth masking, or still over it after masking, gives
   exit 5 with a warning naming ``--prune`` (``MaskOutcome.exit_code`` / ``warning``).
 
-The state (``State.masking``) records every masked call id with its placeholder, so each later run
-re-applies exactly the same placeholders (:func:`reapply_masking`) and never re-expands what was cleared.
+The state (:class:`Masking`, key ``masking``) records every masked call id with its placeholder, so each
+later run re-applies exactly the same placeholders (:func:`reapply_masking`) and never re-expands what was
+cleared.
 """
 
 from __future__ import annotations
@@ -73,10 +74,11 @@ from ..model import (
     token_text,
 )
 from ..options import Options
-from ..state import MaskedResult, Masking, State, make_fingerprint, utc_now
+from ..state import State, make_fingerprint, utc_now
 from ..tokens import heuristic
 from ..tokens.counts import count_records
 from .base import Outcome, StrategyInput, Written
+from .masking_state import MaskedResult, Masking
 from .tail import trim_in_place
 
 NAME = "mask"
@@ -344,10 +346,10 @@ def merge_masking(old: Masking | None, entries: Sequence[MaskedResult], *, input
 
 def _commit(state: State, written: Written, *, results: list[MaskedResult], thinking_before: int,
             measured: bool, factor: float) -> None:
-    """Merge what was masked into ``state.masking``; calibration is kept."""
+    """Merge what was masked into the state's :class:`Masking`; calibration is kept."""
     ctx = written.ctx
-    state.masking = merge_masking(state.masking, results, input_records=ctx.input_records,
-                                  thinking_before=thinking_before)
+    state.set_section(merge_masking(state.section(Masking), results, input_records=ctx.input_records,
+                                    thinking_before=thinking_before))
     if state.watermark == 0:
         # masked call ids only mean something in this transcript: fingerprint what was masked, so a
         # rewritten or different transcript is refused (exit 3) instead of masked by accident
@@ -453,9 +455,11 @@ def _nothing(state: State, written: Written) -> None:
 class MaskStrategy:
     name = NAME
     state_layer = 2  # after sliding-window events (placeholders apply to what the events kept)
+    state_section = Masking
 
     def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
-        return reapply_masking(records, state.masking, fmt_name) if state.masking else records
+        masking = state.section(Masking)
+        return reapply_masking(records, masking, fmt_name) if masking else records
 
     def estimate_needs_context(self, opts: Options) -> bool:
         return True
@@ -485,7 +489,8 @@ class MaskStrategy:
         else:  # the --prune tiers: a summary only where a summary helps (report.decide)
             tier = "mask" if worth and (fits or not si.report.would_compact) else (
                 "summary" if si.report.would_compact else "none")
-        previous = si.state.masking.results if si.state is not None and si.state.masking else None
+        masking = si.state.section(Masking) if si.state is not None else None
+        previous = masking.results if masking else None
         return {
             "would_compact": tier != "none",
             "maskable_tokens": freed,

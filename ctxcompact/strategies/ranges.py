@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..state import Event
+from .sliding_window_state import Event
 
 
 def visible_events(events: Sequence[Event]) -> list[int]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..budget import Budget
 from ..facts.handoff import in_flight_start
 from ..model import Origin, Record, Role, TextBlock, ToolCall, ToolResult, message_chars
-from ..state import MaskedResult
+from .masking_state import MaskedResult
 
 
 @dataclass(slots=True)

@@ -37,11 +37,11 @@ from ..progress import progress
 from ..secrets import scrub_credentials, scrub_json
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
-from ..summarizers.fallback import summarize
 from ..tokens.calibration import Calibrated
 from ..tokens.counts import text_cost
 from . import mask
 from .base import Outcome, StrategyInput, Warn, Written
+from .masking_state import Masking
 from .tail import Tail, in_flight
 
 NAME = "threshold"
@@ -100,6 +100,9 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         cost=cost,
         latest_in_continuation=latest is not None,
     )
+    # only a compaction loads the summarizers (a hook's start-up)
+    from ..summarizers.fallback import summarize
+
     summary = summarize(request, opts, warn)
     removed = None
     if not fmt.carries_attachments:  # named instead, never dropped without a word
@@ -194,8 +197,8 @@ def _commit(state: State, written: Written, summary: SummaryResult, latest: str 
                                        lines=ctx.input_lines, format=ctx.input_format,
                                        system_lines=ctx.system_spans, tokens=tokens)
     # every masked record is now inside the summary; a trimmed result of the tail stays trimmed
-    state.masking = mask.merge_masking(None, tail.trimmed, input_records=start.index,
-                                       thinking_before=0) if tail.trimmed and start is not None else None
+    state.set_section(mask.merge_masking(None, tail.trimmed, input_records=start.index, thinking_before=0)
+                      if tail.trimmed and start is not None else None, Masking.KEY)
     set_watermark(state, fingerprint, summary_from_result(
         summary, records_covered=ctx.input_records, latest_request=latest, continuation=continuation,
         attachment_lines=spans))

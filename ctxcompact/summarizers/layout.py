@@ -7,24 +7,28 @@ Findings and answers, Open todos, Errors, Files and commands, Identifiers, Subag
 assistant action, Latest request.
 
 What a continuing agent needs most goes last when the budget is short: the parts are dropped in a fixed
-order (:data:`DROP_ORDER`, oldest first within each): the timeline, commands, subagents, identifiers, the
-instructions in force beyond half of the budget (their head is kept), resolved errors, older findings (first
-shortened, then dropped), older errors, the last action, older goals,
-least recent files, todos, the newest finding, the newest error, the first goal, the instructions in force,
-and last the earlier summary, cut from its middle (it stands for everything before it).
+order (:data:`DROP_ORDER`, oldest first within each): the timeline's tool steps, the read-only commands' line,
+the done todos, commands, subagents, what each file's last change did, the rest of the timeline, the
+instructions in force beyond a third of the budget (their head is kept), findings and goals shortened, older
+findings, resolved errors, older errors, identifiers, the last action, the tools named beside each file,
+older goals, least recent files, todos, the newest finding, the newest error, the first goal, the
+instructions in force, and last the earlier summary, cut from its middle (it stands for everything before
+it).
 The rules and the latest request are never dropped; a hard cut (``truncated``) is the last resort.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..facts.calls import quoted_spans
+from ..facts.outcomes import is_inspection
 from ..facts.store import CommandFact, Entry, ErrorFact, Facts, FileFact, SubagentFact, TodoFact
 from ..facts.text import SUMMARY_MARKER, shorten
+from ..facts.todos import Todo, is_open
 from .base import chars_cost, fit_summary
 
 #: the second line of every extractive summary (tells it apart from an LLM's text carried forward)
@@ -46,10 +50,14 @@ MAX_SUBAGENT_PATHS = 6
 LONG_LATEST_CHARS = 2000
 # An earlier summary stands for all that came before it: it goes last, cut from its middle
 # (docs/concepts/handoff.md).
-DROP_ORDER = ("timeline", "commands", "subagents", "identifiers",
-              "instructions in force beyond half the budget", "resolved errors",
-              "older findings", "older errors", "last action", "newest finding beyond 1,200 characters",
-              "older goals", "first goal beyond 240 characters", "files", "todos",
+DROP_ORDER = ("timeline's tool steps", "read-only commands", "done todos", "commands", "subagents",
+              "what the last change of each file did", "timeline",
+              "instructions in force beyond a third of the budget",
+              "older findings beyond 600 characters", "goals beyond 400 characters",
+              "newest finding beyond 1,200 characters", "older findings",
+              "resolved errors", "older errors", "identifiers", "last action",
+              "the tools named beside each file", "older goals", "first goal beyond 240 characters",
+              "files", "todos",
               "newest finding", "newest error", "first goal", "instructions in force",
               "earlier summary (from its middle)")
 
@@ -63,11 +71,15 @@ class _Doc:
     rules: list[str]
     instructions: list[str]
     findings: list[str]
-    todos: list[TodoFact]
+    todos: list[TodoFact]  # the open ones
+    done: list[TodoFact]  # the latest list's finished items: one line, dropped early
     errors: list[ErrorFact]
     files: list[FileFact]  # most recent first
     commands: list[list[CommandFact]]  # groups of similar commands, oldest group first
+    inspections: dict[str, int]  # read-only commands that worked, by program: one line
     identifiers: list[str]
+    file_changes: bool  # each changed file says what its last change did
+    file_tools: bool  # each file names the tools that touched it
     subagents: list[SubagentFact]
     timeline: list[str]
     timeline_omitted: int
@@ -139,7 +151,7 @@ def render(doc: _Doc) -> str:
     gl: list[str] = []
     if doc.goals:
         gl.append("Goals (the user's requests, oldest first):")
-        gl += [f"- {shorten(g, FIRST_GOAL_CHARS if i == 0 else GOAL_CHARS)}" for i, g in enumerate(doc.goals)]
+        gl += [f"- {_indent(g)}" for g in doc.goals]
     if doc.rules:
         gl.append("Rules and constraints (verbatim):")
         gl += [f"- {r}" for r in doc.rules]
@@ -147,7 +159,10 @@ def render(doc: _Doc) -> str:
     section("Instructions in force (from an active skill or command; not typed by the user)",
             [_quoted(i) for i in doc.instructions])
     section("Findings and answers", [f"- {_indent(f)}" for f in doc.findings])
-    section("Open todos", [f"- [{t.status}] {shorten(t.content, TODO_CHARS)}" for t in doc.todos])
+    tl_ = [f"- [{t.status}] {shorten(t.content, TODO_CHARS)}" for t in doc.todos]
+    if doc.done:
+        tl_.append("Done: " + "; ".join(shorten(t.content, TODO_CHARS) for t in doc.done))
+    section("Open todos" if doc.todos or not doc.done else "Todos", tl_)
     errs = []
     for e in doc.errors:
         where = f"`{shorten(e.command, 80)}`" if e.command else e.tool
@@ -157,18 +172,25 @@ def render(doc: _Doc) -> str:
     fc: list[str] = []
     if doc.files:
         fc.append("Files (changed first; most recent first):")
-        fc += [f"- {shorten(f.path, PATH_CHARS)}" + (f" ({', '.join(f.tools)})" if f.tools else "")
-               for f in doc.files]
-    if doc.commands:
+        fc += [f"- {shorten(f.path, PATH_CHARS)}"
+               + (f" ({', '.join(f.tools)})" if f.tools and doc.file_tools else "")
+               + (f"; last change: {f.change}" if f.change and doc.file_changes else "") for f in doc.files]
+    if doc.commands or doc.inspections:
         fc.append("Commands (similar runs collapsed):")
         fc += [_command_line(g) for g in doc.commands]
+    if doc.inspections:
+        n = sum(doc.inspections.values())
+        top = sorted(doc.inspections.items(), key=lambda kv: (-kv[1], kv[0]))
+        fc.append(f"- and {n} read-only command{'s' if n > 1 else ''} that worked ("
+                  + ", ".join(f"{p} ×{k}" if k > 1 else p for p, k in top[:8])
+                  + (", …" if len(top) > 8 else "") + ")")
     section("Files and commands", fc)
     if doc.identifiers:
         section("Identifiers", ["Seen in tool output and answers: " + ", ".join(doc.identifiers)])
     section("Subagents", [_subagent_line(a) for a in doc.subagents])
     tl = [f"- {t}" for t in doc.timeline]
     if tl and doc.timeline_omitted:
-        tl.insert(0, f"({doc.timeline_omitted} earlier steps omitted)")
+        tl.insert(0, f"({doc.timeline_omitted} steps omitted)")
     section("Timeline", tl)
     section("Last assistant action", [doc.last_action] if doc.last_action else [])
     if doc.latest:
@@ -232,11 +254,14 @@ def _timeline(entries: tuple[Entry, ...], latest: str | None, answered: set[int]
 
 
 def _without_rules(goal: str, rules: tuple[str, ...]) -> str:
-    """A goal without the rules it states (they are quoted verbatim under the rules): each said once."""
-    for rule in rules:
-        if rule in goal:
-            goal = goal.replace(rule, " ")
-    return " ".join(w for w in goal.split() if w not in ("-", "*", "•")) or goal
+    """A goal without the rules it states (they are quoted verbatim under the rules): each said once. A goal
+    that was only rules is "" (left out)."""
+    found = [rule for rule in rules if rule in goal]
+    if not found:
+        return goal
+    for rule in found:
+        goal = goal.replace(rule, " ")
+    return " ".join(w for w in goal.split() if w not in ("-", "*", "•"))
 
 
 #: the most rules a summary quotes: the first and the newest half each (the store keeps every one); a session
@@ -255,25 +280,46 @@ def _rendered_rules(rules: tuple[str, ...]) -> list[str]:
     return [*rules[:half], between, *rules[-half:]]
 
 
+def _programs(commands: Iterable[str]) -> dict[str, int]:
+    """How many commands ran each program (the first word of each command)."""
+    out: dict[str, int] = {}
+    for c in commands:
+        words = c.split()
+        if words:
+            out[words[0]] = out.get(words[0], 0) + 1
+    return out
+
+
 def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _Doc:
     latest = facts.latest_request
     rules = _rendered_rules(facts.rules)
     last_action = facts.last_action
-    findings = [_cap(f.text, FINDING_CHARS) for f in facts.findings]
-    if last_action and findings and last_action.startswith('Said: "') and findings[-1][:40] in last_action:
+    # the assistant's answers and its subagents' reports, in the order they came: both are what was found
+    reports = [(f.at, _cap(f.text, FINDING_CHARS)) for f in facts.findings]
+    reports += [(a.at, _cap(f'{a.tool} subagent "{shorten(a.task, 120)}" reported:\n{a.result}',
+                            FINDING_CHARS)) for a in facts.subagents if a.result]
+    findings = [text for _, text in sorted(reports, key=lambda r: r[0])]
+    answer = facts.findings[-1].text if facts.findings else None
+    flat = " ".join(answer.split())[:40] if answer else None
+    if last_action and flat and last_action.startswith('Said: "') and flat in last_action:
         # the last answer is quoted above: the action says only what it called, if anything
         _, _, calls = last_action.partition(" — Called: ")
         last_action = ("Said: its last answer (under Findings and answers)"
                        + (f" — Called: {calls}" if calls else ""))
     return _Doc(
-        earlier=earlier, goals=[_without_rules(g, tuple(rules)) for g in facts.goals], rules=rules,
-        instructions=list(facts.instructions), findings=findings, todos=list(facts.todos),
+        earlier=earlier, rules=rules,
+        goals=[g for g in (_without_rules(g, tuple(rules)) for g in facts.goals) if g.strip()],
+        instructions=list(facts.instructions), findings=findings,
+        todos=[t for t in facts.todos if is_open(Todo(t.content, t.status))],
+        done=[t for t in facts.todos if not is_open(Todo(t.content, t.status))],
         errors=list(facts.errors),
         # changed files before those only read, each most recent first: the shrinking keeps the head
         files=[f for f in reversed(facts.files) if f.changed]
         + [f for f in reversed(facts.files) if not f.changed],
-        commands=group_commands(facts.commands), identifiers=[e.text for e in facts.identifiers],
-        subagents=list(facts.subagents),
+        commands=group_commands([c for c in facts.commands if not (c.ok and is_inspection(c.command))]),
+        inspections=_programs(c.command for c in facts.commands if c.ok and is_inspection(c.command)),
+        identifiers=[e.text for e in facts.identifiers], file_changes=True, file_tools=True,
+        subagents=[replace(a, result=None) for a in facts.subagents],
         timeline=_timeline(facts.timeline, latest, {f.at for f in facts.findings if f.at >= 0}),
         timeline_omitted=0,
         last_action=last_action, latest=latest,
@@ -374,20 +420,31 @@ class _Shrink:
                 self.cut_text(lambda: d.findings[-1], lambda v: setattr(
                     d, "findings", d.findings[:-1] + ([v] if v else [])))
 
+        def shorten_goals() -> None:
+            d.goals = [_cap(g, FIRST_GOAL_CHARS if i == 0 else GOAL_CHARS) for i, g in enumerate(d.goals)]
+
         steps: list[Callable[[], None]] = [
-            lambda: self.drop_front(lambda: d.timeline, put_timeline),
+            # the timeline's tool steps first: what was said (and what failed) stays a little longer
+            lambda: self.drop_where(lambda: d.timeline, put_timeline, lambda t: t.startswith("Ran ")),
+            lambda: setattr(d, "inspections", {}),
+            lambda: self.drop_front(lambda: d.done, set_("done")),
             lambda: self.drop_front(lambda: d.commands, set_("commands")),
             lambda: self.drop_front(lambda: d.subagents, set_("subagents")),
-            lambda: self.drop_front(lambda: d.identifiers, set_("identifiers")),
+            lambda: setattr(d, "file_changes", False),
+            lambda: self.drop_front(lambda: d.timeline, put_timeline),
             self.cap_instructions,
-            self.drop_resolved,
             shorten_older_findings,
-            lambda: self.drop_front(lambda: d.findings[:-1], put_older_findings),
-            lambda: self.drop_front(lambda: d.errors[:-1], put_older_errors),
-            lambda: self.cut_text(lambda: d.last_action, set_("last_action")),
+            shorten_goals,
             shorten_newest_finding,
+            lambda: self.drop_front(lambda: d.findings[:-1], put_older_findings),
+            self.drop_resolved,
+            lambda: self.drop_front(lambda: d.errors[:-1], put_older_errors),
+            lambda: self.drop_front(lambda: d.identifiers, set_("identifiers")),
+            lambda: self.cut_text(lambda: d.last_action, set_("last_action")),
+            lambda: setattr(d, "file_tools", False),
             lambda: self.drop_front(lambda: d.goals[1:], put_later_goals),
-            lambda: setattr(d, "goals", [shorten(g, FIRST_GOAL_SHORT) for g in d.goals]),
+            lambda: setattr(d, "goals", [shorten(g, FIRST_GOAL_SHORT) if i == 0 else g
+                                         for i, g in enumerate(d.goals)]),
             lambda: self.keep_head(lambda: d.files, set_("files")),
             lambda: self.keep_head(lambda: d.todos, set_("todos")),
             newest_finding,
@@ -414,14 +471,14 @@ class _Shrink:
 
     def cap_instructions(self) -> None:
         """A skill's text can be longer than the whole budget: the instructions in force keep their head, at
-        most half of the budget together, so the rest of the summary is not dropped to make room for them
-        (and they are not dropped whole at the end)."""
+        most a third of the budget together (a skill states its process and rules first), so what the agent
+        found is not dropped to make room for them (and they are not dropped whole at the end)."""
         d = self.doc
         if not d.instructions:
             return
-        half = self.budget_chars() // 2
-        share = half // len(d.instructions)
-        if sum(len(i) for i in d.instructions) <= half or share < 200:
+        third = self.budget_chars() // 3
+        share = third // len(d.instructions)
+        if sum(len(i) for i in d.instructions) <= third or share < 200:
             return
         d.instructions = [_cap(i, share) for i in d.instructions]
 
@@ -450,17 +507,22 @@ class _Shrink:
                 hi = mid - 1
         d.earlier = cut(lo) if lo >= 80 else None
 
+    def drop_where(self, get: Callable[[], list[Any]], put: Callable[[list[Any]], None],
+                   pick: Callable[[Any], bool]) -> None:
+        """Drop the fewest of a list's items that ``pick`` selects, oldest first, that make the doc fit."""
+        items = list(get())
+        chosen = [i for i, x in enumerate(items) if pick(x)]
+
+        def without(k: int) -> list[Any]:
+            gone = set(chosen[:k])
+            return [x for i, x in enumerate(items) if i not in gone]
+
+        self.drop_front(lambda: list(range(len(chosen))), lambda kept: put(without(len(chosen) - len(kept))))
+
     def drop_resolved(self) -> None:
         """Drop resolved errors, oldest first, only as many as needed."""
-        errors = list(self.doc.errors)
-        resolved = [i for i, e in enumerate(errors) if e.resolved]
-
-        def without(k: int) -> list[ErrorFact]:
-            gone = set(resolved[:k])
-            return [e for i, e in enumerate(errors) if i not in gone]
-
-        self.drop_front(lambda: list(range(len(resolved))),
-                        lambda kept: setattr(self.doc, "errors", without(len(resolved) - len(kept))))
+        self.drop_where(lambda: self.doc.errors, lambda v: setattr(self.doc, "errors", v),
+                        lambda e: e.resolved)
 
 
 #: attempts at fitting by the estimated rate before the measured text decides

@@ -68,6 +68,8 @@ def test_one_compaction_keeps_the_rules_and_the_latest_request_verbatim(entry: d
     # the baselines had the same budget (or less: truncation stops at the first unit that fits)
     assert r["baseline"]["tokens"] <= r["tokens"]["after"]
     assert r["baseline_head"]["tokens"] <= r["tokens"]["after"]
+    # the summary fits its budget as the window counts it (its own counter and calibration)
+    assert r["summary_budget"]["within"], r["summary_budget"]
 
 
 @pytest.mark.parametrize("entry", SETS, ids=IDS)

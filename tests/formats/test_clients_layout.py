@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from ctxcompact import api
-from ctxcompact.formats.claude_code import COMPACT_SUMMARY_OPENING, copy_message_id
+from ctxcompact.formats.claude_code_out import COMPACT_SUMMARY_OPENING, copy_message_id
 from ctxcompact.options import Options
 from tests.formats.test_claude_code_out import long_session
 from tests.formats.test_codex_out import rollout

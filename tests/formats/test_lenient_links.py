@@ -78,12 +78,12 @@ def test_a_dropped_claude_code_line_keeps_its_ancestors_in_the_context(line: int
 
 
 def test_a_dropped_line_that_names_its_links_only_in_broken_json_is_relinked() -> None:
-    from ctxcompact.formats.claude_code import _salvage_link
+    from ctxcompact.formats.claude_code_tree import salvage_link
 
     raw = b'{"parentUuid":"p-1","uuid":"u-2","message":{"content":"half'
-    assert _salvage_link(raw) == ("u-2", "p-1")
-    assert _salvage_link(b'{"parentUuid":null,"uuid":"u-3",') == ("u-3", None)
-    assert _salvage_link(b"not json at all") is None
+    assert salvage_link(raw) == ("u-2", "p-1")
+    assert salvage_link(b'{"parentUuid":null,"uuid":"u-3",') == ("u-3", None)
+    assert salvage_link(b"not json at all") is None
 
 
 @pytest.mark.parametrize(("path", "line", "args"), [

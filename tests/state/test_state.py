@@ -24,11 +24,8 @@ from ctxcompact.state import (
     EMPTY_SHA256,
     Calibration,
     Compaction,
-    Event,
     Fingerprint,
     InputInfo,
-    MaskedResult,
-    Masking,
     State,
     Summary,
     TokenCache,
@@ -51,6 +48,8 @@ from ctxcompact.state import (
     utc_now,
     validate_state,
 )
+from ctxcompact.strategies.masking_state import MaskedResult, Masking
+from ctxcompact.strategies.sliding_window_state import Event, WindowEvents
 from ctxcompact.strategies.threshold import summary_from_result
 from ctxcompact.summarizers.base import SummaryResult
 
@@ -92,18 +91,17 @@ def full_state() -> State:
                        records_covered=0, watermark=2, summarizer=None, fallback=False, duration_s=0.0,
                        tier="mask"),
         ],
-        events=[
+        sections={"events": WindowEvents([
             Event(start=0, end=2, invocations=5, records=2, original_tokens=4000, compacted_tokens=400,
                   ratio=0.1, summary="sliding summary", summarizer="extractive", fallback=False,
                   created_at="2025-01-02T03:04:05Z", start_timestamp=1735787045.5,
                   end_timestamp="2025-01-02T03:04:05Z", model="m"),
             Event(start=2, end=3, invocations=1, records=1, original_tokens=10, compacted_tokens=10,
                   ratio=1.0, summary="s", summarizer="openai", created_at="2025-01-02T03:04:05Z"),
-        ],
-        masking=Masking(results=[MaskedResult(call_id="call_1", tool="bash", index=1,
+        ]), "masking": Masking(results=[MaskedResult(call_id="call_1", tool="bash", index=1,
                                               placeholder="[output of bash cleared: 12,000 chars]",
                                               original_tokens=3000)],
-                        extra={"protected_tokens": 40000}),
+                        extra={"protected_tokens": 40000})},
         input=InputInfo(path="/tmp/session.jsonl", format="openai"),
         extra={"x-note": {"by": "test", "list": [1, 2.5, None]}},
     )

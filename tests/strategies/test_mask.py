@@ -21,9 +21,9 @@ from ctxcompact.errors import ExitCode
 from ctxcompact.formats import get_format, read_transcript, write_transcript
 from ctxcompact.model import TextBlock, ThinkingBlock, ToolCall, ToolResult, Transcript
 from ctxcompact.options import Options
-from ctxcompact.state import Masking
 from ctxcompact.strategies.mask import (
     PLACEHOLDER_PREFIX,
+    Masking,
     MaskParams,
     is_placeholder,
     mask_params,
@@ -424,8 +424,8 @@ def test_mask_strategy_masks_records_state_and_keeps_calibration(tmp_path: Path)
                if o["role"] == "tool" and o["content"].startswith(PLACEHOLDER_PREFIX)]
     assert cleared == ["call_0", "call_1", "call_2", "call_3"]
     state = api.load_state(Path(str(log) + ".ctxstate.json"))
-    assert state is not None and state.masking is not None
-    assert [e.call_id for e in state.masking.results] == cleared
+    assert state is not None and state.section(Masking) is not None
+    assert [e.call_id for e in state.section(Masking).results] == cleared
     assert state.watermark == 0 and state.summary is None
     assert state.compactions[-1].strategy == "mask" and state.compactions[-1].tier == "mask"
     # the factor measured from the transcript's usage is kept (not reset as after a summary)
@@ -474,10 +474,10 @@ def test_prune_tiers(tmp_path: Path, case: str) -> None:
     assert state is not None and state.compactions[-1].tier == tier
     assert state.compactions[-1].strategy == "threshold"
     if tier == "mask":
-        assert state.summary is None and state.masking and r.outcome.summary is None
+        assert state.summary is None and state.section(Masking) and r.outcome.summary is None
         assert len(lines_of(r)) == len(objs)
     else:
-        assert state.summary is not None and state.masking is None and state.watermark == len(objs)
+        assert state.summary is not None and state.section(Masking) is None and state.watermark == len(objs)
         assert len(lines_of(r)) == 3  # system, summary, continuation
     # without --prune the default threshold strategy summarizes whatever the case
     plain = api.run(log, opts(use_state=False), dry_run=True)
@@ -497,7 +497,8 @@ def test_state_carried_across_five_runs_on_a_growing_transcript(tmp_path: Path) 
         # every id masked earlier is still masked, with the same placeholder: nothing re-expands
         state = api.load_state(Path(str(log) + ".ctxstate.json"))
         assert state is not None
-        recorded = {e.call_id: e.placeholder for e in (state.masking.results if state.masking else [])}
+        masking = state.section(Masking)
+        recorded = {e.call_id: e.placeholder for e in (masking.results if masking else [])}
         for cid in ever_masked:
             assert by_id[cid] == recorded[cid] and by_id[cid].startswith(PLACEHOLDER_PREFIX), (run, cid)
         ever_masked = [cid for cid, text in by_id.items() if text.startswith(PLACEHOLDER_PREFIX)]

@@ -14,18 +14,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcompact import api
-from ctxcompact.errors import ExitCode, StateError, SummarizerError
+from ctxcompact.errors import ExitCode, StateError, SummarizerError, UsageError
 from ctxcompact.formats import read_transcript
 from ctxcompact.model import Origin, Record, ToolCall, ToolResult
 from ctxcompact.options import Options
-from ctxcompact.state import Event, State, load_state
-from ctxcompact.strategies.sliding_window import (
-    Invocation,
-    apply_events,
-    invocations,
-    plan_invocation_windows,
-    unsafe_splits,
-)
+from ctxcompact.state import State, load_state
+from ctxcompact.strategies.events import apply_events
+from ctxcompact.strategies.invocations import Invocation, invocations, plan_invocation_windows, unsafe_splits
+from ctxcompact.strategies.sliding_window_state import Event, WindowEvents
+
+
+def events_of(state: State | None) -> list[Event]:
+    """The sliding window's events in a state (its own section)."""
+    own = state.section(WindowEvents) if state is not None else None
+    return own.events if own is not None else []
 
 
 def turn(i: int, result: str | None = None) -> list[dict[str, Any]]:
@@ -50,7 +52,7 @@ def sw(**kw: Any) -> Options:
 
 def ranges(state: State | None) -> list[tuple[int, int]]:
     assert state is not None
-    return [(e.start, e.end) for e in state.events]
+    return [(e.start, e.end) for e in events_of(state)]
 
 
 def texts(result: api.RunResult) -> list[str]:
@@ -72,8 +74,8 @@ def test_worked_example_theta3_overlap1(tmp_path: Path) -> None:
     r = api.run(p, sw(), output=tmp_path / "out.jsonl")
     assert r.exit_code == ExitCode.OK and r.compacted
     assert ranges(r.state) == [inv_range(1, 3), inv_range(3, 6), inv_range(6, 9)]
-    assert [e.invocations for e in r.state.events] == [3, 4, 4]  # type: ignore[union-attr]
-    assert [e.records for e in r.state.events] == [12, 16, 16]  # type: ignore[union-attr]
+    assert [e.invocations for e in events_of(r.state)] == [3, 4, 4]  # type: ignore[union-attr]
+    assert [e.records for e in events_of(r.state)] == [12, 16, 16]  # type: ignore[union-attr]
     out = r.transcript.records
     # system verbatim, then the three summaries in order of start, then invocation 10 verbatim
     assert out[0].origin is Origin.INPUT and out[0].index == 0
@@ -146,7 +148,8 @@ def _event(start: int, end: int, text: str) -> Event:
 
 def test_apply_events_overlap_and_containment() -> None:
     recs = _records(session(5))  # 21 records
-    state = State(events=[_event(1, 9, "A"), _event(5, 13, "B"), _event(13, 15, "C"), _event(13, 17, "D")])
+    events = [_event(1, 9, "A"), _event(5, 13, "B"), _event(13, 15, "C"), _event(13, 17, "D")]
+    state = State(sections={"events": WindowEvents(events)})
     out = apply_events(recs, state, "openai")
     summaries = [r.message.blocks[0].text.split("\n")[-1] for r in out if r.origin is Origin.SUMMARY]
     assert summaries == ["A", "B", "D"]  # C lies inside the later D: hidden
@@ -164,7 +167,7 @@ def test_apply_events_marks_summaries_and_skips_them_as_requests() -> None:
     from ctxcompact.facts import latest_request
 
     recs = _records(session(3))
-    out = apply_events(recs, State(events=[_event(1, 13, "all of it")]), "openai")
+    out = apply_events(recs, State(sections={"events": WindowEvents([_event(1, 13, "all of it")])}), "openai")
     assert latest_request(out) is None  # the summary is not something a person typed
     assert all(r.origin is Origin.SUMMARY for r in out if r.index < 0)
 
@@ -174,7 +177,7 @@ def test_anthropic_summary_is_not_merged_into_the_next_request() -> None:
             else {"role": "assistant", "content": f"a{i}"}
             for i in range(1, 6) for k in range(2)]
     recs = read_transcript(jsonl(objs), "anthropic").transcript.records
-    out = apply_events(recs, State(events=[_event(0, 4, "S")]), "anthropic")
+    out = apply_events(recs, State(sections={"events": WindowEvents([_event(0, 4, "S")])}), "anthropic")
     roles = [r.message.role.value for r in out if r.message is not None]
     assert roles[:3] == ["user", "assistant", "user"]  # summary, acknowledgement, request 3
     assert all(a != b for a, b in itertools.pairwise(roles))
@@ -228,7 +231,7 @@ def test_compacted_context_never_separates_a_call_from_its_result(
     res = {b.call_id for x in recs if x.message for b in x.message.blocks if isinstance(b, ToolResult)}
     assert calls == res
     assert not any("no matching call" in (x.message.text() if x.message else "") for x in recs)
-    for e in r.state.events if r.state else []:
+    for e in events_of(r.state) if r.state else []:
         assert e.end not in unsafe_splits(_records(_parallel_session(shape)))
 
 
@@ -255,7 +258,7 @@ def test_token_trigger_shrinks_the_kept_tail_step_by_step(tmp_path: Path) -> Non
     opts = sw(window=4_000, exact="none", default_factor=1.0)  # limit 2,800 tokens; each result ~1,000
     r = api.run(p, opts, output=tmp_path / "o.jsonl")
     assert r.exit_code == ExitCode.OK and r.compacted
-    (ev,) = r.state.events  # type: ignore[union-attr]
+    (ev,) = events_of(r.state)  # type: ignore[union-attr]
     assert ev.start == 1
     # keeping from request 2 (index 5) fits (~1,000 tokens + a summary); keeping result 1 too would not
     kept = [x.index for x in r.transcript.records if x.origin is Origin.INPUT]
@@ -268,7 +271,7 @@ def test_token_trigger_keeps_at_least_the_latest_request_and_exit_5(tmp_path: Pa
     p = tmp_path / "t.jsonl"
     p.write_bytes(jsonl(objs))
     r = api.run(p, sw(window=4_000, exact="none", default_factor=1.0), output=tmp_path / "o.jsonl")
-    (ev,) = r.state.events  # type: ignore[union-attr]
+    (ev,) = events_of(r.state)  # type: ignore[union-attr]
     assert (ev.start, ev.end) == (1, 9)  # everything before the latest request
     assert r.outcome.exit_code == ExitCode.DOES_NOT_FIT
     assert "latest request" in r.outcome.warnings[0]
@@ -283,7 +286,7 @@ def test_token_trigger_trims_an_oversized_result_in_flight(tmp_path: Path) -> No
     p = tmp_path / "t.jsonl"
     p.write_bytes(jsonl(objs))
     r = api.run(p, sw(window=4_000, exact="none", default_factor=1.0), output=tmp_path / "o.jsonl")
-    (ev,) = r.state.events  # type: ignore[union-attr]
+    (ev,) = events_of(r.state)
     assert (ev.start, ev.end) == (1, 9)  # everything before the latest request
     assert r.outcome.exit_code == ExitCode.OK and r.tokens_after <= 4_000
     assert "request 3" in texts(r)[2]
@@ -296,7 +299,7 @@ def test_threshold_zero_disables(tmp_path: Path) -> None:
     p = tmp_path / "t.jsonl"
     p.write_bytes(jsonl(session(8)))
     r = api.run(p, sw(threshold="0"), output=tmp_path / "o.jsonl")
-    assert not r.compacted and r.state is not None and r.state.events == []
+    assert not r.compacted and r.state is not None and events_of(r.state) == []
 
 
 # ------------------------------------------------------------------------------------ growing transcript
@@ -316,11 +319,11 @@ def test_thirty_invocations_over_ten_runs(tmp_path: Path) -> None:
         assert r.exit_code == ExitCode.OK, r.warnings
         assert r.tokens_after <= 8_000
         state = load_state(tmp_path / "t.jsonl.ctxstate.json")
-        assert state is not None and len(state.events) >= seen_events  # events accumulate
-        seen_events = len(state.events)
+        assert state is not None and len(events_of(state)) >= seen_events  # events accumulate
+        seen_events = len(events_of(state))
         verbatim = [x.index for x in r.transcript.records if x.origin is Origin.INPUT]
         assert len(verbatim) == len(set(verbatim)), "a record appears twice"
-        shown = [(e.start, e.end) for e in state.events]
+        shown = [(e.start, e.end) for e in events_of(state)]
         assert all(i in verbatim or any(a <= i < b for a, b in shown) for i in range(cut)), "a record lost"
         assert "request" in texts(r)[-4] or "request" in " ".join(texts(r))
     assert seen_events >= 8
@@ -358,8 +361,8 @@ def test_summarizer_failure_falls_back_or_fails(tmp_path: Path, monkeypatch: pyt
     p.write_bytes(jsonl(session(4)))
     warned: list[str] = []
     r = api.run(p, sw(), output=tmp_path / "o.jsonl", warn=warned.append)
-    assert r.state is not None and [e.fallback for e in r.state.events] == [True]
-    assert r.state.events[0].summarizer == "extractive" and "no network" in warned[0]
+    assert r.state is not None and [e.fallback for e in events_of(r.state)] == [True]
+    assert events_of(r.state)[0].summarizer == "extractive" and "no network" in warned[0]
     with pytest.raises(SummarizerError):
         api.run(p, sw(no_fallback=True, reset_state=True), output=tmp_path / "o.jsonl")
 
@@ -396,7 +399,7 @@ def test_genai_invocation_ids(tmp_path: Path) -> None:
     r = api.run(p, sw(), output=tmp_path / "o.jsonl")
     assert r.transcript.format == "genai"
     assert ranges(r.state) == [(0, 12), (8, 24)]  # invocations 1-3 and 3-6
-    ev = r.state.events[1]  # type: ignore[union-attr]
+    ev = events_of(r.state)[1]  # type: ignore[union-attr]
     assert (ev.start_timestamp, ev.end_timestamp) == (300.0, 603.0)
 
 
@@ -415,3 +418,17 @@ def test_estimate_describes_the_next_event(tmp_path: Path) -> None:
     assert d2["next_event"]["due"] is False and d2["next_event"]["invocations_needed"] == 2
     assert d2["next_event"]["first_invocation"] == 3  # ω = 1 before invocation 4
     assert d2["next_event"]["start"] == inv_range(3, 3)[0]
+
+
+def test_the_options_ranges_are_the_declared_ones_even_past_the_engines_check() -> None:
+    """run_held (the message-list API's route) does not check options itself: the strategy applies the one
+    range rule, declared with the options (plugins.STRATEGIES), not a copy of its own."""
+    from ctxcompact.engine import run_held
+
+    data = jsonl(session(6))
+    cases = (({"overlap": -1}, "--overlap"), ({"invocation_threshold": 0}, "--invocation-threshold"),
+             ({"safety_ratio": 0.01}, "--safety-ratio"))
+    for change, flag in cases:
+        opts = Options(strategy="sliding-window", window=3000, exact="none", **change)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match=f"{flag} must be between"):
+            run_held(data, opts, None, warn=lambda _m: None)

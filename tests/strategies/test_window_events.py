@@ -10,6 +10,13 @@ import orjson
 from helpers import coding_session, jsonl, sys_msg, user
 
 from ctxcompact import api
+from ctxcompact.state import State
+from ctxcompact.strategies.sliding_window_state import Event, WindowEvents
+
+
+def events_of(state: State) -> list[Event]:
+    own = state.section(WindowEvents)
+    return own.events if own is not None else []
 
 
 def test_events_record_the_invocations_they_cover(tmp_path: Path) -> None:
@@ -23,8 +30,8 @@ def test_events_record_the_invocations_they_cover(tmp_path: Path) -> None:
     result = api.run(log, opts, output=tmp_path / "o.jsonl")
     assert result.compacted
     state = api.load_state(Path(str(log) + ".ctxstate.json"))
-    assert state is not None and len(state.events) == 2
-    first, second = state.events
+    assert state is not None and len(events_of(state)) == 2
+    first, second = events_of(state)
     # θ=3, ω=1: invocations 1-3, then 3-6 (ADK's documented rule)
     assert (first.first_invocation, first.last_invocation) == (1, 3)
     assert (second.first_invocation, second.last_invocation) == (3, 6)

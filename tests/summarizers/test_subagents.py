@@ -49,7 +49,10 @@ def test_files_written_by_subagents_are_in_the_summary_real_log() -> None:
         assert name in files
     runs = section(text, "Subagents")
     assert '"Build TODO components"' in runs and '"Setup Next.js project"' in runs
-    assert "result: ## Component Summary" in runs
+    # its report is a finding, whole, with the assistant's answers (not cut to one line under Subagents)
+    assert 'Task subagent "Build TODO components" reported:\n  ## Component Summary' in section(
+        text, "Findings and answers")
+    assert "result:" not in runs
     assert "2 error(s), all resolved" in runs  # its two Edit errors, resolved by its later Edit
 
 

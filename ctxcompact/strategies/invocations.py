@@ -1,0 +1,173 @@
+"""Invocations and split points, for the sliding window (docs/guides/strategies.md#sliding-window): which
+records form each invocation, where a split would separate a tool call from its result, and the windows the
+invocation trigger makes (the rules in strategies/sliding_window.py's docstring)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..facts.text import typed_text
+from ..model import Origin, Record, ToolCall, ToolResult
+from .ranges import union_points
+
+# --------------------------------------------------------------------------------------------------
+# Invocations and split points
+
+
+@dataclass(slots=True)
+class Invocation:
+    number: int  # 1-based; 0 is the preamble
+    start: int  # input index of its first record
+    end: int  # input index after its last record (exclusive)
+    id: str | None = None
+    timestamp_start: Any = None
+    timestamp_end: Any = None
+
+
+def anchor(rec: Record) -> bool:
+    """A record read from the input at a known position (cleaning copies keep index and line)."""
+    return rec.origin is Origin.INPUT and rec.index >= 0 and rec.line > 0
+
+
+def _starts_invocation(rec: Record, uses_ids: bool, current_id: str | None) -> bool:
+    if uses_ids:
+        inv = rec.meta.get("invocation_id")
+        return bool(inv) and inv != current_id
+    return typed_text(rec) is not None
+
+
+def invocations(records: list[Record]) -> list[Invocation]:
+    """The invocations of ``records`` (input records in index order), preamble (number 0) first if any."""
+    anchors = [r for r in records if anchor(r)]
+    if not anchors:
+        return []
+    uses_ids = any(r.meta.get("invocation_id") for r in anchors)
+    out: list[Invocation] = []
+    current: Invocation | None = None
+    numbered = 0
+    for rec in anchors:
+        if _starts_invocation(rec, uses_ids, current.id if current is not None else None):
+            numbered += 1
+            current = Invocation(number=numbered, start=rec.index,
+                                 end=rec.index + 1, id=rec.meta.get("invocation_id") if uses_ids else None)
+            out.append(current)
+        elif current is None:
+            current = Invocation(number=0, start=rec.index, end=rec.index + 1)
+            out.append(current)
+        current.end = rec.index + 1
+        ts = rec.meta.get("timestamp")
+        if isinstance(ts, (int, float, str)) and not isinstance(ts, bool):
+            if current.timestamp_start is None:
+                current.timestamp_start = ts
+            current.timestamp_end = ts
+    return out
+
+
+def owner_index(records: list[Record]) -> list[int]:
+    """Each record's input index; records made by cleaning belong to the input record before them."""
+    out: list[int] = []
+    last = -1
+    for rec in records:
+        if anchor(rec):
+            last = rec.index
+        out.append(last)
+    return out
+
+
+def unsafe_splits(records: list[Record]) -> set[int]:
+    """Split points p (compact indexes < p, keep >= p) that would separate a tool call from its result.
+
+    Parallel calls are covered pair by pair. A call with no result in the input never blocks a split:
+    cleaning answers it (a synthetic result travels with the call), so it can be compacted with it."""
+    owners = owner_index(records)
+    calls: dict[str, int] = {}
+    results: dict[str, int] = {}
+    for rec, owner in zip(records, owners, strict=True):
+        if rec.message is None or owner < 0:
+            continue
+        for b in rec.message.blocks:
+            if isinstance(b, ToolCall):
+                calls.setdefault(b.id, owner)
+            elif isinstance(b, ToolResult) and not b.synthetic:
+                results.setdefault(b.call_id, owner)
+    spans: list[tuple[int, int]] = []
+    for cid, ci in calls.items():
+        ri = results.get(cid)
+        if ri is None or ri == ci:
+            continue
+        spans.append((min(ci, ri) + 1, max(ci, ri) + 1))
+    return union_points(spans)
+
+
+def safe_point(p: int, lo: int, hi: int, bad: set[int] | frozenset[int]) -> int:
+    """The nearest safe split point to ``p`` within (lo, hi]: backward first, then forward."""
+    q = p
+    while q > lo and q in bad:
+        q -= 1
+    if q > lo:
+        return q
+    q = p
+    while q <= hi and q in bad:
+        q += 1
+    return q if q <= hi else p
+
+
+# --------------------------------------------------------------------------------------------------
+# Planning
+
+
+@dataclass(slots=True)
+class Window:
+    start: int
+    end: int  # exclusive
+    first: int  # first invocation number in the window
+    last: int  # last invocation number (the window may end inside it for the token trigger)
+    new_first: int  # first new invocation (start of the block)
+    trigger: str  # "invocations" or "tokens"
+    ids: list[str] = field(default_factory=list)
+    timestamp_start: Any = None
+    timestamp_end: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"start": self.start, "end": self.end, "records": self.end - self.start,
+                             "first_invocation": self.first, "last_invocation": self.last,
+                             "invocations": self.last - self.first + 1, "trigger": self.trigger}
+        if self.ids:
+            d["invocation_ids"] = list(self.ids)
+        return d
+
+
+def make_window(invs: list[Invocation], first_new: Invocation, end: int, last_no: int, omega: int,
+            trigger: str) -> Window:
+    # invocations are numbered 1, 2, … in order after the preamble: a number is its place in ``numbered``
+    numbered = invs[1:] if invs and invs[0].number == 0 else invs
+    pos = first_new.number - 1
+    first = numbered[max(0, pos - omega)]
+    inside = numbered[first.number - 1:last_no]
+    return Window(start=first.start, end=end, first=first.number, last=last_no, new_first=first_new.number,
+                  trigger=trigger, ids=[i.id for i in inside if i.id],
+                  timestamp_start=inside[0].timestamp_start if inside else None,
+                  timestamp_end=inside[-1].timestamp_end if inside else None)
+
+
+def plan_invocation_windows(invs: list[Invocation], covered_end: int, theta: int, omega: int,
+                            bad: set[int] | frozenset[int] = frozenset()) -> list[Window]:
+    """Every event the invocation trigger makes now, oldest first (see the module docstring)."""
+    numbered = [i for i in invs if i.number > 0]
+    complete = numbered[:-1]
+    out: list[Window] = []
+    new = [i for i in complete if i.end > covered_end]
+    at = 0  # new[at:] are the invocations not yet in a window (one pass, not a new list per window)
+    while len(new) - at >= theta:
+        block = new[at:at + theta]
+        end = block[-1].end
+        if end in bad:  # a call answered after the next request began: keep the pair together
+            end = safe_point(end, max(covered_end, block[0].start), numbered[-1].start, bad)
+        w = make_window(invs, block[0], end, block[-1].number, omega, "invocations")
+        out.append(w)
+        covered_end = w.end
+        at += theta
+        while at < len(new) and new[at].end <= covered_end:
+            at += 1
+    return out

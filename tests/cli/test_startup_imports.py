@@ -1,0 +1,101 @@
+"""What a hook's usual call loads: `run` below the threshold imports none of the heavy modules (a behaviour
+test of the lazy imports, not a timing: docs/measurements/performance.md#a-hooks-call)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+# Never on a hook's call below the threshold: the schema checker (only for a line that does not conform),
+# tiktoken (small inputs are counted without it), the SDKs, the message-list API's asyncio, the process
+# pool, the evaluation, and the summarizers (only a compaction needs them).
+HEAVY = ("jsonschema", "tiktoken", "anthropic", "openai", "asyncio", "concurrent.futures",
+         "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch", "ctxcompact.recall",
+         "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive", "ctxcompact.facts.gather")
+
+PROBE = """
+import json, runpy, sys
+sys.argv = ["ctxcompact", *sys.argv[1:]]
+code = 0
+try:
+    runpy.run_module("ctxcompact", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code
+sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
+"""
+
+
+def _session(path: Path, turns: int, end_on_result: bool) -> None:
+    lines = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(turns):
+        lines += [
+            {"role": "user", "content": f"Step {i}: read the file and tell me what it does. Ünïcødé ✓"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{i}", "type": "function",
+                 "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})}}]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": "def f():\n    return 1\n" * 20},
+            {"role": "assistant", "content": f"It defines f, step {i}."},
+        ]
+    if end_on_result:  # the cleaner must append a reply: not the streaming route
+        lines = lines[:-1]
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in lines))
+
+
+def _loaded(args: list[str]) -> tuple[int, set[str]]:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120,
+                          check=False)
+    marker = proc.stderr.rsplit("\nMODULES ", 1)
+    assert len(marker) == 2, proc.stderr
+    got = json.loads(marker[1])
+    return got["code"], set(got["modules"])
+
+
+@pytest.mark.parametrize("end_on_result", [False, True], ids=["usual", "ends-on-a-result"])
+@pytest.mark.parametrize("state", [False, True], ids=["no-state", "state"])
+def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_result: bool,
+                                                       state: bool) -> None:
+    src = tmp_path / "session.jsonl"
+    _session(src, 40, end_on_result)
+    out = tmp_path / "out.jsonl"
+    args = ["run", str(src), "--window", "1000000", "-o", str(out)]
+    args += ["--state", str(tmp_path / "s.json")] if state else ["--no-state"]
+    code, modules = _loaded(args)
+    assert code in (0, None)
+    assert out.stat().st_size > 0
+    heavy = sorted(m for m in modules for h in HEAVY if m == h or m.startswith(h + "."))
+    assert heavy == []
+    if state:  # the second call, on the grown session, too
+        with src.open("ab") as f:
+            f.write(orjson.dumps({"role": "user", "content": "And the next one?"}) + b"\n")
+        code, modules = _loaded(args)
+        assert code in (0, None)
+        assert not [m for m in modules for h in HEAVY if m == h or m.startswith(h + ".")]
+
+
+def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
+    """The check above can fail: a compacting run does load the summarizers."""
+    src = tmp_path / "session.jsonl"
+    _session(src, 40, False)
+    out = str(tmp_path / "o.jsonl")
+    code, modules = _loaded(["run", str(src), "--window", "2000", "--no-state", "-o", out])
+    assert code in (0, None)
+    assert "ctxcompact.summarizers.extractive" in modules
+
+
+def test_api_names_resolve_lazily() -> None:
+    """Every name api and facts export resolves (the lazy ones load their module on first use)."""
+    from ctxcompact import api, facts
+
+    for mod in (api, facts):
+        for name in mod.__all__:
+            assert getattr(mod, name) is not None, name
+    with pytest.raises(AttributeError):
+        api.no_such_name  # noqa: B018
+    import ctxcompact.facts.timeline  # noqa: F401  (a submodule named like an exported function)
+
+    assert callable(facts.timeline) and callable(api.evaluate)
