@@ -38,7 +38,8 @@ FULL = """
 import sys
 from ctxcompact import engine
 from ctxcompact.options import Options
-engine._fast_estimate = lambda *a, **k: None
+from ctxcompact import streaming
+streaming.STREAMING_FROM_BYTES = 1 << 62  # the held route
 r = engine.estimate(sys.argv[1], Options(exact="none", use_state=False))
 print(r.heuristic)
 """
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     path = transcript(args.mb, args.seed)
-    small = transcript(max(9.0, args.mb / 10), args.seed)  # still streamed (engine.STREAMING_FROM_BYTES)
+    small = transcript(max(9.0, args.mb / 10), args.seed)  # still streamed (streaming.STREAMING_FROM_BYTES)
     mb = path.stat().st_size / 1e6
     header(f"1. heuristic estimate vs the orjson floor ({mb:.0f} MB openai transcript)")
     cases = [

@@ -1,4 +1,4 @@
-"""Where the time goes, step by step, in one process: the fast path of `estimate` (read lines, decode, walk)
+"""Where the time goes, step by step, in one process: `estimate` (read lines, decode, the whole pipeline)
 and the steps of `run` (read, parse + schema, clean, ranks, tokenize, summarize, hash, write).
 
 Each step is timed alone (``time.perf_counter`` around the same calls the pipeline makes), so the figures
@@ -42,11 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     from ctxcompact.context import Context
     from ctxcompact.formats import read_transcript, write_transcript
     from ctxcompact.options import Options
+    from ctxcompact.pipeline import estimate_context
     from ctxcompact.reader import iter_lines_at
     from ctxcompact.source import InputData
     from ctxcompact.strategies import get_strategy
     from ctxcompact.strategies.base import StrategyInput
-    from ctxcompact.tokens import exact, fast
+    from ctxcompact.tokens import exact
     from ctxcompact.tokens.counts import count_records
 
     header(f"where the time goes ({mb:.0f} MB openai transcript, one process, seconds)")
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
     timed(rows, "estimate: read lines", read_lines, mb)
     timed(rows, "estimate: read lines + orjson decode", decode, mb)
-    timed(rows, "estimate: the whole fast path (+ walk)", lambda: fast.count_file(path, jobs=1), mb)
+    timed(rows, "estimate: the whole pipeline, --exact none",
+          lambda: engine.estimate(str(path), Options(exact="none", use_state=False)), mb)
 
     inp = timed(rows, "run: read the file (InputData)", lambda: InputData.load(str(path)), mb)
     timed(rows, "run: SHA-256 of the whole file", lambda: hashlib.sha256(inp.data).hexdigest(), mb)
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                    lambda: count_records(cleaned.transcript.records, opts), mb)
     ctx = Context(cleaned.transcript, len(res.transcript.records), 0, len(inp.data), 0, [])
     budget = engine._budget(opts)
-    report = engine._estimate_context(ctx, opts, None, budget, None)
+    report = estimate_context(ctx, opts, None, budget, None)
     del counts
     si = StrategyInput(ctx, opts, budget, None, report, lambda m: None)
     strategy = get_strategy(opts.strategy)

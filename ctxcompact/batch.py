@@ -22,7 +22,6 @@ from typing import Any
 
 from .errors import CtxCompactError, UsageError
 from .options import Options
-from .tokens.fast import cores
 
 #: file names a directory is searched for
 PATTERNS = ("*.jsonl",)
@@ -144,6 +143,14 @@ def error_row(path: str, exc: Exception) -> Row:
         return Row(path, None, f"cannot read {path}: {exc.strerror or exc}", 1)
     # a bug of ours must not stop the other files
     return Row(path, None, f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
+def cores() -> int:
+    """The processors this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def walk_files(root: Path) -> Iterator[Path]:

@@ -46,7 +46,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 from .formats.base import Layout, new_record
 from .model import (
@@ -59,65 +58,23 @@ from .model import (
     ToolCall,
     ToolResult,
     Transcript,
-    blocks_text,
 )
-from .secrets import scrub_credentials
+from .repairs import (  # noqa: F401 - the names cleaning is known by
+    CONTINUES,
+    MOVED_SYSTEM,
+    NO_RESPONSE,
+    REPAIR_KINDS,
+    UNDERSTOOD,
+    CleanResult,
+    Repair,
+    context_blocks,
+    ends_on_result,
+    renamed_call,
+    renamed_result,
+    results_first,
+    user_message,
+)
 from .validate import last_turn
-
-NO_RESPONSE = "Tool no response"
-UNDERSTOOD = "Understood."
-CONTINUES = "(conversation continues)"
-#: put before each text of a system line moved into a user turn, so neither the model nor a later summary
-#: takes it for the user's words (facts.text treats the text as injected)
-MOVED_SYSTEM = "[system message, moved into a user turn: not the user's words]"
-
-#: every kind of repair :func:`clean` reports
-REPAIR_KINDS = (
-    "missing_result",
-    "moved_result",
-    "orphan_result",
-    "duplicate_call_id",
-    "appended_reply",
-    "merged_messages",
-    "reordered_blocks",
-    "role_changed",
-    "inserted_message",
-)
-
-# Keys under which formats keep a call id in a block's or message's raw JSON; renamed ids are patched there
-# too so that a format dumping from ``raw`` cannot write the old id back.
-_ID_KEYS = ("id", "tool_call_id", "tool_use_id", "call_id")
-
-
-@dataclass(frozen=True, slots=True)
-class Repair:
-    """One repair: ``kind`` (see :data:`REPAIR_KINDS`), the input ``line`` it concerns (for records the
-    cleaner made, the line of the call or message they belong to), a short ``detail`` and the call id."""
-
-    kind: str
-    line: int
-    detail: str
-    call_id: str | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "detail", scrub_credentials(self.detail))  # a repair quotes ids and text
-
-    def __str__(self) -> str:
-        where = f"line {self.line}" if self.line else "input"
-        return f"{where}: {self.kind}: {self.detail}"
-
-    def to_json(self) -> dict[str, object]:
-        return {"kind": self.kind, "line": self.line, "detail": self.detail, "call_id": self.call_id}
-
-
-@dataclass(slots=True)
-class CleanResult:
-    transcript: Transcript
-    repairs: list[Repair] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.repairs)
 
 
 @dataclass(slots=True)
@@ -150,66 +107,99 @@ def clean(
         from .formats import get_format  # late: the registry imports every format module
 
         layout = get_format(transcript.format).layout
-    return _Cleaner(transcript, layout, close_trailing=close_trailing).run()
+    cleaner = Cleaner(layout, transcript.format, source=transcript.source, close_trailing=close_trailing)
+    out: list[Record] = []
+    for rec in transcript.records:
+        out.extend(cleaner.feed(rec))
+    done = cleaner.finish()
+    if not out:
+        return CleanResult(dataclasses.replace(transcript, records=done.transcript.records), done.repairs)
+    return CleanResult(dataclasses.replace(transcript, records=out + done.transcript.records), done.repairs)
 
 
-def _patch_raw(raw: dict[str, Any] | None, old: str, new: str) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    patched = dict(raw)
-    for key in _ID_KEYS:
-        if patched.get(key) == old:
-            patched[key] = new
-    return patched
+@dataclass(slots=True)
+class _Carry:
+    """What a settled part of the transcript leaves to the rest: its call ids (every call answered, no id
+    repeated) and whether the conversation has begun (a non-system message)."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    started: bool = False
 
 
-def _renamed_call(call: ToolCall, new_id: str) -> ToolCall:
-    return dataclasses.replace(call, id=new_id, raw=_patch_raw(call.raw, call.id, new_id))
+_NEVER = 1 << 62
 
 
-def _renamed_result(result: ToolResult, new_id: str) -> ToolResult:
-    if result.call_id == new_id:
-        return result
-    return dataclasses.replace(result, call_id=new_id, raw=_patch_raw(result.raw, result.call_id, new_id))
+class Cleaner:
+    """The cleaner fed one record at a time (docs/measurements/performance.md#a-hooks-call): ``feed`` returns
+    the records of a part of the transcript that is settled (cleaning the whole transcript could not change
+    them), ``finish`` cleans the rest and makes the repairs the end calls for (the synthetic result of a
+    pending call, the reply after a trailing tool result). :func:`clean` is this cleaner run over every
+    record, so a caller that streams gets exactly what cleaning the whole transcript gives.
+
+    A part settles only where nothing later can reach back into it: cleaning it (with what the parts before
+    left: their call ids) repairs nothing and answers every call, and the next message is of another role,
+    carries no tool result and is not a system message (it cannot be merged into the part, answer one of its
+    calls, or become a user turn beside it). The test of a part costs its length, and a part that does not
+    settle is tested again only once it has doubled (never again when its repair is one no later record can
+undo): linear in all."""
+
+    FIRST_TRY = 64  # records
+
+    def __init__(self, layout: Layout, fmt: str, *, source: str = "-", close_trailing: bool = True) -> None:
+        self.layout, self.format, self.source, self.close_trailing = layout, fmt, source, close_trailing
+        self.held: list[Record] = []
+        self.carry = _Carry()
+        self.next_try = self.FIRST_TRY
+        self.last_role: Role | None = None
+        self.settled = 0  # records handed out by feed
+
+    def feed(self, rec: Record) -> list[Record]:
+        out: list[Record] = []
+        msg = rec.message
+        if msg is not None:
+            if (len(self.held) >= self.next_try and self.last_role is not None and msg.role != self.last_role
+                    and msg.role is not Role.SYSTEM
+                    and not any(isinstance(b, ToolResult) for b in msg.blocks)):
+                out = self._settle()
+            self.last_role = msg.role
+        self.held.append(rec)
+        return out
+
+    def _settle(self) -> list[Record]:
+        part = _Cleaner(Transcript(self.format, self.held, self.source), self.layout, close_trailing=False,
+                        carry=self.carry)
+        result = part.run()
+        if result.repairs or any(c.result is None for c in part.calls):
+            # a pending call may be answered, an early result's call may come: try again once doubled; any
+            # other repair stays whatever follows, so the part never settles
+            transient = all(r.kind in ("missing_result", "orphan_result") for r in result.repairs)
+            self.next_try = 2 * len(self.held) if transient else _NEVER
+            return []
+        for c in part.calls:
+            self.carry.calls[c.new_id] = self.carry.calls.get(c.new_id, 0) + 1
+        self.carry.started = self.carry.started or any(
+            r.message is not None and r.message.role is not Role.SYSTEM for r in self.held)
+        self.settled += len(self.held)
+        self.held, self.next_try = [], self.FIRST_TRY
+        return result.transcript.records
+
+    def finish(self) -> CleanResult:
+        """The rest of the transcript, cleaned, with every repair (settled parts had none)."""
+        rest = Transcript(self.format, self.held, self.source)
+        self.held = []
+        return _Cleaner(rest, self.layout, close_trailing=self.close_trailing, carry=self.carry).run()
 
 
-def _context_blocks(result: ToolResult, why: str) -> list[Block]:
-    """An unanswerable result as user context: a text line, then any non-text parts (images…) it held."""
-    flag = " (error)" if result.is_error else ""
-    tool = f" of tool {result.name}" if result.name else ""
-    text = f"[tool result for call {result.call_id}{tool} ({why}){flag}]: {blocks_text(result.content)}"
-    rest: list[Block] = [b for b in result.content if not isinstance(b, (TextBlock, ToolResult))]
-    return [TextBlock(text), *rest]
-
-
-def _user_message(msg: Message, blocks: list[Block]) -> Message:
-    # A tool message's link fields make no sense on a user turn (OpenAI's "name" there would name a
-    # participant, not the tool; the context text names the tool); everything else is carried through.
-    drop = ("tool_call_id", "tool_use_id", "call_id", "name") if msg.role == Role.TOOL else ()
-    extra = {k: v for k, v in msg.extra.items() if k not in drop}
-    return Message(
-        role=Role.USER,
-        blocks=blocks,
-        source_role=Role.USER.value,
-        extra=extra,
-        content_was_string=msg.content_was_string,
-    )
-
-
-def _results_first(blocks: list[Block]) -> list[Block]:
-    results: list[Block] = [b for b in blocks if isinstance(b, ToolResult)]
-    return results + [b for b in blocks if not isinstance(b, ToolResult)]
-
-
-def _ends_on_result(msg: Message, layout: Layout) -> bool:
-    if msg.role == Role.TOOL:
-        return True
-    return msg.role == layout.result_role and msg.is_tool_result_only
+# a call of a settled part (clean.Cleaner): answered, before everything in the part being cleaned
+_ANSWERED = _Call(-1, -1, ToolCall("", "", ""), "", _Result(-1, -1, ToolResult("", [])))
 
 
 class _Cleaner:
-    def __init__(self, transcript: Transcript, layout: Layout, *, close_trailing: bool = True) -> None:
+    def __init__(self, transcript: Transcript, layout: Layout, *, close_trailing: bool = True,
+                 carry: _Carry | None = None) -> None:
         self.close_trailing = close_trailing
+        self.carry = carry if carry is not None else _Carry()
+        self.calls: list[_Call] = []
         self.t = transcript
         self.layout = layout
         self.recs = transcript.records
@@ -257,8 +247,10 @@ class _Cleaner:
                     calls.append(_Call(pos, bi, b, b.id))
                 elif isinstance(b, ToolResult):
                     results.append(_Result(pos, bi, b))
-        used = {c.block.id for c in calls} | {r.block.call_id for r in results}
-        by_id: dict[str, list[_Call]] = {}
+        self.calls = calls
+        used = {c.block.id for c in calls} | {r.block.call_id for r in results} | self.carry.calls.keys()
+        # the calls of the settled parts before: answered, so only their number matters (ids and renames)
+        by_id: dict[str, list[_Call]] = {i: [_ANSWERED] * n for i, n in self.carry.calls.items()}
         for c in calls:
             same = by_id.setdefault(c.block.id, [])
             same.append(c)
@@ -277,7 +269,7 @@ class _Cleaner:
         # First pass: a result answers the earliest unanswered call with its id that came before it. Results
         # are taken in order and always answer the earliest call, so the answered calls of an id are a prefix
         # of its list and one pointer per id finds the next (linear even when one id is reused 10,000 times).
-        nxt: dict[str, int] = {}
+        nxt: dict[str, int] = dict(self.carry.calls)
         for r in results:
             same = by_id.get(r.block.call_id, [])
             k = nxt.get(r.block.call_id, 0)
@@ -306,11 +298,11 @@ class _Cleaner:
         out: list[Block] = []
         for bi, b in enumerate(self.msg(pos).blocks):
             if isinstance(b, ToolCall):
-                out.append(_renamed_call(b, renamed[bi].new_id) if bi in renamed else b)
+                out.append(renamed_call(b, renamed[bi].new_id) if bi in renamed else b)
             elif isinstance(b, ToolResult):
                 if bi in unmatched:
                     out.extend(
-                        _context_blocks(
+                        context_blocks(
                             b, "duplicate result" if unmatched[bi].duplicate else "no matching call"
                         )
                     )
@@ -373,7 +365,7 @@ class _Cleaner:
                         c.new_id,
                     )
                 else:
-                    placed.append(_renamed_result(c.result.block, c.new_id))
+                    placed.append(renamed_result(c.result.block, c.new_id))
             start = bisect.bisect_right(msg_positions, mpos)
             following = msg_positions[start : start + len(group)]
             if self.layout.results_per_message:
@@ -402,14 +394,14 @@ class _Cleaner:
         out: list[Block] = []
         for bi, b in enumerate(self.msg(pos).blocks):
             if isinstance(b, ToolCall):
-                out.append(_renamed_call(b, renamed[bi].new_id) if bi in renamed else b)
+                out.append(renamed_call(b, renamed[bi].new_id) if bi in renamed else b)
             elif isinstance(b, ToolResult):
                 call = by_bi[bi].call
                 if call is None:
                     why = "duplicate result" if by_bi[bi].duplicate else "no matching call"
-                    out.extend(_context_blocks(b, why))
+                    out.extend(context_blocks(b, why))
                 else:
-                    out.append(b if call.new_id == b.call_id else _renamed_result(b, call.new_id))
+                    out.append(b if call.new_id == b.call_id else renamed_result(b, call.new_id))
             else:
                 out.append(b)
         return out
@@ -464,7 +456,7 @@ class _Cleaner:
             self.report(
                 "role_changed", rec.line, "tool message left without a tool result became a user message"
             )
-            new_msg = _user_message(msg, blocks)
+            new_msg = user_message(msg, blocks)
         else:
             # content_was_string stays: formats write a string only for a lone text block anyway.
             new_msg = dataclasses.replace(msg, blocks=blocks)
@@ -569,8 +561,8 @@ class _Cleaner:
     def fix_roles(self, out: list[Record]) -> list[Record]:
         """Alternating APIs: system only at the start, and the conversation opens with a user message."""
         fixed: list[Record] = []
-        at_start = True
-        first_seen = False
+        at_start = not self.carry.started
+        first_seen = self.carry.started
         for rec in out:
             msg = rec.message
             if msg is None:
@@ -585,7 +577,7 @@ class _Cleaner:
                     )
                     marked = [dataclasses.replace(b, text=f"{MOVED_SYSTEM}\n{b.text}")
                               if isinstance(b, TextBlock) else b for b in msg.blocks]
-                    rec = dataclasses.replace(rec, message=_user_message(msg, marked), dirty=True)
+                    rec = dataclasses.replace(rec, message=user_message(msg, marked), dirty=True)
                     msg = rec.message
                     assert msg is not None
                 else:
@@ -643,7 +635,7 @@ class _Cleaner:
         assert fm is not None
         blocks = [b for rec in run if rec.message is not None for b in rec.message.blocks]
         if fm.role == self.layout.result_role:
-            blocks = _results_first(blocks)
+            blocks = results_first(blocks)
         for rec in run[1:]:
             self.report(
                 "merged_messages",
@@ -663,7 +655,7 @@ class _Cleaner:
     def close(self, out: list[Record]) -> list[Record]:
         """Never end on a tool result: the API expects the assistant to have answered it."""
         last = next((r for r in reversed(out) if r.message is not None), None)
-        if last is None or last.message is None or not _ends_on_result(last.message, self.layout):
+        if last is None or last.message is None or not ends_on_result(last.message, self.layout):
             return out
         reply = Message(
             role=Role.ASSISTANT,

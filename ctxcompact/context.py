@@ -123,10 +123,7 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
     if state is not None and reapply is not None:
         records = reapply(records, state, fmt_name)
     transcript = Transcript(format=fmt_name, records=records, source=str(inp.path or "-"))
-    # an agent's own log (written as the input's format or with --to) is resumed by the agent, whose next
-    # model turn answers a trailing result: no reply the model did not write is added (clean.py, step 6)
-    written_to_agent_log = opts.to is not None and get_format(opts.to).layout.agent_log
-    cleaned = clean(transcript, close_trailing=not (opts.keep_trailing_results or written_to_agent_log))
+    cleaned = clean(transcript, close_trailing=closes_trailing(opts))
     return Context(
         transcript=cleaned.transcript,
         input_records=covered + len(new_records) + result.dropped,
@@ -153,6 +150,14 @@ def log_carries(summary_records: list[Record], new_records: list[Record]) -> boo
     carried = [r.message.text() for r in new_records
                if r.message is not None and r.meta.get(EARLIER_SUMMARY)]
     return any(all(t in c for t in texts) for c in carried)
+
+
+def closes_trailing(opts: Options) -> bool:
+    """Whether cleaning appends a reply after a trailing tool result: not with --keep-trailing-results, and
+    not for an agent's own log (written as the input's format or with --to), which the agent resumes and whose
+    next model turn answers the result (clean.py, step 6)."""
+    written_to_agent_log = opts.to is not None and get_format(opts.to).layout.agent_log
+    return not (opts.keep_trailing_results or written_to_agent_log)
 
 
 def _blame_state_format(data: bytes, start: int, stated: str) -> None:

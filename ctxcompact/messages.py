@@ -38,7 +38,7 @@ from .errors import ExitCode, InputError, StateError, UsageError
 from .options import Options
 from .report import EstimateReport
 from .state import State, load_state, new_state, record_real_tokens, reset_calibration, save_state, state_lock
-from .state.cache import HeldCounts
+from .tokens.cache import CountCache
 from .tokens.usage import PromptUsage, as_plain, prompt_tokens
 
 #: the names ``compact(format=…)`` takes → the engine's format
@@ -204,10 +204,15 @@ def _rebuild(obj: Any, build: Callable[[Any], Any] | None, warn: Callable[[str],
     return built if _digest(built) == _digest(obj) else obj
 
 
+def _unchanged(result: RunResult, data: bytes) -> bool:
+    """The output is the input as it was given (nothing repaired, compacted or summarized before)."""
+    return not result.compacted and not result.repairs and b"".join(result.lines()) == data
+
+
 def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any],
             warn: Callable[[str], None] = lambda _: None) -> tuple[list[Any], Any, int]:
-    if result.passthrough is not None and result.passthrough == enc.data:
-        return list(messages), enc.system, len(messages)  # the fast path: the list as it was given
+    if _unchanged(result, enc.data):
+        return list(messages), enc.system, len(messages)  # nothing to repair or compact: the list as given
     build = _sdk_class(messages, result.output_format)
     originals = enc.originals()
     out: list[Any] = []
@@ -259,7 +264,7 @@ class Session:
         self._mutex = threading.RLock()
         self._state: State | None = None
         self._history = b""
-        self._counts = HeldCounts()  # what the last call counted, so the next one counts only what is new
+        self._counts = CountCache()  # what the last call counted, so the next one counts only what is new
 
     @property
     def history_path(self) -> Path | None:
@@ -366,7 +371,7 @@ class Session:
             raise _where_error(exc, enc.has_system) from None
         assert result.state is not None
         # what to recognise next time: the output, when it is not the conversation itself
-        out_digests = [] if result.passthrough is not None else [_digest(o) for o in output_messages(result)]
+        out_digests = [] if _unchanged(result, full) else [_digest(o) for o in output_messages(result)]
         result.state.extra[_KEY] = {"bytes": len(full), "output": out_digests}
         commit(result.state, full, history)
         return result, full

@@ -7,9 +7,7 @@ with :meth:`Registry.register`; a built-in name cannot be taken.
 
 Adding a built-in: its module (exposing the object: a ``Format`` instance, a ``Strategy`` object, a
 ``Summarizer`` class) with its tests, and its line below (docs/DESIGN.md "Contracts"). A trait is what the
-engine may know of a plug-in without loading it: ``fast-run`` on a strategy says that below the threshold,
-with nothing of its own in the state, it passes the context through, so the usual hook call may take the
-streaming route without importing it.
+engine may know of a plug-in without loading it.
 """
 
 from __future__ import annotations
@@ -22,9 +20,6 @@ from typing import Any, Generic, TypeVar
 from .errors import UsageError
 
 T = TypeVar("T")
-
-FAST_RUN = "fast-run"
-
 
 @dataclass(frozen=True, slots=True)
 class Option:
@@ -173,7 +168,7 @@ FORMATS: Registry[Any] = Registry("format", [
 #: each strategy's options (the --help order is this one, strategy by strategy) and its state section's key;
 #: ``--prune``'s tier takes mask's options
 STRATEGIES: Registry[Any] = Registry("strategy", [
-    Builtin("threshold", _S + "threshold:STRATEGY", frozenset({FAST_RUN}), options=(
+    Builtin("threshold", _S + "threshold:STRATEGY", options=(
         Option("prune", False, "mask old tool results first; summarize only if still over the threshold.",
                kind="flag"),
     )),

@@ -59,6 +59,33 @@ def _bpe_count(text: str) -> object:
     return n
 
 
+def _in_a_result(make: Callable[[int], str]) -> Callable[[int], bytes]:
+    """A transcript whose one tool result is ``make(n)`` (issue 25 item 3: a tool's output, through run)."""
+
+    def build(n: int) -> bytes:
+        return _jsonl([{"role": "user", "content": "Run it."},
+                       {"role": "assistant", "content": None, "tool_calls": [
+                           {"id": "c1", "type": "function",
+                            "function": {"name": "bash", "arguments": "{}"}}]},
+                       {"role": "tool", "tool_call_id": "c1", "content": make(n)},
+                       {"role": "assistant", "content": "Done."}])
+
+    return build
+
+
+def _run_counting(data: bytes) -> object:
+    """``run`` below the threshold, counting exactly: the whole pipeline, the counter included."""
+    from ctxcompact import api
+    from ctxcompact.options import Options
+    from ctxcompact.tokens import bpe
+
+    for counter in bpe._counters.values():
+        counter._memo.clear()  # each timing counts from scratch (the counter remembers pre-tokens)
+    result = api.run(data, Options(window=1_000_000, use_state=False), dry_run=True)
+    assert result.estimate.exact is not None and not result.compacted
+    return result
+
+
 def _cjk(n: int) -> str:
     import random
 
@@ -183,6 +210,14 @@ CASES: tuple[Case, ...] = (
     Case("byte-pair count: one repeated character", lambda n: "a" * n, _bpe_count, 20_000),
     Case("byte-pair count: a long unbroken word", _word, _bpe_count, 20_000),
     Case("byte-pair count: CJK without spaces", _cjk, _bpe_count, 20_000),
+    # the same shapes as a tool's output, through `run` (read, clean, count, decide)
+    Case("run: a result of spaces", _in_a_result(lambda n: "x" + " " * n + "y"), _run_counting, 40_000),
+    Case("run: a result of newlines then FAILED", _in_a_result(lambda n: "ok\n" + "\n" * n + "FAILED"),
+         _run_counting, 40_000),
+    Case("run: a result of one repeated character", _in_a_result(lambda n: "a" * n), _run_counting, 40_000),
+    # (a long unbroken word and CJK without spaces are left out through run: once tiktoken is loaded in the
+    # process it counts them, and its own merge takes 2.4-2.8x per doubling on one long piece; the
+    # pure-Python counter's cases above are linear)
     Case("rules: many rule-like sentences", lambda n: " ".join(f"Never touch file{i}." for i in range(n)),
          rules.rules_in_text, 5_000),
     Case("heredoc: many unclosed << word openers", lambda n: "".join(f"cat << EOF{i}\n" for i in range(n)),

@@ -211,10 +211,10 @@ _FIELD_VALUES = st.sampled_from([None, 5, -1, True, "x", [], {}, 1.5])
 @settings(max_examples=40, deadline=None)
 @given(field=st.sampled_from(["name", "refusal", "tool_call_id", "usage"]), value=_FIELD_VALUES,
        usage_key=st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens"]))
-def test_fast_estimate_rejects_what_run_rejects(tmp_path_factory: pytest.TempPathFactory, field: str,
+def test_estimate_and_run_agree_on_typed_fields(tmp_path_factory: pytest.TempPathFactory, field: str,
                                                 value: object, usage_key: str) -> None:
-    """The streaming fast path of `estimate` (OpenAI) gives up on any line the schema refuses, so the full
-    path reports it: estimate and run agree on validity whatever a typed optional field holds."""
+    """`estimate` and `run` read through the one pipeline: they agree on validity whatever a typed optional
+    field holds."""
     tmp_path = tmp_path_factory.mktemp("fast")
     line: dict[str, object] = {"role": "assistant", "content": "ok"}
     line[field] = {usage_key: value} if field == "usage" else value

@@ -380,10 +380,14 @@ def test_a_session_counts_only_what_is_new_and_agrees_with_a_cold_call() -> None
     s = ctxcompact.Session()
     msgs: list[Any] = [sys_msg("agent")]
     for t in range(12):
-        msgs = [*msgs, *coding_session(1, start=t)]
+        new = coding_session(1, start=t)
+        msgs = [*msgs, *new]
         warm = ctxcompact.compact(msgs, window=1_000_000, session=s)
         cold = ctxcompact.compact(msgs, window=1_000_000)
-        assert warm.run is not None and warm.run.passthrough is not None  # the fast path
+        assert warm.run is not None and not warm.run.compacted
+        # the session's count cache counted the appended messages only (the first call: all of them)
+        assert s._counts.counted == (len(new) if t else len(msgs)) and s._counts.found == len(msgs) - \
+            s._counts.counted
         assert (warm.tokens_before, warm.estimate.exact, warm.estimate.heuristic) == \
             (cold.tokens_before, cold.estimate.exact, cold.estimate.heuristic)
         assert warm.messages == msgs and warm.messages[-1] is msgs[-1]

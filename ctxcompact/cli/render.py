@@ -126,11 +126,8 @@ def run_json(result: RunResult, *, dry_run: bool, output: str | None) -> dict[st
     est = result.estimate.to_json()
     s = result.summary
     outcome = result.outcome
-    if result.passthrough is not None:  # the fast path: the input as it is, no records parsed
-        records_out = kept = result.estimate.records
-    else:
-        records_out = len(result.transcript.records)
-        kept = sum(1 for r in result.transcript.records if r.origin is Origin.INPUT)
+    records_out = len(result.transcript.records)
+    kept = sum(1 for r in result.transcript.records if r.origin is Origin.INPUT)
     by_kind: dict[str, int] = {}
     for r in result.repairs:
         by_kind[r.kind] = by_kind.get(r.kind, 0) + 1

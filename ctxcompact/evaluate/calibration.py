@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..context import build_context
-from ..engine import usage_points
 from ..options import Options
+from ..pipeline import usage_points
 from ..source import InputData, Source
 from ..tokens.calibration import calibrate_request, default_factor
 from ..tokens.counts import count_records

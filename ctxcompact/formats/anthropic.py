@@ -16,6 +16,7 @@ is written back from it, with the model's fields laid over it, so unknown keys (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import LineError
@@ -244,6 +245,14 @@ class AnthropicFormat(Format):
 
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)
+
+    def finish_stream(self) -> Callable[[Record], None]:
+        names: dict[str, str] = {}
+
+        def one(rec: Record) -> None:
+            link_result_names([rec], names)
+
+        return one
 
     # -- writing ---------------------------------------------------------------------------------------
 

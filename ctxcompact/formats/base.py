@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock
 
@@ -61,27 +61,6 @@ def block_types(content: Any) -> set[str]:
     return {t for t in (str_field(b, "type") for b in content) if t is not None}
 
 
-class NotFast(Exception):
-    """A fast line reader cannot give the full path's exact result for this line: run the full path."""
-
-
-class FastLine(NamedTuple):
-    """What one decoded line contributes. ``texts`` only when exact counts were asked for."""
-
-    role: str  # the normalised role ("system", "user", "assistant", "tool")
-    chars: int
-    fixed: int  # fixed cost of binary parts (IMAGE_TOKENS each)
-    texts: list[str] | None  # token-bearing strings in model.token_text order
-    call_ids: list[str]  # ids of the tool calls this message makes
-    result_id: str | None  # the call this message answers (tool messages)
-    prompt_tokens: int | None  # usage.prompt_tokens on an assistant line
-
-
-#: ``(decoded line, want its texts) -> FastLine``; raises NotFast for any line the full parser would treat
-#: differently (docs/measurements/performance.md#a-hooks-call: the streaming estimate)
-FastLineReader = Callable[[Any, bool], FastLine]
-
-
 class Format(abc.ABC):
     name: str = ""
     layout: Layout
@@ -97,8 +76,6 @@ class Format(abc.ABC):
     #: (docs/concepts/handoff.md#attachments-of-the-latest-request); a format that cannot names them in its
     #: text instead
     carries_attachments: bool = True
-    #: an optional streaming reader of one decoded line, for ``estimate``'s fast path (None: full path only)
-    fast_line: FastLineReader | None = None
 
     @abc.abstractmethod
     def sniff(self, obj: Any) -> int:
@@ -124,6 +101,11 @@ class Format(abc.ABC):
     def finish(self, records: list[Record]) -> list[Record]:
         """Whole-file pass after every line is parsed (link ids, follow chains). Default: nothing."""
         return records
+
+    def finish_stream(self) -> Callable[[Record], None] | None:
+        """:meth:`finish` one record at a time, for a reader that streams; None when it needs the whole file
+        (a chain followed from the last line, a compaction that hides what came before it)."""
+        return (lambda rec: None) if type(self).finish is Format.finish else None
 
     def api_turns(self, records: list[Record]) -> list[Record]:
         """The records with one message per message the provider's API sent or received, for writing in
@@ -183,12 +165,13 @@ class Format(abc.ABC):
         return self.dump_message(record.message, record)
 
 
-def link_result_names(records: list[Record]) -> list[Record]:
+def link_result_names(records: list[Record], names: dict[str, str] | None = None) -> list[Record]:
     """Give each tool result the name of the call it answers (OpenAI tool messages and Anthropic
-    tool_result blocks do not name their tool; placeholders, summaries and reports want it)."""
+    tool_result blocks do not name their tool; placeholders, summaries and reports want it). ``names``: the
+    calls of the records before (a stream carries it from part to part)."""
     from ..model import ToolCall, ToolResult
 
-    names: dict[str, str] = {}
+    names = {} if names is None else names
     for rec in records:
         if rec.message is None:
             continue

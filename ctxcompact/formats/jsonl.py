@@ -182,35 +182,40 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
         decoded[i] = None
         lineno, offset, raw, obj = entry
         del entry
-        try:
-            rec = chosen.parse_line(obj, first_index + len(records), lineno, raw)
-            rec.offset = offset
-        except LineError as err:
-            add(Problem(lineno, err.path, err.message))
+        rec = parse_record(chosen, obj, first_index + len(records), lineno, raw, offset, schema, add)
+        if rec is None:
             dropped.append(raw)
-            continue
-        except RecursionError:
-            add(Problem(lineno, "$", _TOO_DEEP))
-            dropped.append(raw)
-            continue
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
-            # a shape the parser did not foresee: still the line's fault, named with its number
-            add(Problem(lineno, "$", f"not a valid {chosen.name} line ({type(exc).__name__}: {exc})"))
-            dropped.append(raw)
-            continue
-        found = schema_problems(chosen, obj, lineno) if schema else []
-        for p in found:
-            add(p)
-        if not found:
-            records.append(rec)
         else:
-            dropped.append(raw)
+            records.append(rec)
     if dropped:
         chosen.relink_dropped(records, dropped)
     records = chosen.finish(records)
     problems.sort(key=lambda p: p.line)
     transcript = Transcript(format=chosen.name, records=records, source=name)
     return transcript, _cap(problems, total_problems), len(bad)
+
+
+def parse_record(chosen: Format, obj: Any, index: int, lineno: int, raw: bytes, offset: int, schema: bool,
+                 add: Any) -> Record | None:
+    """One decoded line as a record of ``chosen``, checked against its schema; None (and its problems given
+    to ``add``) for a line that is not one. The one per-line step of every reader, whole or streaming."""
+    try:
+        rec = chosen.parse_line(obj, index, lineno, raw)
+        rec.offset = offset
+    except LineError as err:
+        add(Problem(lineno, err.path, err.message))
+        return None
+    except RecursionError:
+        add(Problem(lineno, "$", _TOO_DEEP))
+        return None
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        # a shape the parser did not foresee: still the line's fault, named with its number
+        add(Problem(lineno, "$", f"not a valid {chosen.name} line ({type(exc).__name__}: {exc})"))
+        return None
+    found = schema_problems(chosen, obj, lineno) if schema else []
+    for p in found:
+        add(p)
+    return None if found else rec
 
 
 def history_lines(data: bytes, fmt_name: str) -> list[tuple[bytes, Any]]:

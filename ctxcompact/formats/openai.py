@@ -21,13 +21,13 @@ Decisions where the API leaves room:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from ..errors import LineError
 from ..model import (
-    IMAGE_TOKENS,
     Block,
     ImageBlock,
     Message,
@@ -41,7 +41,7 @@ from ..model import (
     Usage,
 )
 from ..reader import json_type_name
-from .base import FastLine, Format, Layout, NotFast, block_types, link_result_names
+from .base import Format, Layout, block_types, link_result_names
 
 ROLES = {
     "system": Role.SYSTEM,
@@ -223,140 +223,6 @@ def _binary_part(block: ImageBlock) -> dict[str, Any]:
     return {"type": "text", "text": f"[{kind or 'binary'} content omitted: {what}]"}
 
 
-# -- the streaming reader of estimate's fast path -------------------------------------------------------
-
-_OPENAI_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
-                 "tool": "tool"}
-_OPENAI_BINARY = ("image_url", "input_audio", "file")
-
-
-def _openai_content(content: Any, texts: list[str] | None) -> tuple[int, int]:
-    """(chars, fixed) of a message's ``content``; appends the token texts the model would hold."""
-    if content is None:
-        return 0, 0
-    if type(content) is str:
-        if texts is not None:
-            texts.append(content)
-        return len(content), 0
-    if type(content) is not list:
-        raise NotFast("content")
-    chars = 0
-    fixed = 0
-    for part in content:
-        if type(part) is not dict:
-            raise NotFast("content part")
-        kind = part.get("type")
-        if kind == "text":
-            text = part.get("text")
-            if type(text) is not str:
-                raise NotFast("text part")
-            chars += len(text)
-            if texts is not None:
-                texts.append(text)
-        elif kind in _OPENAI_BINARY:
-            if not _binary_part_valid(kind, part):
-                raise NotFast("binary part")
-            fixed += IMAGE_TOKENS
-        elif kind == "refusal":
-            text = part.get("refusal")
-            if type(text) is not str:
-                raise NotFast("refusal part")
-            chars += len(text)
-            if texts is not None and text:  # an opaque block counts only when it has text
-                texts.append(text)
-        else:
-            raise NotFast("part type")
-    return chars, fixed
-
-
-def _binary_part_valid(kind: str, part: dict[str, Any]) -> bool:
-    """What the schema (``schemas/openai.schema.json``) requires of an image, audio or file part."""
-    inner = part.get(kind)
-    if type(inner) is not dict:
-        return False
-    if kind == "image_url":
-        return type(inner.get("url")) is str and type(inner.get("detail", "")) is str
-    if kind == "input_audio":
-        return type(inner.get("data")) is str and type(inner.get("format")) is str
-    return True
-
-
-_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
-
-
-def _schema_fields_valid(obj: dict[str, Any]) -> bool:
-    """The schema's rules on the optional fields the fast reader does not otherwise read, so a line the full
-    path would reject (``estimate`` rejects what ``run`` rejects) never passes the fast path."""
-    if "name" in obj and type(obj["name"]) is not str:
-        return False
-    if "refusal" in obj and obj["refusal"] is not None and type(obj["refusal"]) is not str:
-        return False
-    if "tool_call_id" in obj and type(obj["tool_call_id"]) is not str:
-        return False
-    if "usage" in obj:
-        usage = obj["usage"]
-        if type(usage) is not dict:
-            return False
-        for key in _USAGE_KEYS:
-            if key in usage and not (type(usage[key]) is int and usage[key] >= 0):
-                return False
-    return True
-
-
-def fast_line(obj: Any, want_text: bool) -> FastLine:
-    """One OpenAI Chat Completions line, checked as strictly as :meth:`OpenAIFormat.parse_line` checks it (any
-    line it would refuse raises NotFast, so the full path reports it)."""
-    if type(obj) is not dict:
-        raise NotFast("not an object")
-    source_role = obj.get("role")
-    role = _OPENAI_ROLES.get(source_role) if type(source_role) is str else None
-    if role is None or "function_call" in obj:
-        raise NotFast("role")
-    if not _schema_fields_valid(obj):
-        raise NotFast("a field the schema types")
-    texts: list[str] | None = [] if want_text else None
-    chars, fixed = _openai_content(obj.get("content"), texts)
-    call_ids: list[str] = []
-    result_id = None
-    prompt = None
-    if role == "tool":
-        result_id = obj.get("tool_call_id")
-        if type(result_id) is not str:
-            raise NotFast("tool_call_id")
-    elif "tool_calls" in obj:
-        calls = obj["tool_calls"]
-        if role != "assistant":
-            raise NotFast("tool_calls")
-        if calls is not None:
-            if type(calls) is not list:
-                raise NotFast("tool_calls")
-            for call in calls:
-                if type(call) is not dict or call.get("type", "function") != "function":
-                    raise NotFast("tool call")
-                call_id = call.get("id")
-                fn = call.get("function")
-                if type(call_id) is not str or type(fn) is not dict:
-                    raise NotFast("tool call")
-                name = fn.get("name")
-                arguments = fn.get("arguments")
-                if type(name) is not str or type(arguments) is not str:
-                    raise NotFast("tool call")
-                chars += len(name) + len(arguments)
-                if texts is not None:
-                    texts.append(name)
-                    texts.append(arguments)
-                call_ids.append(call_id)
-    if role == "assistant":
-        usage = obj.get("usage")
-        if type(usage) is dict:
-            p = usage.get("prompt_tokens")
-            if type(p) is int:
-                prompt = p
-    return FastLine(role, chars, fixed, texts, call_ids, result_id, prompt)
-
-
-
-
 class OpenAIFormat(Format):
     name = "openai"
     layout = Layout(results_per_message=True, result_role=Role.TOOL, alternate=False)
@@ -443,6 +309,14 @@ class OpenAIFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)
 
+    def finish_stream(self) -> Callable[[Record], None]:
+        names: dict[str, str] = {}
+
+        def one(rec: Record) -> None:
+            link_result_names([rec], names)
+
+        return one
+
     # -- writing ---------------------------------------------------------------------------------------
 
     def _content(self, blocks: list[Block], was_string: bool) -> Any:
@@ -513,4 +387,3 @@ class OpenAIFormat(Format):
 
 
 FORMAT = OpenAIFormat()
-FORMAT.fast_line = fast_line

@@ -85,6 +85,21 @@ def _sniff(fmt: Format, obj: Any) -> int:
         return 0
 
 
+def decided(objs: Sequence[Any]) -> bool:
+    """Whether :func:`detect` decides on these first lines alone (it reads on while the leaders tie): then
+    the first lines of a stream name its format as the whole file would."""
+    names = list(REGISTRY.names())
+    count = dict.fromkeys(names, 0)
+    total = dict.fromkeys(names, 0)
+    for obj in objs:
+        for n in names:
+            s = _sniff(REGISTRY.get(n), obj)
+            if s > 0:
+                count[n] += 1
+                total[n] += s
+    return leader(names, count, total, decided=True) is not None
+
+
 def leader(names: list[str], count: dict[str, int], total: dict[str, int], *, decided: bool) -> str | None:
     ranked = sorted(names, key=lambda n: (-count[n], -total[n], names.index(n)))
     if not decided or len(ranked) == 1:

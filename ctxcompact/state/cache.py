@@ -1,38 +1,35 @@
-"""The count cache beside the state (docs/concepts/state.md#the-state-file): what ``run`` counted of the
-transcript so far, so the next call on the grown file walks only the appended bytes.
+"""The count cache beside the state (docs/concepts/state.md#the-count-cache): what the pipeline counted of
+each input record, keyed by the record's byte offset and a digest of its bytes, so the next call counts only
+records it has not seen (every format, whatever the cleaner repairs: a repaired or made record is counted
+fresh, it has no line of its own).
 
-``<state>.counts`` holds the walk's snapshot (tokens/fast.py ``walk_bytes``: per-message counts, usage
-points, the call ids and the walk's position) with the counted prefix's byte length and SHA-256, and the
-options the counts depend on (format, encoding). It is written atomically and only under the state's lock,
-after the state. A cache that does not match (another prefix, other options, another version, unreadable,
-corrupt) is ignored and rebuilt: it is never an error; the state alone decides whether the transcript is
-the one it belongs to (exit 3).
+``<state>.counts`` holds, for the counting options (format, encoding), four arrays sorted by offset: the
+offsets, the 64-bit BLAKE2b digests of the lines, the heuristic counts and the exact counts. It is written
+atomically and only under the state's lock, after the state. A cache that does not match (other options,
+another version, unreadable, corrupt) is ignored and rebuilt: it is never an error; a record whose digest
+differs (a rewritten line) is simply counted again. The state alone decides whether the transcript is the
+one it belongs to (exit 3).
 """
 
 from __future__ import annotations
 
-import hashlib
-import marshal
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write
 from ..errors import CtxCompactError
 from ..paths import STATE_FILE_LIMIT, read_regular
-
-_MAGIC = b"CTXCOUNTS1\n"
+from ..tokens.cache import CountCache, from_bytes
 
 
 def cache_path(state_path: str | os.PathLike[str]) -> Path:
     return Path(f"{os.fspath(state_path)}.counts")
 
 
-# In one process (a library caller's hook), the last snapshot each cache file was written with, with the
-# bytes it counted and their SHA-256 so far: the next call compares bytes (memcmp) instead of reading the
-# cache and hashing the prefix again. Used only while the cache file is still the one this process wrote.
-_memo: dict[str, tuple[tuple[int, int, int], tuple[Any, ...], bytes, dict[str, Any], Any]] = {}
+# In one process (a library caller's hook), the cache each file was last written with: the next call skips
+# reading and checking it while the file is still the one this process wrote.
+_memo: dict[str, tuple[tuple[int, int, int], CountCache]] = {}
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -43,76 +40,26 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def load_counts(path: Path, data: bytes, key: tuple[Any, ...]) -> tuple[dict[str, Any] | None, Any]:
-    """(the snapshot of a prefix of ``data`` counted with options ``key``, or None; the SHA-256 of that
-    prefix so far, to go on with)."""
-    none = (None, None)
+def load_counts(path: Path, key: tuple[Any, ...]) -> CountCache:
+    """The cache kept at ``path`` for options ``key``, or an empty one (missing, foreign or corrupt)."""
     memo = _memo.get(str(path))
-    if memo is not None:
-        stamp, mkey, prefix, snap, hasher = memo
-        if stamp == _stamp(path) and mkey == key and data.startswith(prefix):
-            return snap, hasher.copy()
+    if memo is not None and memo[0] == _stamp(path) and memo[1].key == key:
+        return memo[1].use(key)
     try:  # a link, FIFO or device is never read (docs/reference/safety.md); a cache over the limit is ignored
-        raw = read_regular(path, f"count cache {path}", STATE_FILE_LIMIT + len(data), follow=False)
+        raw = read_regular(path, f"count cache {path}", STATE_FILE_LIMIT, follow=False)
     except (OSError, CtxCompactError):
-        return none
-    if not raw.startswith(_MAGIC) or len(raw) < len(_MAGIC) + 32:
-        return none
-    body = raw[len(_MAGIC) + 32:]
-    if hashlib.sha256(body).digest() != raw[len(_MAGIC):len(_MAGIC) + 32]:
-        return none
-    try:
-        entry = marshal.loads(body)
-        snap = entry["snapshot"]
-        size = snap["bytes"]
-        if entry["key"] != list(key) or not 0 < size <= len(data) or data[size - 1:size] != b"\n":
-            return none
-        hasher = hashlib.sha256(memoryview(data)[:size])
-        if hasher.hexdigest() != entry["sha256"]:
-            return none  # the prefix was rewritten
-    except (ValueError, EOFError, TypeError, KeyError, IndexError):
-        return none
-    return (snap, hasher) if isinstance(snap, dict) else none
+        return CountCache(key=key)
+    return from_bytes(raw, key) or CountCache(key=key)
 
 
-def save_counts(path: Path, data: bytes, key: tuple[Any, ...], snapshot: dict[str, Any] | None,
-                hasher: Any = None, hashed: int = 0) -> None:
-    """Keep ``snapshot`` (the counts of all of ``data``) for the next run; a cache that cannot be written is
-    simply not kept. ``hasher``: the SHA-256 of the first ``hashed`` bytes (what :func:`load_counts`
-    checked), to go on from."""
+def save_counts(path: Path, cache: CountCache) -> None:
+    """Keep what this call counted for the next one; a cache that cannot be written is simply not kept."""
     if path.is_symlink() or (path.exists() and not path.is_file()):
         return  # never written through a link or over a FIFO or device (paths.check_side_files refuses them)
     try:
-        if snapshot is None:
-            _memo.pop(str(path), None)
-            path.unlink(missing_ok=True)
-            return
-        if hasher is None:
-            hasher = hashlib.sha256(data)
-        else:
-            hasher.update(memoryview(data)[hashed:])
-        body = marshal.dumps({"key": list(key), "sha256": hasher.hexdigest(), "snapshot": snapshot})
-        atomic_write(path, _MAGIC + hashlib.sha256(body).digest() + body)
+        atomic_write(path, cache.to_bytes())
         stamp = _stamp(path)
         if stamp is not None:
-            _memo[str(path)] = (stamp, key, data, snapshot, hasher)
+            _memo[str(path)] = (stamp, cache)
     except (OSError, ValueError):
         _memo.pop(str(path), None)
-
-
-@dataclass(slots=True)
-class HeldCounts:
-    """The count cache held in memory, for a caller that keeps no state file (``ctxcompact.Session()``): the
-    last snapshot, the options it was counted with and the bytes it counted (compared, not hashed)."""
-
-    key: tuple[Any, ...] | None = None
-    data: bytes = b""
-    snapshot: dict[str, Any] | None = None
-
-    def load(self, data: bytes, key: tuple[Any, ...]) -> dict[str, Any] | None:
-        if self.snapshot is None or self.key != key or not data.startswith(self.data):
-            return None
-        return self.snapshot
-
-    def save(self, data: bytes, key: tuple[Any, ...], snapshot: dict[str, Any] | None) -> None:
-        self.key, self.data, self.snapshot = key, data, snapshot

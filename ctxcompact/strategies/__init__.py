@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..plugins import FAST_RUN, STRATEGIES
+from ..plugins import STRATEGIES
 
 if TYPE_CHECKING:  # the interface is in .base; importing it here would load the engine's layers for --help
     from ..model import Record
@@ -27,18 +27,16 @@ NAMES: tuple[str, ...] = STRATEGIES.builtin_names()
 __all__ = ["NAMES", "get_strategy", "names", "reapply_all", "register"]
 
 
-def register(strategy: Strategy, *, fast_run: bool = False) -> None:
-    """Make ``strategy`` available by its name to the library (``Options(strategy=name)``). ``fast_run``:
-    below the threshold, with nothing of its own in the state, it passes the context through (the usual hook
-    call may then take the streaming route). Its own options (``strategy.options``, :class:`plugins.Option`)
-    reach it as ``opts.option(name)``; its own part of the state (``strategy.state_section``) is kept under
-    its key (ValueError when either is taken)."""
+def register(strategy: Strategy) -> None:
+    """Make ``strategy`` available by its name to the library (``Options(strategy=name)``). Its own options
+    (``strategy.options``, :class:`plugins.Option`) reach it as ``opts.option(name)``; its own part of the
+    state (``strategy.state_section``) is kept under its key (ValueError when either is taken)."""
     from ..options import Options
 
     taken = [o.name for o in getattr(strategy, "options", ()) if o.name in Options.__dataclass_fields__]
     if taken:
         raise ValueError(f"{strategy.name!r} declares options ctxcompact already has: {', '.join(taken)}")
-    STRATEGIES.register(strategy.name, strategy, [FAST_RUN] if fast_run else [])
+    STRATEGIES.register(strategy.name, strategy)
 
 
 def names() -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from ..options import Options
 from ..report import EstimateReport
 from ..state import State
 from ..summarizers.base import SummaryResult
-from ..tokens.counts import Counts
+from ..tokens.counts import Counts, count_records
 
 Warn = Callable[[str], None]
 
@@ -37,6 +37,12 @@ class StrategyInput:
     state: State | None  # as loaded (read it; change it only in commit)
     report: EstimateReport  # counts, calibration and the threshold decision
     warn: Warn
+    #: the run's counter, bound to its count cache: records it has counted are not counted again
+    counter: Callable[[list[Record]], Counts] | None = None
+
+    def count(self, records: list[Record]) -> Counts:
+        """Each record's tokens with the run's estimator (``tokens.counts.count_records``)."""
+        return self.counter(records) if self.counter is not None else count_records(records, self.opts)
 
 
 @dataclass(slots=True)

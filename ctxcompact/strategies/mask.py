@@ -76,7 +76,6 @@ from ..model import (
 from ..options import Options
 from ..state import State, make_fingerprint, utc_now
 from ..tokens import heuristic
-from ..tokens.counts import count_records
 from .base import Outcome, StrategyInput, Written
 from .masking_state import MaskedResult, Masking
 from .tail import trim_in_place
@@ -362,7 +361,7 @@ def _commit(state: State, written: Written, *, results: list[MaskedResult], thin
 
 
 def _counts(si: StrategyInput) -> list[int]:
-    return count_records(si.ctx.transcript.records, si.opts).base
+    return si.count(si.ctx.transcript.records).base
 
 
 def _freed_exactly(si: StrategyInput, before: Transcript, base: list[int], after: Transcript) -> int:
@@ -372,7 +371,7 @@ def _freed_exactly(si: StrategyInput, before: Transcript, base: list[int], after
     fresh = [rec for rec in after.records if id(rec) not in known]
     if not fresh:
         return sum(base) - sum(known.get(id(rec), 0) for rec in after.records)
-    counted = count_records(fresh, si.opts).base
+    counted = si.count(fresh).base
     total_after = sum(known[id(rec)] for rec in after.records if id(rec) in known) + sum(counted)
     return max(0, sum(base) - total_after)
 

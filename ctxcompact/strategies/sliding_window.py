@@ -47,7 +47,7 @@ from ..state import State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..summarizers.fallback import summarize
 from ..tokens import heuristic
-from ..tokens.counts import count_records, text_cost
+from ..tokens.counts import text_cost
 from .base import Outcome, StrategyInput, Written
 from .events import apply_events, full_view
 from .invocations import (
@@ -219,7 +219,7 @@ def _render(si: StrategyInput, events: list[Event]) -> Transcript:
 
 def _estimate(si: StrategyInput, t: Transcript) -> tuple[int, list[int]]:
     """Tokens of a compacted context as the provider will count it (``Calibrated.project``)."""
-    counts = count_records(t.records, si.opts)
+    counts = si.count(t.records)
     return si.report.calibrated.project(sum(counts.base)), counts.base
 
 
@@ -360,7 +360,7 @@ def _fits_window(si: StrategyInput, t: Transcript) -> ExitCode:
 def _tail_costs(si: StrategyInput, t: Transcript) -> list[tuple[int, int]]:
     """(owner input index, tokens) per record of the context; -1 for what no split can remove (system
     records, the preamble's records and the summaries)."""
-    counts = count_records(t.records, si.opts).base
+    counts = si.count(t.records).base
     out: list[tuple[int, int]] = []
     owners = owner_index(t.records)
     for rec, owner, c in zip(t.records, owners, counts, strict=True):

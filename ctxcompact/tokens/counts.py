@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..model import Record, Role
 from ..options import Options
 from . import heuristic
+from .cache import CountCache, line_digest
 from .calibration import Calibrated
 
 #: what a text costs in the window's tokens (the run's counter and calibration)
@@ -57,19 +58,52 @@ def check_exact(opts: Options) -> None:
         raise unsupported_provider(opts.exact)
 
 
-def count_records(records: list[Record], opts: Options) -> Counts:
-    """Each record's tokens with the run's estimator (exact counts in one batched call)."""
-    heur = [heuristic.message_tokens(r.message) if r.message is not None else 0 for r in records]
-    if opts.exact == "none":
-        return Counts(heur, None, None)
-    from . import exact
+def count_key(opts: Options, fmt: str) -> tuple[str, str | None]:
+    """What a record's counts depend on besides its bytes: the format that parsed it and the encoding."""
+    return (fmt, encoding_name(opts) if opts.exact != "none" else None)
 
-    name = encoding_name(opts)
-    idx = [i for i, r in enumerate(records) if r.message is not None]
-    counted = exact.count_messages([records[i].message for i in idx], name)  # type: ignore[misc]
-    ex = [0] * len(records)
-    for i, n in zip(idx, counted, strict=True):
-        ex[i] = n
+
+def count_records(records: list[Record], opts: Options, cache: CountCache | None = None) -> Counts:
+    """Each record's tokens with the run's estimator (exact counts in one batched call). With ``cache``, an
+    input record (its own line, unchanged) whose offset and digest the cache holds is not counted again, and
+    what is counted is added to it (docs/concepts/state.md#the-count-cache)."""
+    exact_on = opts.exact != "none"
+    name = encoding_name(opts) if exact_on else None
+    heur = [0] * len(records)
+    ex: list[int] | None = [0] * len(records) if exact_on else None
+    todo: list[int] = []  # records to count exactly
+    keys: dict[int, tuple[int, int] | None] = {}  # index -> (offset, digest) of a line, None: a made record
+    for i, r in enumerate(records):
+        msg = r.message
+        if msg is None:
+            continue
+        if cache is not None:
+            line = r.raw is not None and r.offset >= 0 and not r.dirty
+            digest = line_digest(r.raw) if line else 0  # type: ignore[arg-type]
+            hit = cache.get(r.offset, digest) if line else cache.get_made(msg)
+            if hit is not None and (hit[1] is not None or not exact_on):
+                heur[i] = hit[0]
+                n = hit[1]
+                if ex is not None and n is not None:
+                    ex[i] = n
+                continue
+            if cache.keep:  # (a cache only looked up keeps nothing: no memory per record)
+                keys[i] = (r.offset, digest) if line else None
+        heur[i] = heuristic.message_tokens(msg)
+        todo.append(i)
+    if ex is not None and name is not None and todo:
+        from . import exact
+
+        for i, n in zip(todo, exact.count_messages([records[i].message for i in todo],  # type: ignore[misc]
+                                                   name), strict=True):
+            ex[i] = n
+    if cache is not None:
+        for i, key in keys.items():
+            n = ex[i] if ex is not None else None
+            if key is None:
+                cache.put_made(records[i].message, heur[i], n)
+            else:
+                cache.put(key[0], key[1], heur[i], n)
     return Counts(heur, ex, name)
 
 

@@ -185,7 +185,7 @@ def test_property_lines_survive_parse_and_dump(spec: list[tuple[str, str, bool]]
 def test_usage_that_is_not_a_main_prompt_never_calibrates() -> None:
     """Only prompts of the main conversation measure the context: not a subagent's requests, not Claude
     Code's synthetic all-zero messages (after /exit), not the messages it kept across its own compaction."""
-    from ctxcompact.engine import usage_points
+    from ctxcompact.pipeline import usage_points
 
     def assistant(uuid: str, parent: str, text: str, prompt: int, **kw: Any) -> dict[str, Any]:
         a = line(uuid, parent, "assistant", [{"type": "text", "text": text}], requestId=f"req-{uuid}", **kw)

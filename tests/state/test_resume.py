@@ -1,19 +1,22 @@
-"""The count cache beside the state (docs/measurements/performance.md#a-hooks-call): a run that walks only the
-appended bytes gives what a run from scratch gives, whatever the appends; a rewritten prefix or a corrupt
-cache is rebuilt."""
+"""The count cache beside the state (docs/concepts/state.md#the-count-cache): a call counts only the records
+it has not seen, and gives what a call from scratch gives, whatever the appends (also when the transcript
+needs repairs, and in every format); a rewritten line is counted again; a corrupt cache is rebuilt."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import orjson
 import pytest
+from helpers import SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import api, engine
+from ctxcompact import api
 from ctxcompact.state.cache import cache_path
+from ctxcompact.tokens import exact
 
 _GEN = Path(__file__).parent.parent.parent / "bench" / "gen_openai.py"
 _spec = importlib.util.spec_from_file_location("gen_openai", _GEN)
@@ -22,101 +25,183 @@ gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen)
 
 LINES = [orjson.dumps(m) + b"\n" for m in gen.messages(7, 120_000)]
+assert len(LINES) >= 50
 
 
-def _run(path: Path, out: Path, *, fast: bool, window: int = 400_000, **kw) -> tuple:
-    saved = engine._fast_run
-    if not fast:
-        engine._fast_run = lambda *a, **k: None
-    try:
-        r = api.run(path, api.Options(window=window, **kw), output=out)
-    finally:
-        engine._fast_run = saved
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each exact count call was given (the instrumentation: counting is the cost)."""
+    sizes: list[int] = []
+    real = exact.count_messages
+
+    def counting(messages, encoding=exact.DEFAULT_ENCODING):  # type: ignore[no-untyped-def]
+        sizes.append(len(messages))
+        return real(messages, encoding)
+
+    monkeypatch.setattr(exact, "count_messages", counting)
+    return sizes
+
+
+def _run(path: Path, out: Path, *, window: int = 400_000, **kw) -> tuple:
+    r = api.run(path, api.Options(window=window, **kw), output=out)
     state = orjson.loads(Path(f"{path}.ctxstate.json").read_bytes())
     state["calibration"].pop("updated_at", None)
+    if isinstance(state.get("masking"), dict):
+        state["masking"].pop("updated_at", None)  # when, not what
+    for part in [*state.get("compactions", []), state.get("summary") or {}]:
+        for stamp in ("time", "duration_s", "created_at"):  # when, and how long: not what
+            part.pop(stamp, None)
     rep = r.estimate
-    return (out.read_bytes(), state, r.exit_code, r.compacted, rep.heuristic, rep.exact,
-            rep.calibrated.tokens, rep.would_compact, rep.records, r.warnings)
+    written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())  # made lines say when
+    return (written, state, r.exit_code, r.compacted, rep.heuristic, rep.exact,
+            rep.calibrated.tokens, rep.would_compact, rep.records, [str(x) for x in r.repairs], r.warnings)
 
 
-def _sequence(tmp: Path, cuts: list[int], *, fast: bool, cold: bool, **kw) -> list[tuple]:
+def _sequence(tmp: Path, lines: list[bytes], cuts: list[int], *, cold: bool, **kw) -> list[tuple]:
     path = tmp / "t.jsonl"
-    path.write_bytes(b"")
-    for f in (Path(f"{path}.ctxstate.json"), cache_path(f"{path}.ctxstate.json")):
+    state = Path(f"{path}.ctxstate.json")
+    for f in (state, cache_path(state)):
         f.unlink(missing_ok=True)
     results = []
     for end in cuts:
-        path.write_bytes(b"".join(LINES[:end]))
+        path.write_bytes(b"".join(lines[:end]))
         if cold:
-            cache_path(f"{path}.ctxstate.json").unlink(missing_ok=True)
-        results.append(_run(path, tmp / "out.jsonl", fast=fast, **kw))
+            cache_path(state).unlink(missing_ok=True)
+        results.append(_run(path, tmp / "out.jsonl", **kw))
     return results
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cuts=st.lists(st.integers(min_value=1, max_value=len(LINES)), min_size=1, max_size=4),
-       exact=st.sampled_from(["tiktoken", "none"]))
-def test_any_split_of_appends_gives_the_cold_answer(tmp_path, cuts, exact):
+       exact_opt=st.sampled_from(["tiktoken", "none"]), window=st.sampled_from([400_000, 30_000]))
+def test_any_split_of_appends_gives_the_cold_answer(tmp_path, cuts, exact_opt, window):
+    """Below the threshold and across compactions (the small window), with the cache or without it."""
     cuts = sorted(set(cuts))
-    cached = _sequence(tmp_path, cuts, fast=True, cold=False, exact=exact)
-    full = _sequence(tmp_path, cuts, fast=False, cold=True, exact=exact)
-    assert cached == full
+    cached = _sequence(tmp_path, LINES, cuts, cold=False, exact=exact_opt, window=window)
+    cold = _sequence(tmp_path, LINES, cuts, cold=True, exact=exact_opt, window=window)
+    assert cached == cold
 
 
-def test_the_cache_is_used_and_a_rewritten_prefix_rebuilds_it(tmp_path):
-    path = tmp_path / "t.jsonl"
-    out = tmp_path / "out.jsonl"
-    path.write_bytes(b"".join(LINES[:60]))
-    first = _run(path, out, fast=True)
-    cache = cache_path(f"{path}.ctxstate.json")
-    assert cache.exists()
-    taken = []
-    saved = engine._fast_run
-    engine._fast_run = lambda *a, **k: taken.append(saved(*a, **k)) or taken[-1]
-    try:
-        path.write_bytes(b"".join(LINES[:65]))
-        api.run(path, api.Options(window=400_000), output=out)
-    finally:
-        engine._fast_run = saved
-    assert taken and taken[0] is not None  # the fast path, from the cache
-    assert cache.stat().st_size > 0
-    # rewrite a record of the counted prefix, keeping its length
-    data = bytearray(b"".join(LINES[:65]))
-    i = data.index(b'"content":"') + 11
-    data[i:i + 3] = b"XYZ" if data[i:i + 3] != b"XYZ" else b"ABC"
-    path.write_bytes(bytes(data))
-    got = _run(path, out, fast=True)
-    cache.unlink()
-    want = _run(path, out, fast=False)
-    assert got[4:] == want[4:] and got[0] == want[0]
-    assert first[2] == 0
-
-
-@pytest.mark.parametrize("damage", [b"", b"garbage", None])
-def test_a_corrupt_cache_is_ignored(tmp_path, damage):
-    path = tmp_path / "t.jsonl"
-    out = tmp_path / "out.jsonl"
-    path.write_bytes(b"".join(LINES[:50]))
-    _run(path, out, fast=True)
-    cache = cache_path(f"{path}.ctxstate.json")
-    raw = cache.read_bytes()
-    cache.write_bytes(raw[:-7] + b"\x00" * 7 if damage is None else damage)
-    path.write_bytes(b"".join(LINES[:58]))
-    got = _run(path, out, fast=True)
-    want = _run(path, out, fast=False)
-    assert got == want
-
-
-def test_in_process_calls_reuse_the_snapshot_and_parse_on_demand(tmp_path):
+def test_a_second_call_counts_only_the_appended_records(tmp_path, counted):
     path = tmp_path / "t.jsonl"
     out = tmp_path / "out.jsonl"
     path.write_bytes(b"".join(LINES[:40]))
+    _run(path, out)
+    assert counted == [40]
+    counted.clear()
+    path.write_bytes(b"".join(LINES[:45]))
+    _run(path, out)
+    assert counted == [5]  # the five appended records, nothing else
+    counted.clear()
+    _run(path, out)
+    assert counted == []  # nothing new: nothing counted
+
+
+def test_a_trailing_tool_result_and_a_missing_result_are_repaired_and_cached(tmp_path, counted):
+    """Repairs that depend on the end of the transcript (the appended reply, the synthetic result of a
+    pending call) are the cleaner's, on every call; only the input lines are cached."""
+    calls = [{"role": "user", "content": "go"},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+                 {"id": "b", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "a", "content": "x" * 400}]
+    lines = [orjson.dumps(m) + b"\n" for m in calls]
+    more = [orjson.dumps({"role": "user", "content": f"next {i}"}) + b"\n" for i in range(3)]
+    warm = _sequence(tmp_path, lines + more, [3, 4, 6], cold=False)
+    assert counted == [3 + 2, 1 + 1, 2 + 1]  # the new lines, plus the records the cleaner made this time
+    cold = _sequence(tmp_path, lines + more, [3, 4, 6], cold=True)
+    assert warm == cold
+    kinds = [[k.split(": ")[1] for k in w[9]] for w in warm]
+    assert kinds[0] == ["missing_result", "appended_reply"] and kinds[1] == ["missing_result"]
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "claude-code", "codex", "genai"])
+def test_every_format_takes_the_cache(tmp_path, fmt, counted):
+    sample = SAMPLES / f"{fmt}-session.jsonl"
+    lines = sample.read_bytes().splitlines(keepends=True)
+    lines = [line if line.endswith(b"\n") else line + b"\n" for line in lines if line.strip()]
+    cuts = [max(1, len(lines) // 2), len(lines)]
+    warm = _sequence(tmp_path, lines, cuts, cold=False, format=fmt)
+    second = counted[len(counted) // 2:]
+    counted.clear()
+    cold = _sequence(tmp_path, lines, cuts, cold=True, format=fmt)
+    assert warm == cold
+    assert sum(second) < sum(counted[len(counted) // 2:])  # the second call counted less than from scratch
+
+
+def test_a_rewritten_line_is_counted_again(tmp_path, counted):
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:45]))
+    _run(path, out)
+    data = bytearray(b"".join(LINES[:45]))
+    i = data.index(b'"content":"') + 11
+    data[i:i + 3] = b"XYZ" if data[i:i + 3] != b"XYZ" else b"ABC"  # same length, same offsets
+    path.write_bytes(bytes(data))
+    Path(f"{path}.ctxstate.json").unlink()  # the state would (rightly) keep nothing of the old prefix either
+    counted.clear()
+    got = _run(path, out)
+    assert counted == [1]
+    cache_path(f"{path}.ctxstate.json").unlink()
+    assert _run(path, out) == got
+
+
+@pytest.mark.parametrize("damage", [b"", b"garbage", None, "unsorted"])
+def test_a_corrupt_cache_is_ignored(tmp_path, damage):
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:30]))
+    _run(path, out)
+    cache = cache_path(f"{path}.ctxstate.json")
+    raw = cache.read_bytes()
+    if damage == "unsorted":
+        from ctxcompact.tokens.cache import from_bytes
+
+        loaded = from_bytes(raw, ("openai", "o200k_base"))
+        assert loaded is not None and len(loaded.offsets) == 30
+        loaded.offsets.reverse()
+        raw = loaded.to_bytes()
+    cache.write_bytes(raw[:-7] + b"\x00" * 7 if damage is None else raw if damage == "unsorted" else damage)
+    path.write_bytes(b"".join(LINES[:38]))
+    got = _run(path, out)
+    cache.unlink()
+    assert got == _run(path, out)
+
+
+def test_in_process_calls_reuse_the_cache(tmp_path, counted):
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:30]))
     api.run(path, api.Options(window=400_000))
-    path.write_bytes(b"".join(LINES[:46]))
+    path.write_bytes(b"".join(LINES[:36]))
+    counted.clear()
     got = api.run(path, api.Options(window=400_000))  # from the in-process memo, no output written
+    assert got.context is not None
+    assert counted == [6 + sum(1 for r in got.context.records if r.raw is None)]  # the cleaner's made ones
     dry = api.run(path, api.Options(window=400_000), dry_run=True)
-    want = _run(path, out, fast=False)
+    want = _run(path, out)
     rep = got.estimate
     assert (rep.heuristic, rep.exact, rep.calibrated.tokens) == want[4:7]
     assert b"".join(got.lines()) == want[0]
     assert [r.raw for r in got.transcript.records] == [r.raw for r in dry.transcript.records]
+
+
+def test_an_estimate_between_runs_in_one_process_leaves_the_cache_whole(tmp_path, counted):
+    """estimate looks the cache up and adds nothing; the next run in the same process (the in-process memo)
+    counts what is new since the last run and keeps it all again."""
+    path = tmp_path / "t.jsonl"
+    out = tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(LINES[:30]))
+    _run(path, out)
+    path.write_bytes(b"".join(LINES[:34]))
+    api.estimate(path, api.Options(window=400_000))
+    counted.clear()
+    _run(path, out)
+    again = list(counted)
+    dry = api.run(path, api.Options(window=400_000), dry_run=True)
+    assert dry.context is not None
+    made = sum(1 for r in dry.context.records if r.raw is None)  # the cleaner's, counted on every call
+    counted.clear()
+    _run(path, out)
+    assert counted == ([made] if made else [])  # no line counted again: the cache was kept whole
+    assert sum(again) == 4 + made  # the four appended lines, once

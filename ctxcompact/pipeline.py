@@ -1,0 +1,153 @@
+"""The stages ``estimate``, ``run`` and ``eval`` share after reading
+(docs/measurements/performance.md#a-hooks-call):
+the effective context (:mod:`.context`: read, validate, apply the state, clean) is counted record by record
+with the count cache (:func:`tokens.counts.count_records`: a record counted by an earlier call is not counted
+again), calibrated (:mod:`.tokens.calibration`) and decided (:mod:`.report`); the strategy adds its own keys
+(``describe``). One implementation of each stage, whatever the caller: every rule lives in the module named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+from .budget import Budget, make_budget
+from .context import Context
+from .model import Origin, Record, Transcript
+from .options import MAX_TOKENS, Options
+from .progress import progress
+from .report import ContextStats, EstimateReport, context_stats, make_report
+from .state import State
+from .strategies import get_strategy
+from .strategies.base import StrategyInput
+from .strategies.mask import maskable
+from .tokens.cache import CountCache
+from .tokens.calibration import Calibrated, UsagePoint, calibrate, calibrate_request, default_factor
+from .tokens.counts import Counts, count_records, system_tokens
+
+
+def budget_from_transcript(budget: Budget, opts: Options, records: list[Record]) -> Budget:
+    """With no --window and no --model, a window the log itself records (Codex `token_count` carries
+    `model_context_window`) beats the built-in default."""
+    if opts.window is not None or opts.model is not None or budget.window_source != "default":
+        return budget
+    for rec in reversed(records):
+        # a window no model has (a corrupt or hostile log) is not taken: the default stays
+        if rec.usage is not None and rec.usage.context_window and 0 < rec.usage.context_window <= MAX_TOKENS:
+            found = make_budget(rec.usage.context_window, None, opts.threshold, opts.config_path)
+            return dataclasses.replace(found, window_source=f"transcript (line {rec.line})")
+    return budget
+
+
+def usage_points(records: list[Record]) -> list[UsagePoint]:
+    """Every provider usage recorded in the input part of the context, in order (each request saw the
+    records before it)."""
+    return [UsagePoint(position=i + r.usage.after, prompt_tokens=r.usage.prompt_tokens, line=r.line,
+                       source=r.usage.source)
+            for i, r in enumerate(records)
+            if r.usage is not None and r.origin is Origin.INPUT and r.usage.prompt_tokens > 0]
+
+
+def _default(opts: Options, counts: Counts) -> float:
+    return default_factor(exact_counted=counts.exact_counted, override=opts.default_factor)
+
+
+def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State | None) -> Calibrated:
+    """The context's tokens in the provider's space (docs/concepts/calibration.md#calibration)."""
+    if opts.exact == "anthropic":
+        current = sum(counts.base)
+        real = _anthropic_count(ctx.transcript, opts)
+        return calibrate(current, real=real, last_estimate=current, default_factor=_default(opts, counts),
+                         source="anthropic count_tokens")
+    return calibrate_counts(counts, usage_points(ctx.transcript.records), opts, state)
+
+
+def calibrate_counts(counts: Counts, usage: list[UsagePoint], opts: Options,
+                     state: State | None) -> Calibrated:
+    return calibrate_request(
+        counts.base, usage=usage, real_tokens=opts.real_tokens,
+        stored=state.calibration if state is not None else None, estimator=counts.estimator,
+        default=_default(opts, counts),
+        default_source="default" if opts.default_factor is None else "--default-factor",
+        compacted_away=compacted_away(state))
+
+
+def compacted_away(state: State | None) -> int:
+    """The provider tokens the state's compactions removed from the context (what an agent that still sends
+    the uncompacted context sends on top of what was written)."""
+    if state is None:
+        return 0
+    return sum(max(0, c.tokens_before - c.tokens_after) for c in state.compactions)
+
+
+def ignored_usage_warning(cal: Calibrated) -> str | None:
+    """The warning for recorded usage the calibration did not learn (tokens.calibration.not_for_written)."""
+    if not cal.ignored:
+        return None
+    lines = ", ".join(f"{line} ({real:,})" for line, real in cal.ignored[:3])
+    more = f" and {len(cal.ignored) - 3} more" if len(cal.ignored) > 3 else ""
+    return (f"the usage recorded at line {lines}{more} is for a larger context than the compacted one "
+            "ctxcompact wrote: your agent is not sending the compacted context (or the log is a replay of "
+            "the original session); not learned from it (docs/concepts/calibration.md"
+            "#usage-that-is-not-for-the-written-context)")
+
+
+def _anthropic_count(transcript: Transcript, opts: Options) -> int:
+    from .tokens.provider import anthropic_count_tokens_for_transcript
+
+    with progress("counting tokens with Anthropic"):
+        return anthropic_count_tokens_for_transcript(
+            transcript, model=opts.model, api_key=opts.api_key, base_url=opts.base_url, timeout=opts.timeout
+        )
+
+
+def counter(ctx: Context, counts: Counts, opts: Options,
+            cache: CountCache | None) -> Callable[[list[Record]], Counts]:
+    """The counter a strategy is given (``StrategyInput.count``): the context's counts, already made, for the
+    context itself; anything else counted with the run's estimator and count cache."""
+
+    def count(records: list[Record]) -> Counts:
+        return counts if records is ctx.transcript.records else count_records(records, opts, cache)
+
+    return count
+
+
+def estimate_context(ctx: Context, opts: Options, state: State | None, budget: Budget,
+                     state_path: Path | None, cache: CountCache | None = None) -> EstimateReport:
+    """Count (with ``cache``), calibrate and decide: the report of the context."""
+    return count_and_decide(ctx, opts, state, budget, state_path, cache)[0]
+
+
+def count_and_decide(ctx: Context, opts: Options, state: State | None, budget: Budget,
+                     state_path: Path | None,
+                     cache: CountCache | None = None) -> tuple[EstimateReport, Counts]:
+    """:func:`estimate_context`, and the counts it made."""
+    records = ctx.transcript.records
+    counts = count_records(records, opts, cache)
+    stats = context_stats(records, ctx.transcript.format, ctx.input_records, ctx.covered, len(ctx.repairs))
+    return make_estimate_report(stats, counts, calibrate_context(ctx, counts, opts, state), budget,
+                                system_tokens(counts.base, records), opts, state_path), counts
+
+
+def make_estimate_report(stats: ContextStats, counts: Counts, cal: Calibrated, budget: Budget, system: int,
+                         opts: Options, state_path: Path | None) -> EstimateReport:
+    return make_report(
+        stats, heuristic_total=sum(counts.heuristic),
+        exact_total=sum(counts.exact) if counts.exact is not None else None, encoding=counts.encoding,
+        calibrated=cal, budget=budget, system_tokens=system,
+        state_path=str(state_path) if state_path else None, strategy=opts.strategy)
+
+
+def describe(report: EstimateReport, si: StrategyInput) -> None:
+    """The strategy's own keys; a strategy that decides by its own rule (masking tiers, invocations) says
+    whether ``run`` would act (``would_compact``), so ``estimate`` and ``run`` never disagree."""
+    extras = get_strategy(si.opts.strategy).describe(si)
+    if "maskable_tokens" not in extras:  # what --prune would free, whatever the strategy
+        extras.update(maskable(si))
+    if "would_compact" in extras:
+        report.would_compact = bool(extras.pop("would_compact"))
+    report.extras = extras
+    if extras.get("tier") == "mask" and "tokens_after_mask" in extras:
+        # the mask tier is enough: that, not a summary, is what run would write
+        report.projected_tokens_after = int(extras["tokens_after_mask"])

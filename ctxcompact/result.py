@@ -1,0 +1,104 @@
+"""What ``run`` returns (:class:`RunResult`: always a real ``Transcript``, on every route), the format it
+writes, and the checks of the result against the window (exit 5 and its reasons)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .budget import Budget
+from .clean import Repair
+from .convert import lines_in
+from .errors import ExitCode, Problem
+from .formats import get_format, is_unchanged
+from .model import Transcript
+from .options import Options
+from .report import EstimateReport
+from .state import State
+from .strategies.base import Outcome
+from .summarizers.base import SummaryResult
+from .tokens.calibration import Calibrated
+from .tokens.counts import Counts, system_tokens
+
+Warn = Callable[[str], None]
+
+
+@dataclass
+class RunResult:
+    transcript: Transcript  # what was (or would be) written
+    output_format: str
+    compacted: bool
+    tokens_before: int
+    tokens_after: int
+    estimate: EstimateReport
+    repairs: list[Repair]
+    problems: list[Problem]
+    outcome: Outcome | None = None  # what the strategy did, when it acted
+    exit_code: ExitCode = ExitCode.OK
+    warnings: list[str] = field(default_factory=list)
+    state: State | None = None
+    state_path: Path | None = None
+    context: Transcript | None = None  # the effective context the strategy was given (before compacting)
+
+    @property
+    def summary(self) -> SummaryResult | None:
+        """The summary the compaction made, or None."""
+        return self.outcome.summary if self.outcome is not None else None
+
+    def lines(self) -> Iterator[bytes]:
+        return lines_in(self.transcript, self.output_format)
+
+
+def output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:
+    """The format to write: ``--to``, else the input's; a format that cannot be written faithfully writes its
+    fallback (with a warning), unless the transcript passes through unchanged."""
+    target = opts.to or transcript.format
+    fmt = get_format(target)
+    if not fmt.writable and not (target == transcript.format and is_unchanged(transcript)):
+        fallback = fmt.fallback or "openai"
+        warn(f"the {target} format cannot be written faithfully; writing {fallback} instead")
+        return fallback
+    return target
+
+
+def judge_fit(result: RunResult, out_counts: Counts, budget: Budget, *, decided_upfront: bool) -> None:
+    """Exit 5 with a reason when the result does not fit the window; the strategy's own warnings; why a
+    context over the threshold was not compacted (report.decide)."""
+    after = result.tokens_after
+    report = result.estimate
+    cal = report.calibrated
+    fixed = cal.project(system_tokens(out_counts.base, result.transcript.records))
+    left_alone = (decided_upfront and report.over_threshold and not report.would_compact
+                  and result.outcome is None)
+    if after > budget.window:
+        result.exit_code = ExitCode.DOES_NOT_FIT
+        why = f"the result is {after:,} tokens and does not fit the {budget.window:,}-token window"
+        if fixed >= budget.window and not left_alone:  # else the next warning says why
+            why += f": {_what_cannot_shrink(cal, fixed)}"
+        result.warnings.append(why)
+    if left_alone:
+        why = ("even the smallest summary would not fit the window" if fixed > budget.window
+               else "a summary would not make the context smaller")
+        result.warnings.append(f"the context is {cal.tokens:,} tokens, over the threshold of "
+                               f"{budget.threshold:,}, and it was not compacted: {why}; "
+                               f"{_what_cannot_shrink(cal, fixed)}")
+    outcome = result.outcome
+    if outcome is not None:
+        # a strategy may know better why its result cannot fit (e.g. masking alone was not enough)
+        result.warnings.extend(outcome.warnings)
+        result.exit_code = max(result.exit_code, outcome.exit_code)
+    elif result.compacted and budget.would_compact(after):
+        result.warnings.append(
+            f"after compaction the context is still {after:,} tokens, over the threshold of "
+            f"{budget.threshold:,} (the system prompt is large for this window)")
+
+
+def _what_cannot_shrink(cal: Calibrated, fixed: int) -> str:
+    # a few tokens of hidden part are the fit's rounding, not a prompt worth naming
+    if cal.hidden and cal.hidden * 20 >= fixed:
+        measured = f"{cal.points} request{'s' if cal.points != 1 else ''}"
+        return (f"what no compaction can shrink is about {fixed:,} tokens, {cal.hidden:,} of them the hidden "
+                f"prompt (the system prompt and tool definitions the log does not hold, measured from "
+                f"{measured})")
+    return f"the system prompt and what stays with it are about {fixed:,} tokens"

@@ -1,0 +1,154 @@
+"""The cleaner fed record by record (``clean.Cleaner``, docs/measurements/performance.md#a-hooks-call) gives
+exactly what cleaning the whole transcript in one part gives, whatever the layout, the faults and where the
+parts settle; a clean transcript settles as it goes (what a streaming caller needs); and testing parts stays
+linear."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxcompact import clean as clean_mod
+from ctxcompact.clean import Cleaner, clean
+from ctxcompact.formats import get_format
+from ctxcompact.formats.base import Layout
+from ctxcompact.model import Block, Message, Record, Role, TextBlock, ToolCall, ToolResult, Transcript
+
+LAYOUTS = {
+    "openai": Layout(results_per_message=True, result_role=Role.TOOL, alternate=False),
+    "anthropic": Layout(results_per_message=False, result_role=Role.USER, alternate=True),
+    "tree": get_format("claude-code").layout,
+    "codex": get_format("codex").layout,
+    "genai": get_format("genai").layout,
+}
+IDS = ["a", "b", "c", "a_2"]
+
+
+def _msg(role: Role, *blocks: Block) -> Message:
+    return Message(role=role, blocks=list(blocks), source_role=role.value)
+
+
+@st.composite
+def transcripts(draw: st.DrawFn) -> tuple[Transcript, Layout]:
+    """Long conversations of well-formed turns (so parts settle) with faults mixed in anywhere."""
+    name = draw(st.sampled_from(sorted(LAYOUTS)))
+    layout = LAYOUTS[name]
+    n = iter(range(100_000))
+    items: list[Message | None] = []
+    if draw(st.booleans()):
+        items.append(_msg(Role.SYSTEM, TextBlock("sys")))
+    fresh = iter(f"k{i}" for i in range(100_000))
+    for _ in range(draw(st.integers(0, 30))):
+        turn = draw(st.sampled_from(["qa", "tools", "tools", "fault", "none", "split"]))
+        if turn == "none":
+            items.append(None)
+        elif turn == "qa":
+            items += [_msg(Role.USER, TextBlock(f"q{next(n)}")),
+                      _msg(Role.ASSISTANT, TextBlock(f"a{next(n)}"))]
+        elif turn in ("tools", "split"):
+            ids = [next(fresh) for _ in range(draw(st.integers(1, 3)))]
+            items.append(_msg(Role.USER, TextBlock(f"q{next(n)}")))
+            if turn == "split":  # one assistant line per call (Claude Code, Codex)
+                items += [_msg(Role.ASSISTANT, ToolCall(i, "ls", "{}")) for i in ids]
+            else:
+                calls = (ToolCall(i, "ls", "{}") for i in ids)
+                items.append(_msg(Role.ASSISTANT, TextBlock(f"t{next(n)}"), *calls))
+            results = [ToolResult(i, [TextBlock(f"r{next(n)}")]) for i in ids]
+            if layout.results_per_message:
+                items += [_msg(layout.result_role, r) for r in results]
+            else:
+                items.append(_msg(layout.result_role, *results))
+            items.append(_msg(Role.ASSISTANT, TextBlock(f"done{next(n)}")))
+        else:  # a fault: a reused id, an orphan or early result, a pending call, a system line, a role run
+            fault = draw(st.sampled_from(["call", "result", "system", "user", "assistant"]))
+            cid = draw(st.sampled_from(IDS))
+            if fault == "call":
+                items.append(_msg(Role.ASSISTANT, ToolCall(cid, "ls", "{}")))
+            elif fault == "result":
+                items.append(_msg(layout.result_role, ToolResult(cid, [TextBlock(f"r{next(n)}")])))
+            else:
+                items.append(_msg(Role(fault), TextBlock(f"x{next(n)}")))
+    recs = [Record(index=i, line=i + 1, raw=f"line {i + 1}".encode(), data={}, message=m)
+            for i, m in enumerate(items)]
+    return Transcript(format="test", records=recs), layout
+
+
+def _picture(t: Transcript) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = []
+    for r in t.records:
+        m = r.message
+        blocks = () if m is None else tuple(
+            (type(b).__name__, getattr(b, "id", None), getattr(b, "call_id", None),
+             b.text if isinstance(b, TextBlock) else (b.text() if isinstance(b, ToolResult) else None))
+            for b in m.blocks)
+        out.append((r.line, r.origin, r.dirty, None if m is None else m.role, blocks))
+    return out
+
+
+def _whole(t: Transcript, layout: Layout, close: bool,
+           monkeypatch: pytest.MonkeyPatch) -> clean_mod.CleanResult:
+    with monkeypatch.context() as m:
+        m.setattr(Cleaner, "FIRST_TRY", 10**9)  # never settles: one part, the whole transcript
+        return clean(t, layout, close_trailing=close)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=transcripts(), first=st.integers(1, 6), close=st.booleans())
+def test_record_by_record_equals_the_whole(case, first, close, monkeypatch) -> None:
+    t, layout = case
+    want = _whole(t, layout, close, monkeypatch)
+    with monkeypatch.context() as m:
+        m.setattr(Cleaner, "FIRST_TRY", first)
+        got = clean(t, layout, close_trailing=close)
+    assert _picture(got.transcript) == _picture(want.transcript)
+    assert [(r.kind, r.line, r.detail, r.call_id) for r in got.repairs] == \
+        [(r.kind, r.line, r.detail, r.call_id) for r in want.repairs]
+    # an unchanged record is passed through as the same object, in parts or whole
+    assert [id(r) for r in got.transcript.records if not r.dirty and r.raw] == \
+        [id(r) for r in want.transcript.records if not r.dirty and r.raw]
+
+
+def _clean_session(turns: int) -> Iterator[Record]:
+    i = 0
+    for k in range(turns):
+        for m in (_msg(Role.USER, TextBlock(f"q{k}")),
+                  _msg(Role.ASSISTANT, ToolCall(f"c{k}", "ls", "{}")),
+                  _msg(Role.TOOL, ToolResult(f"c{k}", [TextBlock("out")])),
+                  _msg(Role.ASSISTANT, TextBlock(f"a{k}"))):
+            i += 1
+            yield Record(index=i - 1, line=i, raw=b"x", data={}, message=m)
+
+
+def test_a_clean_transcript_settles_as_it_goes() -> None:
+    cleaner = Cleaner(LAYOUTS["openai"], "openai")
+    most_held = 0
+    for rec in _clean_session(5_000):
+        cleaner.feed(rec)
+        most_held = max(most_held, len(cleaner.held))
+    assert cleaner.settled >= 20_000 - 2 * Cleaner.FIRST_TRY
+    assert most_held <= Cleaner.FIRST_TRY + 4  # memory: one part, not the transcript
+    done = cleaner.finish()
+    assert done.repairs == []
+
+
+def test_a_fault_at_the_start_keeps_testing_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part that never settles (an orphan result first) is tested again only when it has doubled: all the
+    tests together cost about two cleanings of the whole (testing at every record would be quadratic)."""
+    orphan = Record(index=0, line=0, raw=b"x", data={}, message=_msg(Role.TOOL, ToolResult("z", [])))
+    records = [orphan, *_clean_session(8_000)]
+    tries: list[int] = []
+    real = Cleaner._settle
+
+    def counting(self: Cleaner) -> list[Record]:
+        tries.append(len(self.held))
+        return real(self)
+
+    monkeypatch.setattr(Cleaner, "_settle", counting)
+    cleaner = Cleaner(LAYOUTS["openai"], "openai")
+    for rec in records:
+        assert cleaner.feed(rec) == []
+    assert cleaner.finish().repairs  # the orphan, reported at the end
+    assert sum(tries) <= 2 * len(records) and len(tries) <= 10
