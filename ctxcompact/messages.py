@@ -20,6 +20,7 @@ and facts stay valid whichever way the caller keeps its list:
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import hashlib
 import os
@@ -77,8 +78,17 @@ class CompactResult:
         return self.estimate.budget.window
 
 
+#: formats whose new messages (the summary, its continuation, a repaired message) come back as the class of
+#: the SDK objects given: a Gemini list is handed to code that reads ``content.parts`` (google-genai, ADK)
+_REBUILT = frozenset({"genai"})
+
+
 def _default(obj: Any) -> Any:
-    # orjson's hook for what it cannot write itself: the SDKs' objects (pydantic models), at any depth
+    # orjson's hook for what it cannot write itself: the SDKs' objects (pydantic models), at any depth, and
+    # bytes (a python-mode ``model_dump()`` of a Gemini part's ``thought_signature`` or ``inline_data``) as
+    # the URL-safe base64 the SDK's own JSON dump writes
+    if isinstance(obj, (bytes, bytearray)):
+        return base64.urlsafe_b64encode(bytes(obj)).decode("ascii")
     plain = as_plain(obj)
     if plain is obj:
         raise TypeError(f"{type(obj).__name__} is not JSON data")
@@ -108,10 +118,14 @@ class _Encoded:
             self._digests = [_digest(orjson.loads(line)) for line in self.lines]
         return self._digests
 
-    def originals(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def originals(self) -> dict[str, list[Any]]:
+        """Each digest's objects in list order: equal messages (the same answer given twice) come back as
+        the caller's objects in turn, each the very one at its place."""
+        out: dict[str, list[Any]] = {}
         for i, (key, obj) in enumerate(zip(self.digests, self.objects, strict=True)):
-            out.setdefault(key, self.system if self.has_system and i == 0 else obj)
+            out.setdefault(key, []).append(self.system if self.has_system and i == 0 else obj)
+        for objs in out.values():
+            objs.reverse()  # popped from the end: oldest first
         return out
 
 
@@ -166,14 +180,40 @@ def output_messages(result: RunResult) -> list[Any]:
     return [_unwrap(orjson.loads(line)) for line in result.lines()]
 
 
+def _sdk_class(messages: Sequence[Any], fmt: str) -> Callable[[Any], Any] | None:
+    """How to build a new message like the ones given: the SDK class's ``model_validate`` when the list holds
+    SDK objects of a format in ``_REBUILT`` (google-genai ``types.Content``, ADK ``Event``), else None."""
+    if fmt not in _REBUILT:
+        return None
+    sdk = next((m for m in messages if not isinstance(m, dict) and callable(getattr(m, "model_dump", None))),
+               None)
+    validate = getattr(type(sdk), "model_validate", None) if sdk is not None else None
+    return validate if callable(validate) else None
+
+
+def _rebuild(obj: Any, build: Callable[[Any], Any] | None, warn: Callable[[str], None]) -> Any:
+    """``obj`` as the SDK class, when the class holds all of it (its dump is ``obj`` again); else the dict (a
+    Content-shaped summary in a list of ADK ``Event`` objects, which would take it as an empty event)."""
+    if build is None or not isinstance(obj, dict):
+        return obj
+    try:
+        built = build(obj)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        warn(f"a new message is returned as a dict: the SDK class refused it ({str(exc).splitlines()[0]})")
+        return obj
+    return built if _digest(built) == _digest(obj) else obj
+
+
 def _unchanged(result: RunResult, data: bytes) -> bool:
     """The output is the input as it was given (nothing repaired, compacted or summarized before)."""
     return not result.compacted and not result.repairs and b"".join(result.lines()) == data
 
 
-def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any]) -> tuple[list[Any], Any, int]:
+def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any],
+            warn: Callable[[str], None] = lambda _: None) -> tuple[list[Any], Any, int]:
     if _unchanged(result, enc.data):
         return list(messages), enc.system, len(messages)  # nothing to repair or compact: the list as given
+    build = _sdk_class(messages, result.output_format)
     originals = enc.originals()
     out: list[Any] = []
     kept = 0
@@ -181,13 +221,19 @@ def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any]) -> tuple[
     for i, obj in enumerate(output_messages(result)):
         key = _digest(obj)
         if enc.has_system and i == 0 and isinstance(obj, dict) and obj.get("role") == "system":
-            system = enc.system if key in originals else obj.get("content")
+            if originals.get(key):
+                originals[key].pop()
+                system = enc.system
+            else:
+                system = obj.get("content")
             continue
-        if key in originals:
-            out.append(originals[key])
+        same = originals.get(key)
+        if same:
+            # the last of several equal objects stays for any further copy the output holds
+            out.append(same.pop() if len(same) > 1 else same[0])
             kept += 1
         else:
-            out.append(obj)
+            out.append(_rebuild(obj, build, warn))
     return out, system, kept
 
 
@@ -376,7 +422,7 @@ def compact(messages: Sequence[Any], *, window: int | None = None, session: Sess
             raise _where_error(exc, enc.has_system) from None
     else:
         result, _ = session._run(enc, opts, collect)
-    out, out_system, kept = _decode(result, enc, messages)
+    out, out_system, kept = _decode(result, enc, messages, collect)
     warnings.extend(w for w in result.warnings if w not in warnings)
     return CompactResult(
         messages=out, system=out_system, compacted=result.compacted, tokens_before=result.tokens_before,

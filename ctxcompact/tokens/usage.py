@@ -9,8 +9,9 @@ The one rule for every usage shape, used by ``Session.observe`` and ``ctxcompact
   tiny part of what the model read.
 - OpenAI Chat Completions ``prompt_tokens`` (cached tokens are part of it).
 - OpenAI Responses ``input_tokens`` (``input_tokens_details.cached_tokens`` is part of it).
-- Gemini ``usageMetadata.promptTokenCount`` / ``usage_metadata.prompt_token_count`` (cached content is part
-  of it).
+- Gemini ``usageMetadata.promptTokenCount`` / ``usage_metadata.prompt_token_count``
+  (``cached_content_token_count`` is part of it; ``tool_use_prompt_token_count``, what Gemini's own tools
+  read during the turn, and ``thoughts_token_count`` are not the request sent, so they are not added).
 - LangChain ``usage_metadata.input_tokens`` (LangChain folds cache reads and writes into it).
 
 A whole response (a dict or an SDK object with ``usage``, ``usage_metadata`` or ``usageMetadata``) is read
