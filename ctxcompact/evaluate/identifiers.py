@@ -21,9 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..facts.calls import call_index, command_of, decode_args, strings
+from ..facts.calls import all_strings, call_index, command_of, decode_args
 from ..facts.files import path_tokens, paths_of_call
 from ..facts.outcomes import call_failed, error_line, output_text
 from ..facts.text import typed_text
@@ -58,15 +57,6 @@ class Identifiers:
 
     def total(self) -> int:
         return sum(len(v) for v in self.by_kind.values())
-
-
-def _all_strings(value: Any) -> list[str]:
-    """Every string in a decoded tool-call argument, however deeply nested."""
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _all_strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _all_strings(v)]
-    return strings(value)
 
 
 def _urls(text: str) -> list[str]:
@@ -110,7 +100,7 @@ def extract(records: Iterable[Record], context: Iterable[Record] | None = None) 
             cmd = command_of(call)
             if cmd is not None and len(cmd) <= MAX_COMMAND_CHARS:
                 found.add("command", " ".join(cmd.split()))
-            for s in _all_strings(decode_args(call)):
+            for s in all_strings(decode_args(call)):
                 for u in _urls(s):
                     found.add("url", u)
                 for m in _DECLARED.finditer(s):

@@ -100,6 +100,15 @@ def strings(value: Any) -> list[str]:
     return []
 
 
+def all_strings(value: Any) -> list[str]:
+    """Every string in a decoded tool-call argument, however deeply nested."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in all_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in all_strings(v)]
+    return strings(value)
+
+
 _SHELLS = {"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "powershell", "pwsh", "cmd"}
 
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from ..model import Origin, Record, Role
-from .calls import decode_args, strings
+from .calls import all_strings, decode_args, strings
 from .outcomes import output_text
 from .text import typed_text
 
@@ -79,14 +78,6 @@ def names_in(text: str) -> set[str]:
     return found
 
 
-def _all_strings(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _all_strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _all_strings(v)]
-    return strings(value)
-
-
 def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
     """The identifiers of ``records`` as (input position of their last use, text), the most recently used
     last, at most :data:`MAX_PER_RUN` (the module docstring says which)."""
@@ -118,7 +109,7 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
             prose = msg.text()
             for call in msg.tool_calls():
                 args = decode_args(call)
-                written += _all_strings(args)
+                written += all_strings(args)
                 if isinstance(args, dict):
                     for key in _DIR_KEYS:
                         for d in strings(args.get(key)):
