@@ -1,6 +1,8 @@
 """Counts of input records by byte offset and content digest: what the pipeline counted of each line, so a
 call counts only lines it has not seen (kept beside the state by ``state/cache.py``,
-docs/concepts/state.md#the-count-cache)."""
+docs/concepts/state.md#the-count-cache); and the settled prefix: how many bytes of the input the last call
+read whole and found good, with their SHA-256, so the next call proves them unchanged with one hash instead
+of checking each line again (docs/concepts/state.md#the-settled-prefix)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
-MAGIC = b"CTXCOUNTS2\n"
+MAGIC = b"CTXCOUNTS3\n"
 _NONE = -1  # no exact count kept
 
 
@@ -36,6 +38,63 @@ class CountCache:
     counted: int = 0
     found: int = 0
     keep: bool = True  # False: looked up only (estimate streaming a file: nothing grows per record)
+    #: the settled prefix the cache was kept with: its length in bytes and its SHA-256 (:meth:`settle`)
+    settled: int = 0
+    settled_sha256: bytes = b""
+    #: this call: the input's first ``proven`` bytes are the settled prefix, unchanged (:meth:`prove`)
+    proven: int = 0
+    _hash: Any = None  # SHA-256 of the proven bytes, carried on by :meth:`settle` (one pass per call)
+
+    @property
+    def format(self) -> str | None:
+        """The format the cache's lines were read as (its key's first part), None for an empty key."""
+        return str(self.key[0]) if self.key else None
+
+    def prove(self, data: bytes) -> int:
+        """How many bytes at the start of ``data`` are the settled prefix, unchanged: its length when their
+        SHA-256 is the one kept, else 0 (the whole input is read and checked as if new)."""
+        n = self.settled
+        h = hashlib.sha256()
+        if 0 < n <= len(data):
+            h.update(memoryview(data)[:n])
+            if h.digest() != self.settled_sha256:
+                n, h = 0, hashlib.sha256()
+        else:
+            n = 0
+        self.proven, self._hash = n, h
+        return n
+
+    def settle(self, data: bytes, upto: int) -> None:
+        """The input's first ``upto`` bytes are settled: the next call may take them as read and good if it
+        proves them unchanged. Hashes only the bytes past the proven prefix when it is within them."""
+        h = self._hash.copy() if self._hash is not None and self.proven <= upto else None
+        if h is None:
+            h, start = hashlib.sha256(), 0
+        else:
+            start = self.proven
+        h.update(memoryview(data)[start:upto])
+        self.settled, self.settled_sha256 = upto, h.digest()
+
+    def settle_read(self, data: bytes, *, covered: int, good: bool) -> None:
+        """After a call that read ``data`` past its first ``covered`` bytes (a summary's prefix, not read):
+        settle every whole line when each line read was good (no problem, none dropped) and the covered
+        prefix was itself settled by an earlier call; else nothing."""
+        whole = covered == 0 or covered <= self.proven
+        self.settle(data, data.rfind(b"\n") + 1 if good and whole else 0)
+
+    def get_proven(self, offset: int) -> tuple[int, tuple[int, int | None]] | None:
+        """(digest, counts) kept for the line at ``offset`` of the proven prefix: its bytes are those the
+        digest was made of, so it is not made again."""
+        hit = self.fresh.get(offset)
+        if hit is None:
+            i = bisect_left(self.offsets, offset)
+            if i == len(self.offsets) or self.offsets[i] != offset:
+                return None
+            hit = (self.digests[i], self.heuristic[i], self.exact[i])
+            if self.keep:
+                self.fresh[offset] = hit
+            self.found += 1
+        return hit[0], (hit[1], None if hit[2] == _NONE else hit[2])
 
     def use(self, key: tuple[Any, ...]) -> CountCache:
         """Begin a call counting with options ``key``: what the last call saw is looked up; a cache counted
@@ -44,6 +103,7 @@ class CountCache:
             self.key = key
             self.offsets, self.digests, self.heuristic, self.exact = (array("q") for _ in range(4))
             self.fresh = {}
+            self.settled, self.settled_sha256, self.proven, self._hash = 0, b"", 0, None
         self.commit()
         self.made = {}
         self.counted = self.found = 0
@@ -96,11 +156,13 @@ class CountCache:
         self.commit()
         body = marshal.dumps({"key": list(self.key), "offsets": self.offsets.tobytes(),
                               "digests": self.digests.tobytes(), "heuristic": self.heuristic.tobytes(),
-                              "exact": self.exact.tobytes()})
+                              "exact": self.exact.tobytes(), "settled": self.settled,
+                              "settled_sha256": self.settled_sha256})
         return MAGIC + hashlib.sha256(body).digest() + body
 
 
-def from_bytes(raw: bytes, key: tuple[Any, ...]) -> CountCache | None:
+def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
+    """The cache in ``raw`` if it was counted with options ``key`` (None: whatever they were), else None."""
     if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + 32:
         return None
     body = raw[len(MAGIC) + 32:]
@@ -108,11 +170,14 @@ def from_bytes(raw: bytes, key: tuple[Any, ...]) -> CountCache | None:
         return None
     try:
         entry = marshal.loads(body)
-        if entry["key"] != list(key):
+        if key is not None and entry["key"] != list(key):
             return None
-        cache = CountCache(key=key)
+        cache = CountCache(key=key if key is not None else tuple(entry["key"]))
         for name in ("offsets", "digests", "heuristic", "exact"):
             getattr(cache, name).frombytes(entry[name])
+        settled, sha = entry["settled"], entry["settled_sha256"]
+        if isinstance(settled, int) and settled > 0 and isinstance(sha, bytes) and len(sha) == 32:
+            cache.settled, cache.settled_sha256 = settled, sha
     except (ValueError, EOFError, TypeError, KeyError):
         return None
     n = len(cache.offsets)
