@@ -248,15 +248,18 @@ class _Cleaner:
                 elif isinstance(b, ToolResult):
                     results.append(_Result(pos, bi, b))
         self.calls = calls
-        used = {c.block.id for c in calls} | {r.block.call_id for r in results} | self.carry.calls.keys()
-        # the calls of the settled parts before: answered, so only their number matters (ids and renames)
-        by_id: dict[str, list[_Call]] = {i: [_ANSWERED] * n for i, n in self.carry.calls.items()}
+        carried = self.carry.calls
+        used = {c.block.id for c in calls} | {r.block.call_id for r in results}
+        # the calls of the settled parts before: answered, so only their number matters (ids and renames).
+        # Only the ids this part names are looked up in them: a part costs its own length, not the
+        # transcript's so far (the cleaner is fed part after part)
+        by_id: dict[str, list[_Call]] = {i: [_ANSWERED] * carried[i] for i in used if i in carried}
         for c in calls:
             same = by_id.setdefault(c.block.id, [])
             same.append(c)
             if len(same) > 1:
                 k = len(same)
-                while f"{c.block.id}_{k}" in used:
+                while f"{c.block.id}_{k}" in used or f"{c.block.id}_{k}" in carried:
                     k += 1
                 c.new_id = f"{c.block.id}_{k}"
                 used.add(c.new_id)
@@ -269,7 +272,7 @@ class _Cleaner:
         # First pass: a result answers the earliest unanswered call with its id that came before it. Results
         # are taken in order and always answer the earliest call, so the answered calls of an id are a prefix
         # of its list and one pointer per id finds the next (linear even when one id is reused 10,000 times).
-        nxt: dict[str, int] = dict(self.carry.calls)
+        nxt: dict[str, int] = {i: carried[i] for i in by_id if i in carried}
         for r in results:
             same = by_id.get(r.block.call_id, [])
             k = nxt.get(r.block.call_id, 0)
