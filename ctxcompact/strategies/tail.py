@@ -150,13 +150,15 @@ def plan(tail: list[Record], fixed: int, summary: int, least: int, budget: Budge
 
 
 def trim_in_place(records: list[Record], budget: Budget, source: str, cal: Calibrated, count: Count, *,
-                  under_threshold: bool = False) -> tuple[list[Record], list[MaskedResult]]:
+                  under_threshold: bool = False,
+                  headroom: int = 0) -> tuple[list[Record], list[MaskedResult]]:
     """``records`` with the results of the work in flight trimmed only as much as the context needs, left
     where they are (a strategy that keeps the tail in place: ``sliding-window``, ``mask``), and the results
     trimmed (for the state's masking, so later runs show the same text); ``records`` unchanged when nothing
     needs trimming or even trimming cannot fit. As :func:`plan`: a tail that fits the window whole stays
-    whole (unless ``under_threshold``: ``mask`` must end under the threshold), else it is trimmed to fit the
-    threshold, else the window."""
+    whole (unless ``under_threshold``: ``mask`` must end under the threshold), else it is trimmed to fit
+    ``headroom`` tokens below the threshold (``mask``, which never summarizes, leaves the summary's budget
+    free there for the next turns), else the threshold, else the window."""
     tail = in_flight_records(records)
     if not tail:
         return records, []
@@ -164,7 +166,10 @@ def trim_in_place(records: list[Record], budget: Budget, source: str, cal: Calib
     rest = count([*records[:at], *records[at + len(tail):]])
     if not under_threshold and rest + count(tail) <= room(cal, budget.window):
         return records, []
-    for ceiling in _ceilings(budget):
+    ceilings = _ceilings(budget)
+    if headroom > 0 and len(ceilings) > 1 and ceilings[0] - headroom > 0:
+        ceilings.insert(0, ceilings[0] - headroom)
+    for ceiling in ceilings:
         fitted = fit(tail, room(cal, ceiling) - rest, count, source)
         if fitted.records:
             if not fitted.trimmed:
