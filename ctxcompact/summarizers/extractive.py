@@ -68,7 +68,7 @@ class ExtractiveSummarizer(Summarizer):
             carried = "\n\n".join(t for t in (facts.earlier, earlier) if t)
             facts = replace(facts, earlier=carried[-MAX_EARLIER_CHARS:])
         text, truncated = render_facts(facts, request.budget_tokens, facts.earlier, request.cost,
-                                       request.latest_in_continuation)
+                                       request.latest_in_continuation, request.answer_in_continuation)
         return SummaryResult(text=text, summarizer=self.name, facts=facts.to_json(), truncated=truncated,
                              duration_s=time.monotonic() - start)
 

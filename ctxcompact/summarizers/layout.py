@@ -290,22 +290,41 @@ def _programs(commands: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _Doc:
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def answered_after(findings: tuple[Entry, ...], answer: str | None) -> list[Entry]:
+    """The findings the message after the summary quotes (the assistant's answer to the latest request, when
+    it was answered): said once, there, where the agent reads what to do next
+    (docs/concepts/handoff.md#the-continuation). A finding stored shortened counts by what it kept."""
+    if not answer:
+        return []
+    quoted = _flat(answer)
+    return [f for f in findings if (part := _flat(f.text).removesuffix("…").rstrip()) and part in quoted]
+
+
+def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool,
+              answer_after: str | None = None) -> _Doc:
     latest = facts.latest_request
     rules = _rendered_rules(facts.rules)
     last_action = facts.last_action
+    quoted = {(f.at, f.text) for f in answered_after(facts.findings, answer_after)}
     # the assistant's answers and its subagents' reports, in the order they came: both are what was found
-    reports = [(f.at, _cap(f.text, FINDING_CHARS)) for f in facts.findings]
+    reports = [(f.at, _cap(f.text, FINDING_CHARS)) for f in facts.findings if (f.at, f.text) not in quoted]
     reports += [(a.at, _cap(f'{a.tool} subagent "{shorten(a.task, 120)}" reported:\n{a.result}',
                             FINDING_CHARS)) for a in facts.subagents if a.result]
     findings = [text for _, text in sorted(reports, key=lambda r: r[0])]
     answer = facts.findings[-1].text if facts.findings else None
     flat = " ".join(answer.split())[:40] if answer else None
     if last_action and flat and last_action.startswith('Said: "') and flat in last_action:
-        # the last answer is quoted above: the action says only what it called, if anything
+        # the last answer is quoted (above, or after the summary): the action says only what it called
         _, _, calls = last_action.partition(" — Called: ")
-        last_action = ("Said: its last answer (under Findings and answers)"
-                       + (f" — Called: {calls}" if calls else ""))
+        if quoted:  # the message after the summary says it answered: only the calls are news
+            last_action = f"Called: {calls}" if calls else None
+        else:
+            last_action = ("Said: its last answer (under Findings and answers)"
+                           + (f" — Called: {calls}" if calls else ""))
     return _Doc(
         earlier=earlier, rules=rules,
         goals=[g for g in (_without_rules(g, tuple(rules)) for g in facts.goals) if g.strip()],
@@ -531,9 +550,10 @@ _ATTEMPTS = 4
 
 def render_facts(facts: Facts, budget_tokens: int, earlier: str | None = None,
                  cost: Callable[[str], int] | None = None,
-                 latest_quoted_after: bool = False) -> tuple[str, bool]:
+                 latest_quoted_after: bool = False, answer_after: str | None = None) -> tuple[str, bool]:
     """The summary text of ``facts`` within ``budget_tokens`` as ``cost`` counts (the window's counter and
-    calibration; chars/4 without one), and whether it was cut hard.
+    calibration; chars/4 without one), and whether it was cut hard. ``answer_after``: the answer the message
+    after the summary quotes (:func:`answered_after`), not repeated under the findings.
 
     An exact counter is too slow for the many trial renders of the shrinking, so they are judged by the
     characters at the rate (tokens per character) measured on the full text; the result is then measured,
@@ -541,11 +561,11 @@ def render_facts(facts: Facts, budget_tokens: int, earlier: str | None = None,
     times at most) before the hard cut."""
     budget = max(0, budget_tokens)
     if cost is None:  # chars/4 is cheap: every trial render is measured
-        doc = _make_doc(facts, earlier, latest_quoted_after)
+        doc = _make_doc(facts, earlier, latest_quoted_after, answer_after)
         _Shrink(doc, lambda t: chars_cost(t) <= budget).run()
         text = render(doc)
         return (text, False) if chars_cost(text) <= budget else fit_summary(text, budget)
-    full = render(_make_doc(facts, earlier, latest_quoted_after))
+    full = render(_make_doc(facts, earlier, latest_quoted_after, answer_after))
     measured = cost(full)
     if measured <= budget:
         return full, False
@@ -553,7 +573,7 @@ def render_facts(facts: Facts, budget_tokens: int, earlier: str | None = None,
     text = full
     for _ in range(_ATTEMPTS):
         limit = budget / rate if rate > 0 else float(len(full))
-        doc = _make_doc(facts, earlier, latest_quoted_after)
+        doc = _make_doc(facts, earlier, latest_quoted_after, answer_after)
         _Shrink(doc, lambda t, limit=limit: len(t) <= limit).run()  # type: ignore[misc]
         text = render(doc)
         measured = cost(text)
