@@ -3,17 +3,17 @@ budget as the window counts (docs/concepts/summary.md#the-budget).
 
 Sections, in reading order, each only when it has something to say: Earlier summary (every earlier summary
 carried forward, quoted: a client's own, an LLM's, ours in a rewritten history), User goals and rules,
-Findings and answers, Open todos, Errors, Files and commands, Identifiers, Subagents, Timeline, Last
-assistant action, Latest request.
+Findings and answers, Decisions along the way, Open todos, Errors, Files and commands, Identifiers,
+Subagents, Timeline, Last assistant action, Latest request.
 
 What a continuing agent needs most goes last when the budget is short: the parts are dropped in a fixed
 order (:data:`DROP_ORDER`, oldest first within each): the timeline's tool steps, the read-only commands' line,
 the done todos, commands, subagents, what each file's last change did, the rest of the timeline, the
-instructions in force beyond a third of the budget (their head is kept), findings and goals shortened, older
-findings, resolved errors, older errors, identifiers, the last action, the tools named beside each file,
-older goals, least recent files, todos, the newest finding, the newest error, the first goal, the
-instructions in force, and last the earlier summary, cut from its middle (it stands for everything before
-it).
+decisions along the way beyond 240 characters, the instructions in force beyond a third of the budget
+(their head is kept), findings and goals shortened, the decisions along the way, older findings, resolved
+errors, older errors, identifiers, the last action, the tools named beside each file, older goals, least
+recent files, todos, the newest finding, the newest error, the first goal, the instructions in force, and
+last the earlier summary, cut from its middle (it stands for everything before it).
 The rules and the latest request are never dropped; a hard cut (``truncated``) is the last resort.
 """
 
@@ -45,6 +45,8 @@ TIMELINE_CHARS = 160
 FINDING_CHARS = 4000  # an answer is shown whole up to this
 OLDER_FINDING_CHARS = 600  # what an older answer is shortened to before it is dropped
 NEWEST_FINDING_SHORT = 1200  # what the newest answer is shortened to before files and todos go
+DECISION_CHARS = 600  # a decision stated along the way is shown up to this
+DECISION_SHORT = 240  # what the decisions are shortened to before the older ones go
 MAX_SUBAGENT_PATHS = 6
 #: a latest request longer than this is quoted in the continuation only, and named here (when it is there)
 LONG_LATEST_CHARS = 2000
@@ -52,9 +54,10 @@ LONG_LATEST_CHARS = 2000
 # (docs/concepts/handoff.md).
 DROP_ORDER = ("timeline's tool steps", "read-only commands", "done todos", "commands", "subagents",
               "what the last change of each file did", "timeline",
+              "decisions along the way beyond 240 characters",
               "instructions in force beyond a third of the budget",
               "older findings beyond 600 characters", "goals beyond 400 characters",
-              "newest finding beyond 1,200 characters", "older findings",
+              "newest finding beyond 1,200 characters", "decisions along the way", "older findings",
               "resolved errors", "older errors", "identifiers", "last action",
               "the tools named beside each file", "older goals", "first goal beyond 240 characters",
               "files", "todos",
@@ -71,6 +74,7 @@ class _Doc:
     rules: list[str]
     instructions: list[str]
     findings: list[str]
+    decisions: list[str]  # what the assistant stated along the way, oldest first
     todos: list[TodoFact]  # the open ones
     done: list[TodoFact]  # the latest list's finished items: one line, dropped early
     errors: list[ErrorFact]
@@ -159,6 +163,8 @@ def render(doc: _Doc) -> str:
     section("Instructions in force (from an active skill or command; not typed by the user)",
             [_quoted(i) for i in doc.instructions])
     section("Findings and answers", [f"- {_indent(f)}" for f in doc.findings])
+    section("Decisions along the way (stated during the work, oldest first)",
+            [f"- {_indent(t)}" for t in doc.decisions])
     tl_ = [f"- [{t.status}] {shorten(t.content, TODO_CHARS)}" for t in doc.todos]
     if doc.done:
         tl_.append("Done: " + "; ".join(shorten(t.content, TODO_CHARS) for t in doc.done))
@@ -315,6 +321,8 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool,
     reports += [(a.at, _cap(f'{a.tool} subagent "{shorten(a.task, 120)}" reported:\n{a.result}',
                             FINDING_CHARS)) for a in facts.subagents if a.result]
     findings = [text for _, text in sorted(reports, key=lambda r: r[0])]
+    answered_at = {f.at for f in facts.findings if f.at >= 0}  # read as an answer: not also a decision
+    quoted_at = answered_at | {e.at for e in facts.decisions if e.at >= 0}  # the timeline leaves them out
     answer = facts.findings[-1].text if facts.findings else None
     flat = " ".join(answer.split())[:40] if answer else None
     if last_action and flat and last_action.startswith('Said: "') and flat in last_action:
@@ -329,6 +337,7 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool,
         earlier=earlier, rules=rules,
         goals=[g for g in (_without_rules(g, tuple(rules)) for g in facts.goals) if g.strip()],
         instructions=list(facts.instructions), findings=findings,
+        decisions=[_cap(e.text, DECISION_CHARS) for e in facts.decisions if e.at not in answered_at],
         todos=[t for t in facts.todos if is_open(Todo(t.content, t.status))],
         done=[t for t in facts.todos if not is_open(Todo(t.content, t.status))],
         errors=list(facts.errors),
@@ -339,7 +348,7 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool,
         inspections=_programs(c.command for c in facts.commands if c.ok and is_inspection(c.command)),
         identifiers=[e.text for e in facts.identifiers], file_changes=True, file_tools=True,
         subagents=[replace(a, result=None) for a in facts.subagents],
-        timeline=_timeline(facts.timeline, latest, {f.at for f in facts.findings if f.at >= 0}),
+        timeline=_timeline(facts.timeline, latest, quoted_at),
         timeline_omitted=0,
         last_action=last_action, latest=latest,
         latest_note=bool(latest_quoted_after and latest and len(latest) > LONG_LATEST_CHARS))
@@ -451,10 +460,12 @@ class _Shrink:
             lambda: self.drop_front(lambda: d.subagents, set_("subagents")),
             lambda: setattr(d, "file_changes", False),
             lambda: self.drop_front(lambda: d.timeline, put_timeline),
+            lambda: setattr(d, "decisions", [_cap(t, DECISION_SHORT) for t in d.decisions]),
             self.cap_instructions,
             shorten_older_findings,
             shorten_goals,
             shorten_newest_finding,
+            lambda: self.drop_front(lambda: d.decisions, set_("decisions")),
             lambda: self.drop_front(lambda: d.findings[:-1], put_older_findings),
             self.drop_resolved,
             lambda: self.drop_front(lambda: d.errors[:-1], put_older_errors),
