@@ -12,8 +12,9 @@ the done todos, commands, subagents, what each file's last change did, the rest 
 decisions along the way beyond 240 characters, the instructions in force beyond a third of the budget
 (their head is kept), findings and goals shortened, the decisions along the way, older findings, resolved
 errors, older errors, identifiers, the last action, the tools named beside each file, older goals, least
-recent files, todos, the newest finding, the newest error, the first goal, the instructions in force, and
-last the earlier summary, cut from its middle (it stands for everything before it).
+recent files, todos, the newest finding, the newest error, the first goal, the instructions in force, the
+long form of the note under the marker, and last the earlier summary, cut from its middle (it stands for
+everything before it; under 600 characters only its end is kept: where the work stands, the next step).
 The rules and the latest request are never dropped; a hard cut (``truncated``) is the last resort.
 """
 
@@ -34,6 +35,11 @@ from .base import chars_cost, fit_summary
 #: the second line of every extractive summary (tells it apart from an LLM's text carried forward)
 EXTRACTED_NOTE = ("Extracted from the transcript by ctxcompact; rules and the latest request are quoted "
                   "verbatim.")
+#: the same note when the whole budget is a few dozen tokens (its long form alone took half of a 42-token one)
+EXTRACTED_NOTE_SHORT = "Extracted by ctxcompact."
+#: an earlier summary shortened to fewer characters than this keeps only its end (the current work and the
+#: next step), not a head of preamble ("Analysis: Let me analyze the conversation…") and a stub of its end
+EARLIER_END_ONLY_CHARS = 600
 GOAL_CHARS = 400
 FIRST_GOAL_CHARS = 800
 FIRST_GOAL_SHORT = 240  # what the first goal is shortened to before files and todos go
@@ -62,7 +68,8 @@ DROP_ORDER = ("timeline's tool steps", "read-only commands", "done todos", "comm
               "the tools named beside each file", "older goals", "first goal beyond 240 characters",
               "files", "todos",
               "newest finding", "newest error", "first goal", "instructions in force",
-              "earlier summary (from its middle)")
+              "the long form of the extracted note", "earlier summary (from its middle; only its end under "
+              "600 characters)")
 
 
 @dataclass(slots=True)
@@ -90,6 +97,7 @@ class _Doc:
     last_action: str | None
     latest: str | None
     latest_note: bool = False  # the latest request is named, not quoted (it is quoted after the summary)
+    short_note: bool = False  # the budget is tiny: the short form of the extracted note
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -144,7 +152,7 @@ def _cap(text: str, limit: int) -> str:
 
 
 def render(doc: _Doc) -> str:
-    out = [SUMMARY_MARKER, EXTRACTED_NOTE]
+    out = [SUMMARY_MARKER, EXTRACTED_NOTE_SHORT if doc.short_note else EXTRACTED_NOTE]
 
     def section(title: str, lines: list[str]) -> None:
         if lines:
@@ -481,6 +489,7 @@ class _Shrink:
             lambda: self.drop_front(lambda: d.errors, set_("errors")),
             lambda: self.drop_front(lambda: d.goals, set_("goals")),
             lambda: self.drop_front(lambda: d.instructions, set_("instructions")),
+            lambda: setattr(d, "short_note", True),
             self.cut_middle,
         ]
         for step in steps:
@@ -524,6 +533,8 @@ class _Shrink:
             return
 
         def cut(k: int) -> str:
+            if k < EARLIER_END_ONLY_CHARS:  # too short for both: its end says where the work stands
+                return "[…]" + text[len(text) - k:].lstrip()
             head = (2 * k) // 3
             return text[:head].rstrip() + _EARLIER_CUT + text[len(text) - (k - head):].lstrip()
 
@@ -535,7 +546,7 @@ class _Shrink:
                 lo = mid
             else:
                 hi = mid - 1
-        d.earlier = cut(lo) if lo >= 80 else None
+        d.earlier = cut(lo) if lo >= 30 else None
 
     def drop_where(self, get: Callable[[], list[Any]], put: Callable[[list[Any]], None],
                    pick: Callable[[Any], bool]) -> None:
