@@ -424,7 +424,8 @@ def _timestamp(rec: Record | None) -> float | str | None:
 def _trim_in_flight(si: StrategyInput, planner: _Planner, t: Transcript, n: int) -> tuple[Transcript, int]:
     """Still over with all before the latest request compacted: the work in flight's results are trimmed as
     the threshold strategy trims its tail (``tail.trim_in_place``); the state's masking keeps them so."""
-    records, trimmed = trim_in_place(t.records, si.budget, si.ctx.transcript.source, si.report.calibrated)
+    records, trimmed = trim_in_place(t.records, si.budget, si.ctx.transcript.source, si.report.calibrated,
+                                     si.tokens)
     planner.trimmed.extend(trimmed)
     return (t, n) if not trimmed else (t := dataclasses.replace(t, records=records), _estimate(si, t)[0])
 
