@@ -134,6 +134,7 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         instructions=opts.instructions,
         cost=cost,
         latest_in_continuation=latest is not None,
+        answer_in_continuation=status.answer if answer else None,
     )
     # only a compaction loads the summarizers (a hook's start-up)
     from ..summarizers.fallback import summarize
