@@ -176,6 +176,7 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
     ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock).
     A message list is the context itself, not an agent's append-only log: the compacted records are the
     output (no ``Format.compaction_output``)."""
+    check_options(opts)  # the same checks as every other route, before any work
     check_exact(opts)
     get_strategy(opts.strategy)
     held = copy.deepcopy(state) if state is not None and not opts.reset_state else None

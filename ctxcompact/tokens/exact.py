@@ -26,11 +26,12 @@ import gzip
 import hashlib
 import importlib.resources
 import os
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ctxcompact.errors import UsageError
+from ctxcompact.errors import InputError, UsageError
 from ctxcompact.model import Message, token_text
 from ctxcompact.tokens import bpe
 
@@ -100,6 +101,41 @@ _SMALL_CHARS = 200_000
 # counts many texts (a sliding window's roll-ups, a summary fitted again and again) changes gear once.
 PURE_MAX_CHARS = 400_000
 _pure_chars = 0  # what tokens/bpe.py has counted in this process
+
+# A text that may hold a pre-token longer than LONG_PIECE characters is counted by tokens/bpe.py's heap
+# merge, never by tiktoken (docs/measurements/performance.md#counting-that-never-goes-quadratic). tiktoken's
+# own merge grows faster than the piece (2.3-2.7x per doubling from 100k characters of one word, of CJK, of
+# one repeated character), and its split pattern overflows its regex engine's stack on a run of about
+# 900,000 white-space characters: a panic that no ``except Exception`` catches. Both paths give the same
+# counts (tests/tokens/test_long_pieces.py), so where the line falls is a matter of speed only.
+LONG_PIECE = 4096
+_HALF = LONG_PIECE // 2
+# Every pre-token longer than 3 characters is one of: a run of letters and marks (after one leading
+# character), a run of symbols then of \r, \n and / (after one leading space), or a run of white space. None
+# holds a digit; the first holds no white space and the others no letter. So a pre-token of more than
+# LONG_PIECE characters covers some window [k * _HALF, (k + 1) * _HALF) that is all non-digit non-space or
+# all non-alphanumeric: a match of _RUN there, tried at every k. In ordinary text each try stops at the next
+# space, digit or letter, so the check costs next to nothing; a false alarm (minified code with no digit
+# or space for 2,048 characters) only takes the slower of two exact paths. The white space is Unicode's
+# White_Space, as in tiktoken's pattern (Python's isspace also takes \x1c-\x1f).
+_WS = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _runs(half: int) -> re.Pattern[str]:
+    return re.compile(rf"[^\d{_WS}]{{{half}}}|[\W_]{{{half}}}")
+
+
+_RUN = _runs(_HALF)
+
+
+def may_hold_long_piece(text: str, longest: int = LONG_PIECE) -> bool:
+    """Whether ``text`` may hold a pre-token longer than ``longest`` characters (never False when it does;
+    linear in the text)."""
+    if len(text) <= longest:
+        return False
+    half = longest // 2
+    match = (_RUN if longest == LONG_PIECE else _runs(half)).match
+    return any(match(text, at) is not None for at in range(0, len(text) - half + 1, half))
 
 
 def _threads() -> int:
@@ -174,6 +210,12 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return enc
 
 
+def _bpe_counter(name: str) -> bpe.Counter:
+    """tokens/bpe.py's counter of encoding ``name`` (its rank table cached by the first call)."""
+    return bpe.counter(name, _SPEC[name][0], EXPECTED_SHA256[name],
+                       lambda: parse_ranks(_read_ranks_file(name)))
+
+
 def _pure_counts(texts: Sequence[str], name: str) -> list[int] | None:
     """Counts by tokens/bpe.py when ``texts`` are small and tiktoken is not loaded yet: the same counts
     without the cost of building the Encoding; None leaves them to tiktoken."""
@@ -182,9 +224,7 @@ def _pure_counts(texts: Sequence[str], name: str) -> list[int] | None:
     if name in _cache or name not in _SPEC or _pure_chars + total > PURE_MAX_CHARS:
         return None
     _pure_chars += total
-    counter = bpe.counter(name, _SPEC[name][0], EXPECTED_SHA256[name],
-                          lambda: parse_ranks(_read_ranks_file(name)))
-    return counter.count_all(texts)
+    return _bpe_counter(name).count_all(texts)
 
 
 # Longest prefix wins. OpenAI's tiktoken.model table maps these families the same way.
@@ -243,11 +283,38 @@ def _batches(texts: Sequence[str]) -> Iterable[tuple[int, int]]:
         yield start, len(texts)
 
 
+def _encode_len(enc: tiktoken.Encoding, text: str) -> int:
+    """``len(enc.encode_ordinary(text))``; tiktoken's panic (its regex engine's stack, on a huge run of white
+    space in text tokens/bpe.py is not sure of) becomes an error that names the problem."""
+    try:
+        return len(enc.encode_ordinary(text))
+    except BaseException as exc:  # pyo3's PanicException derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise InputError(f"tiktoken cannot count a text of {len(text):,} characters ({exc}); "
+                         "count it with --exact none") from None
+
+
+def _long_counts(texts: Sequence[str], name: str) -> dict[int, int]:
+    """The counts of the texts that may hold a long pre-token (:func:`may_hold_long_piece`), by position,
+    made by tokens/bpe.py's linear heap merge; a text it is not sure of is left out (tiktoken counts it)."""
+    out: dict[int, int] = {}
+    if name not in _SPEC:
+        return out
+    for i, t in enumerate(texts):
+        if may_hold_long_piece(t, LONG_PIECE):  # (read at call time: the tests lower it)
+            n = _bpe_counter(name).count(t)
+            if n is not None:
+                out[i] = n
+    return out
+
+
 def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> list[int]:
     """Token count of each text, as ``len(encoding.encode_ordinary(text))``.
 
     Special-token text (``<|endoftext|>``) is counted as ordinary text. Large inputs are encoded in batches
-    on tiktoken's thread pool; the counts are the same as a single-threaded loop.
+    on tiktoken's thread pool; the counts are the same as a single-threaded loop. A text that may hold a
+    pre-token longer than :data:`LONG_PIECE` is counted by tokens/bpe.py (linear; tiktoken's merge is not).
     """
     if not texts:
         return []
@@ -256,15 +323,21 @@ def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAUL
         if pure is not None:
             return pure
     enc = _resolve(encoding)
+    long = _long_counts(texts, enc.name)
+    if long:
+        rest = [i for i in range(len(texts)) if i not in long]
+        for i, n in zip(rest, count_texts([texts[i] for i in rest], enc), strict=True):
+            long[i] = n
+        return [long[i] for i in range(len(texts))]
     total = sum(len(t) for t in texts)
     if total <= _SMALL_CHARS or len(texts) == 1:
-        return [len(enc.encode_ordinary(t)) for t in texts]
+        return [_encode_len(enc, t) for t in texts]
     counts: list[int] = []
     threads = _threads()
     for start, end in _batches(texts):
         batch = list(texts[start:end])
         if len(batch) == 1:
-            counts.append(len(enc.encode_ordinary(batch[0])))
+            counts.append(_encode_len(enc, batch[0]))
         else:
             counts.extend(len(ids) for ids in enc.encode_ordinary_batch(batch, num_threads=threads))
     return counts
@@ -301,4 +374,4 @@ def count_text(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) 
         pure = _pure_counts([text], encoding)
         if pure is not None:
             return pure[0]
-    return len(_resolve(encoding).encode_ordinary(text))
+    return count_texts([text], encoding)[0]
