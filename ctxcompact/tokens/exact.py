@@ -10,13 +10,10 @@ not match its hash is an error: we never fall back to the network.
 Counting always encodes *ordinary* text: a transcript that contains ``<|endoftext|>`` is counted as the
 characters it is, never raises and never turns into a special token.
 
-Parallelism: ``Encoding.encode_ordinary_batch`` runs the Rust encoder on a thread pool, and the encoder
-releases the GIL (checked: a Python loop in the main thread keeps running at full speed while another thread
-encodes a 13 MB string), so threads already use every core. A process pool would have to pickle all the text
-to its workers and parse the ~200k ranks once per worker (~0.3 s each), for no gain over threads. So large
-inputs are encoded on threads in batches of ~2 M characters, keeping only the lengths: tiktoken's batch call
-over a whole 100 MB transcript holds every token id as a Python int at once (1.2 GB peak RSS measured by
-bench/estimate.py); bounded batches keep that to one batch. Small inputs (< 200k characters) skip the pool.
+One call per text, in this thread: tiktoken's ``encode_ordinary_batch`` hands every text to a thread pool
+(a future per text) while its encoder holds the GIL for most of each call, so on a transcript of many
+messages it spent 3.0 CPU-s where a plain loop spends 0.37 (152,310 texts, 10 M characters; 1.8x on
+~1.4 KB messages), and it holds every token id of a batch at once. A loop holds one text's ids.
 """
 
 from __future__ import annotations
@@ -25,10 +22,9 @@ import binascii
 import gzip
 import hashlib
 import importlib.resources
-import os
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ctxcompact.errors import InputError, UsageError
@@ -90,11 +86,6 @@ ENCODINGS = tuple(_SPEC)
 _cache: dict[str, tiktoken.Encoding] = {}
 _lock = threading.Lock()
 
-# Texts are encoded in batches of about this many characters: large enough to keep the thread pool busy,
-# small enough that the token-id lists of one batch stay a few tens of MB.
-_BATCH_CHARS = 2_000_000
-# Below this many characters in total the thread pool costs more than it saves.
-_SMALL_CHARS = 200_000
 # Up to this many characters in all (one process, every call together), and while tiktoken is not loaded,
 # tokens/bpe.py counts: its pure Python merge is slower per character than tiktoken's, but needs no Encoding
 # (docs/measurements/performance.md#a-hooks-call). Past it, building the Encoding pays for itself: a run that
@@ -136,10 +127,6 @@ def may_hold_long_piece(text: str, longest: int = LONG_PIECE) -> bool:
     half = longest // 2
     match = (_RUN if longest == LONG_PIECE else _runs(half)).match
     return any(match(text, at) is not None for at in range(0, len(text) - half + 1, half))
-
-
-def _threads() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
 
 
 def _read_ranks_file(name: str) -> bytes:
@@ -270,19 +257,6 @@ def _resolve(encoding: str | tiktoken.Encoding) -> tiktoken.Encoding:
     return get_encoding(encoding) if isinstance(encoding, str) else encoding
 
 
-def _batches(texts: Sequence[str]) -> Iterable[tuple[int, int]]:
-    """(start, end) index ranges of about _BATCH_CHARS characters each."""
-    start = 0
-    size = 0
-    for i, t in enumerate(texts):
-        size += len(t)
-        if size >= _BATCH_CHARS:
-            yield start, i + 1
-            start, size = i + 1, 0
-    if start < len(texts):
-        yield start, len(texts)
-
-
 def _encode_len(enc: tiktoken.Encoding, text: str) -> int:
     """``len(enc.encode_ordinary(text))``; tiktoken's panic (its regex engine's stack, on a huge run of white
     space in text tokens/bpe.py is not sure of) becomes an error that names the problem."""
@@ -295,26 +269,12 @@ def _encode_len(enc: tiktoken.Encoding, text: str) -> int:
                          "count it with --exact none") from None
 
 
-def _long_counts(texts: Sequence[str], name: str) -> dict[int, int]:
-    """The counts of the texts that may hold a long pre-token (:func:`may_hold_long_piece`), by position,
-    made by tokens/bpe.py's linear heap merge; a text it is not sure of is left out (tiktoken counts it)."""
-    out: dict[int, int] = {}
-    if name not in _SPEC:
-        return out
-    for i, t in enumerate(texts):
-        if may_hold_long_piece(t, LONG_PIECE):  # (read at call time: the tests lower it)
-            n = _bpe_counter(name).count(t)
-            if n is not None:
-                out[i] = n
-    return out
-
-
 def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> list[int]:
     """Token count of each text, as ``len(encoding.encode_ordinary(text))``.
 
-    Special-token text (``<|endoftext|>``) is counted as ordinary text. Large inputs are encoded in batches
-    on tiktoken's thread pool; the counts are the same as a single-threaded loop. A text that may hold a
-    pre-token longer than :data:`LONG_PIECE` is counted by tokens/bpe.py (linear; tiktoken's merge is not).
+    Special-token text (``<|endoftext|>``) is counted as ordinary text, one text at a time (see the module
+    docstring). A text that may hold a pre-token longer than :data:`LONG_PIECE` is counted by tokens/bpe.py's
+    heap merge (linear; tiktoken's merge is not), unless bpe.py is not sure of the text.
     """
     if not texts:
         return []
@@ -323,24 +283,13 @@ def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAUL
         if pure is not None:
             return pure
     enc = _resolve(encoding)
-    long = _long_counts(texts, enc.name)
-    if long:
-        rest = [i for i in range(len(texts)) if i not in long]
-        for i, n in zip(rest, count_texts([texts[i] for i in rest], enc), strict=True):
-            long[i] = n
-        return [long[i] for i in range(len(texts))]
-    total = sum(len(t) for t in texts)
-    if total <= _SMALL_CHARS or len(texts) == 1:
-        return [_encode_len(enc, t) for t in texts]
-    counts: list[int] = []
-    threads = _threads()
-    for start, end in _batches(texts):
-        batch = list(texts[start:end])
-        if len(batch) == 1:
-            counts.append(_encode_len(enc, batch[0]))
-        else:
-            counts.extend(len(ids) for ids in enc.encode_ordinary_batch(batch, num_threads=threads))
-    return counts
+    known = enc.name in _SPEC
+    longest = LONG_PIECE  # (read at call time: the tests lower it)
+    out: list[int] = []
+    for t in texts:
+        n = _bpe_counter(enc.name).count(t) if known and may_hold_long_piece(t, longest) else None
+        out.append(n if n is not None else _encode_len(enc, t))
+    return out
 
 
 # Blocks of one message are joined with a newline before encoding: the API renders them as separate parts,
@@ -358,7 +307,7 @@ def count_messages(
     messages: Sequence[Message], encoding: str | tiktoken.Encoding = DEFAULT_ENCODING
 ) -> list[int]:
     """Exact token count of each message: its token text encoded with ``encoding``, plus the fixed cost of its
-    images and other binary parts (model.IMAGE_TOKENS each). Batched like :func:`count_texts`."""
+    images and other binary parts (model.IMAGE_TOKENS each)."""
     texts: list[str] = []
     fixed: list[int] = []
     for m in messages:
