@@ -162,8 +162,8 @@ class _Compiler:
                 return True
             return properties
         if key == "required":
-            names = list(want)
-            return lambda v: not (isinstance(v, dict) and any(k not in v for k in names))
+            names = frozenset(want)
+            return lambda v: not isinstance(v, dict) or v.keys() >= names
         if key == "additionalProperties":
             known = s.get("properties", {})
             patterns = [_regex(p) for p in s.get("patternProperties", {})]
@@ -202,8 +202,13 @@ class _Compiler:
             return lambda v: not (isinstance(v, list) and len(v) > want)
         if key == "enum":
             options = list(want)
+            if all(isinstance(e, str) for e in options):  # a string equals only the same string (_equal)
+                strings = frozenset(options)
+                return lambda v: isinstance(v, str) and v in strings
             return lambda v: any(_equal(v, e) for e in options)
         if key == "const":
+            if isinstance(want, str):
+                return lambda v: isinstance(v, str) and v == want
             return lambda v: _equal(v, want)
         if key == "minimum":
             return lambda v: not (_is_number(v) and v < want)
