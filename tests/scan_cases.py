@@ -265,11 +265,11 @@ CASES: tuple[Case, ...] = (
     *(Case(f"{path}: {shape}", build, scan, n)
       for shape, make in LONG_SHAPES
       for path, build, scan, n in (
-          ("tiktoken path", make, _tiktoken_count, 100_000),
-          ("run", _in_a_result(make), _run_counting, 50_000),
-          ("estimate", _in_a_result(make), _estimate_counting("tiktoken"), 50_000),
-          ("estimate --exact none", _in_a_result(make), _estimate_counting("none"), 4_000_000),
-          ("run --exact none", _in_a_result(make), _run_heuristic, 4_000_000))),
+          ("tiktoken path", make, _tiktoken_count, 50_000),
+          ("run", _in_a_result(make), _run_counting, 25_000),
+          ("estimate", _in_a_result(make), _estimate_counting("tiktoken"), 25_000),
+          ("estimate --exact none", _in_a_result(make), _estimate_counting("none"), 8_000_000),
+          ("run --exact none", _in_a_result(make), _run_heuristic, 8_000_000))),
     Case("rules: many rule-like sentences", lambda n: " ".join(f"Never touch file{i}." for i in range(n)),
          rules.rules_in_text, 5_000),
     Case("heredoc: many unclosed << word openers", lambda n: "".join(f"cat << EOF{i}\n" for i in range(n)),
