@@ -177,6 +177,7 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
     ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock).
     A message list is the context itself, not an agent's append-only log: the compacted records are the
     output (no ``Format.compaction_output``)."""
+    check_options(opts)  # the same checks as every other route, before any work
     check_exact(opts)
     get_strategy(opts.strategy)
     held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
@@ -216,8 +217,8 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     outcome = get_strategy(opts.strategy).apply(si)
     if outcome is not None:
         result.transcript, result.outcome, result.compacted = outcome.transcript, outcome, outcome.compacted
-    # what we write, estimated as the next request will be: the base for the next calibration (the context
-    # passed through is not counted again: the strategy's counter has its counts)
+    # what we write, estimated as the next request will be: the base for the next calibration (the records
+    # kept from the context are not counted again: si.count)
     out_counts = si.count(result.transcript.records)
     in_base = report.exact if report.exact is not None else report.heuristic
     dropped = result.compacted and sum(out_counts.base) >= in_base
