@@ -356,29 +356,3 @@ def test_an_unterminated_last_line_is_not_settled(tmp_path, new_process):
     cache_path(f"{path}.ctxstate.json").unlink()
     assert _run(path, out) == got
 
-
-def test_made_records_are_not_counted_again(tmp_path, counted):
-    """Records with no line of their own (the placeholders of what --prune would clear, the cleaner's
-    repairs) are kept by what they count: a second call counts only the ones it makes anew."""
-    turns = []
-    for i in range(40):
-        turns += [{"role": "user", "content": f"step {i}: read src/m{i}.py"},
-                  {"role": "assistant", "content": None, "tool_calls": [
-                      {"id": f"c{i}", "type": "function",
-                       "function": {"name": "read_file", "arguments": f'{{"path": "src/m{i}.py"}}'}}]},
-                  {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i} of the file\n" * 200}]
-    lines = [orjson.dumps(m) + b"\n" for m in turns]
-    more = [orjson.dumps({"role": "assistant", "content": f"done {i}"}) + b"\n" for i in range(2)]
-    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
-    path.write_bytes(b"".join(lines))
-    _run(path, out)
-    path.write_bytes(b"".join(lines + more))
-    counted.clear()
-    warm = _run(path, out)
-    warm_counted = sum(counted)
-    cache_path(f"{path}.ctxstate.json").unlink()
-    counted.clear()
-    assert _run(path, out) == warm
-    cold_counted = sum(counted)
-    assert cold_counted > len(lines) + 10  # the lines, and the placeholders --prune would put in
-    assert warm_counted <= len(more) + 2  # the new lines, and what is made anew (at most a placeholder)
