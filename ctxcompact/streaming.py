@@ -94,7 +94,7 @@ class _Totals:
     #: settled records are counted in batches of about this many bytes or records (one tiktoken call per
     #: batch: a call per settled part would pay its start-up hundreds of times; a batch's records are what
     #: is held while counting, so tiny lines are bounded by number too)
-    BATCH_BYTES = 4_000_000
+    BATCH_BYTES = 1000000
     BATCH_RECORDS = 4096
 
     def add(self, part: list[Record]) -> None:
