@@ -139,3 +139,17 @@ def test_memory_does_not_grow_with_the_number_of_records(tmp_path: Path) -> None
     held = (_peak(big, True) - _peak(small, True)) / (3 * n)
     assert streamed < 64, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 4 * 64, held
+
+
+@pytest.mark.parametrize("kw", [{"to": "anthropic"}, {"to": "openai"}, {"format": "openai"},
+                                {"keep_trailing_results": True}, {"exact": "none"}, {"reset_state": True},
+                                {"use_state": False}, {"threshold": "0"}, {"threshold": "50%"}],
+                         ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_the_options_give_the_held_run(kw: dict[str, Any], tmp_path: Path) -> None:
+    for name in ("openai-long", "anthropic-session", "openai-session"):
+        if kw.get("format") == "openai" and name.startswith("anthropic"):
+            continue
+        for i, window in enumerate((1_000_000, 3_000)):
+            held = _run(SAMPLES / f"{name}.jsonl", tmp_path / f"{name}held{i}", True, window, **kw)
+            streamed = _run(SAMPLES / f"{name}.jsonl", tmp_path / f"{name}streamed{i}", False, window, **kw)
+            assert streamed == held, (name, window)
