@@ -248,15 +248,24 @@ class _Cleaner:
                 elif isinstance(b, ToolResult):
                     results.append(_Result(pos, bi, b))
         self.calls = calls
-        used = {c.block.id for c in calls} | {r.block.call_id for r in results} | self.carry.calls.keys()
-        # the calls of the settled parts before: answered, so only their number matters (ids and renames)
-        by_id: dict[str, list[_Call]] = {i: [_ANSWERED] * n for i, n in self.carry.calls.items()}
+        # the calls of the settled parts before: answered, so only their number matters (ids and renames);
+        # looked up by the ids this part names, never copied whole (a part costs its own length)
+        carried = self.carry.calls
+        used = {c.block.id for c in calls} | {r.block.call_id for r in results}
+        by_id: dict[str, list[_Call]] = {}
+
+        def same_id(i: str) -> list[_Call]:
+            got = by_id.get(i)
+            if got is None:
+                got = by_id[i] = [_ANSWERED] * carried.get(i, 0)
+            return got
+
         for c in calls:
-            same = by_id.setdefault(c.block.id, [])
+            same = same_id(c.block.id)
             same.append(c)
             if len(same) > 1:
                 k = len(same)
-                while f"{c.block.id}_{k}" in used:
+                while f"{c.block.id}_{k}" in used or f"{c.block.id}_{k}" in carried:
                     k += 1
                 c.new_id = f"{c.block.id}_{k}"
                 used.add(c.new_id)
@@ -269,10 +278,10 @@ class _Cleaner:
         # First pass: a result answers the earliest unanswered call with its id that came before it. Results
         # are taken in order and always answer the earliest call, so the answered calls of an id are a prefix
         # of its list and one pointer per id finds the next (linear even when one id is reused 10,000 times).
-        nxt: dict[str, int] = dict(self.carry.calls)
+        nxt: dict[str, int] = {}
         for r in results:
-            same = by_id.get(r.block.call_id, [])
-            k = nxt.get(r.block.call_id, 0)
+            same = same_id(r.block.call_id)
+            k = nxt.get(r.block.call_id, carried.get(r.block.call_id, 0))
             if k < len(same) and (same[k].pos, same[k].bi) < (r.pos, r.bi):
                 same[k].result, r.call = r, same[k]
                 nxt[r.block.call_id] = k + 1
@@ -280,8 +289,8 @@ class _Cleaner:
         for r in results:
             if r.call is not None:
                 continue
-            same = by_id.get(r.block.call_id, [])
-            k = nxt.get(r.block.call_id, 0)
+            same = same_id(r.block.call_id)
+            k = nxt.get(r.block.call_id, carried.get(r.block.call_id, 0))
             if k < len(same):
                 same[k].result, r.call = r, same[k]
                 nxt[r.block.call_id] = k + 1

@@ -152,3 +152,44 @@ def test_a_fault_at_the_start_keeps_testing_linear(monkeypatch: pytest.MonkeyPat
         assert cleaner.feed(rec) == []
     assert cleaner.finish().repairs  # the orphan, reported at the end
     assert sum(tries) <= 2 * len(records) and len(tries) <= 10
+
+
+class _CountingIds(dict):  # type: ignore[type-arg]
+    """The settled parts' call ids, counting every id read: one by one or all at once."""
+
+    touched = 0
+
+    def get(self, key, default=None):  # type: ignore[no-untyped-def]
+        _CountingIds.touched += 1
+        return super().get(key, default)
+
+    def __contains__(self, key) -> bool:  # type: ignore[no-untyped-def]
+        _CountingIds.touched += 1
+        return super().__contains__(key)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        _CountingIds.touched += len(self)
+        return super().__iter__()
+
+    def keys(self):  # type: ignore[no-untyped-def]
+        _CountingIds.touched += len(self)
+        return super().keys()
+
+    def items(self):  # type: ignore[no-untyped-def]
+        _CountingIds.touched += len(self)
+        return super().items()
+
+
+def test_a_part_reads_only_the_call_ids_it_names() -> None:
+    """Cleaning a settled part looks up the earlier parts' call ids it names, never all of them: the ids
+    read grow with the transcript, not with its square (reading them all per part made a 20 MB transcript
+    of small tool calls take minutes to stream)."""
+    records = list(_clean_session(8_000))
+    cleaner = Cleaner(LAYOUTS["openai"], "openai")
+    cleaner.carry.calls = _CountingIds()
+    _CountingIds.touched = 0
+    for rec in records:
+        cleaner.feed(rec)
+    assert cleaner.finish().repairs == []
+    assert len(cleaner.carry.calls) >= 7_000
+    assert _CountingIds.touched <= 4 * len(records), _CountingIds.touched
