@@ -136,6 +136,9 @@ class Counted:
     digest: bytes  # their BLAKE2b: pass 2 checks it read the same bytes
     system: int  # tokens of the system records (kept verbatim by any compaction)
     cache: CountCache | None  # the count cache the counts were taken from and added to
+    #: the cleaned context is the input's lines themselves, in order (nothing repaired, made or dropped):
+    #: pass 2 copies them without parsing them again
+    verbatim: bool = False
 
 
 class _Hashing:
@@ -290,7 +293,14 @@ def _count(path: Path, hashing: _Hashing, opts: Options, state: State | None, bu
         totals.append(_Totals(fmt.name, opts, budget, cache))
 
     reading.started = started
+    last: int | None = -1  # whether every record comes out as its own line, in order (None: not)
+    kept = 0
     for part in reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
+        for r in part:
+            if last is not None and not r.dirty and r.raw is not None and r.offset > last:
+                last, kept = r.offset, kept + 1
+            else:
+                last = None
         totals[0].add(part)
     total = totals[0]
     total.flush()
@@ -300,8 +310,9 @@ def _count(path: Path, hashing: _Hashing, opts: Options, state: State | None, bu
     counts = Counts(total.heuristic, total.exact, encoding)
     cal = calibrate_counts(counts, total.usage, opts, state)
     report = make_estimate_report(total.stats, counts, cal, total.budget, total.system, opts, state_path)
+    verbatim = last is not None and kept == reading.records and not reading.repairs
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes,
-                   hashing.hash.digest(), total.system, total.cache)
+                   hashing.hash.digest(), total.system, total.cache, verbatim)
 
 
 def may_write_streamed(fmt: str, opts: Options) -> bool:
@@ -321,7 +332,10 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
     with open_input(path) as stream:
         hashing = _Hashing(stream, counted.nbytes)
         try:
-            for part in reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
+            if counted.verbatim:  # each record written from its own bytes: the lines are the output
+                for _lineno, _offset, raw in iter_lines_at(hashing):  # type: ignore[arg-type]
+                    yield raw + b"\n"
+            for part in () if counted.verbatim else reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
                 yield from write_transcript(Transcript(counted.format, part, str(path)))
         except _Held as held:
             raise InputError(f"{path} changed while it was read ({held}); run again") from None

@@ -23,6 +23,8 @@ from ctxcompact.options import Options
 DATA = Path(__file__).parent / "data"
 FILES = sorted([*DATA.rglob("*.jsonl"), *SAMPLES.glob("*.jsonl")])
 FILES = [p for p in FILES if "fuzz" not in p.parts]
+PENDING = (b'{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function",'
+           b'"function":{"name":"ls","arguments":"{}"}}]}')  # never answered: the cleaner makes its result
 
 
 def _state(path: Path) -> Any:
@@ -85,6 +87,30 @@ def test_the_streamed_route_is_taken_and_writes_without_holding(tmp_path: Path,
             assert r.compacted and r.streamed is None and r.transcript.records
             counted.append(list(sizes))
         assert counted[1] == counted[0], counted  # the held route's counting: the input counted once
+
+
+def test_a_clean_transcript_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing repaired, made or dropped: pass 2 copies the lines (as write_transcript writes them: blank
+    lines, CRs and the BOM dropped) without parsing them again; a transcript the cleaner repairs is parsed
+    twice and written record by record."""
+    from ctxcompact import streaming
+
+    parsed: list[int] = []
+    real = streaming.parse_record
+    monkeypatch.setattr(streaming, "parse_record", lambda *a: parsed.append(1) or real(*a))
+    lines = [b'{"role":"user","content":"hi"}', b'{"role":"assistant","content":"ok"}'] * 100
+    for name, data, twice in (("clean", b"\xef\xbb\xbf" + b"\r\n\n".join(lines) + b"\r\n", False),
+                              ("repaired", b"\n".join([*lines, PENDING, lines[0]]) + b"\n", True)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(data)
+        parsed.clear()
+        r = engine.run(path, Options(window=1_000_000, use_state=False), output=tmp_path / "o.jsonl",
+                       hold=False)
+        assert r.streamed is not None
+        records = r.estimate.records
+        assert len(parsed) == (2 * records if twice else records), name
+        assert _run(path, tmp_path / f"{name}h", True, 1_000_000) == \
+            _run(path, tmp_path / f"{name}s", False, 1_000_000)
 
 
 def test_a_file_changed_between_the_passes_is_an_error_not_a_mixed_output(tmp_path: Path,
