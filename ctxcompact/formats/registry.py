@@ -60,6 +60,8 @@ class Detector:
 
     def __init__(self) -> None:
         self.names = list(REGISTRY.names())
+        self.formats = [(n, REGISTRY.get(n)) for n in self.names]
+        self._leader: str | None = None  # leader(), kept until the next line
         self.count = dict.fromkeys(self.names, 0)
         self.total = dict.fromkeys(self.names, 0)
         self.seen = 0
@@ -71,7 +73,8 @@ class Detector:
         """Score one line; True once detection is decided (read no more lines into it)."""
         if self.first_line is None:
             self.first_line = line
-        row = {n: _sniff(REGISTRY.get(n), obj) for n in self.names}
+        row = {n: _sniff(fmt, obj) for n, fmt in self.formats}
+        self._leader = None
         for n, s in row.items():
             if s > 0:
                 self.count[n] += 1
@@ -88,9 +91,10 @@ class Detector:
         return leader(self.names, self.count, self.total, decided=True) is not None
 
     def leader(self) -> str:
-        best = leader(self.names, self.count, self.total, decided=False)
-        assert best is not None
-        return best
+        if self._leader is None:
+            self._leader = leader(self.names, self.count, self.total, decided=False)
+        assert self._leader is not None
+        return self._leader
 
     def best(self) -> str:
         if not self.seen:
