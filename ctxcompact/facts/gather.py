@@ -27,12 +27,13 @@ from .store import (
 )
 from .subagents import subagent_runs
 from .text import user_requests
-from .timeline import answers, last_assistant_action, timeline_entries
+from .timeline import answers, conclusions, last_assistant_action, timeline_entries
 from .todos import Todo, latest_todo_list
 
 # Per-entry lengths kept in the store (the summary may show less).
 GOAL_CHARS = 2000
 FINDING_CHARS = 6000
+DECISION_CHARS = 2000
 TIMELINE_CHARS = 160
 ACTION_CHARS = 500
 
@@ -91,6 +92,7 @@ def _gather(records: list[Record], latest_request: str | None, todos: Sequence[T
         todos=todo_facts,
         timeline=tuple(Entry(t, at) for at, t in timeline_entries(records, TIMELINE_CHARS, failed)),
         findings=tuple(Entry(_finding(t), at) for at, t in answers(records)),
+        decisions=tuple(Entry(_finding(t, DECISION_CHARS), at) for at, t in conclusions(records)),
         identifiers=tuple(Entry(t, at) for at, t in identifiers(records)),
         instructions=tuple(dict.fromkeys(
             t[:MAX_INSTRUCTION_CHARS] for t in [*project_rules(records), *instructions_in_force(records)])),
@@ -102,9 +104,9 @@ def _gather(records: list[Record], latest_request: str | None, todos: Sequence[T
     return NewFacts(facts, todos_seen=found is not None, success_keys=frozenset(keys), claimed_fixed=claimed)
 
 
-def _finding(text: str) -> str:
+def _finding(text: str, limit: int = FINDING_CHARS) -> str:
     text = text.strip()
-    return text if len(text) <= FINDING_CHARS else text[:FINDING_CHARS - 1].rstrip() + "…"
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
 def _call_positions(records: Sequence[Record]) -> dict[str, int]:

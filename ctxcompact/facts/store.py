@@ -9,7 +9,8 @@ number of compactions by construction, and what leaves the store leaves by the d
 **The drop rule.** Each list has a cap (the state stays small however long the session runs). When a list
 is over its cap, the oldest *finished* item goes first: a resolved error before an unresolved one, an earlier
 request (a goal) before the first one (the task), the least recently touched file, the oldest command,
-finding, identifier, timeline step or subagent run. A user rule is never dropped, nor the latest request.
+finding, decision, identifier, timeline step or subagent run. A user rule is never dropped, nor the latest
+request.
 Open todos are not capped by age: the latest todo list replaces the earlier one.
 
 **Idempotent.** Facts read from records carry the input position of what they came from (``at``), and the
@@ -38,6 +39,7 @@ MAX_COMMANDS = 80
 MAX_ERRORS = 40
 MAX_TIMELINE = 80
 MAX_FINDINGS = 30
+MAX_DECISIONS = 40
 MAX_IDENTIFIERS = 60
 MAX_TODOS = 100
 MAX_SUBAGENTS = 20
@@ -115,6 +117,8 @@ class Facts:
     todos: tuple[TodoFact, ...] = ()  # the latest todo list (open items and done ones)
     timeline: tuple[Entry, ...] = ()
     findings: tuple[Entry, ...] = ()  # the assistant's answers: its last text before each new request
+    #: what the assistant stated in the middle of its work (facts.timeline.conclusions): decisions, findings
+    decisions: tuple[Entry, ...] = ()
     identifiers: tuple[Entry, ...] = ()  # URLs and other names seen in tool output and the assistant's text
     instructions: tuple[str, ...] = ()  # instructions in force (a skill's, a slash command's), verbatim
     subagents: tuple[SubagentFact, ...] = ()
@@ -140,6 +144,8 @@ class Facts:
             "last_action": self.last_action,
             "latest_request": self.latest_request,
         }
+        if self.decisions:  # the key only when there is something
+            out["decisions"] = [{"text": e.text, "at": e.at} for e in self.decisions]
         if self.instructions:
             out["instructions"] = list(self.instructions)
         if self.earlier:  # the key only when there is something
@@ -172,6 +178,7 @@ class Facts:
                         for t in _dicts(raw.get("todos")) if _str(t.get("content"))),
             timeline=_entries(raw.get("timeline")),
             findings=_entries(raw.get("findings")),
+            decisions=_entries(raw.get("decisions")),
             identifiers=_entries(raw.get("identifiers")),
             instructions=tuple(_strs(raw.get("instructions"))),
             subagents=tuple(
@@ -237,6 +244,7 @@ def merge(old: Facts, new: NewFacts) -> Facts:
         todos=(n.todos if new.todos_seen else old.todos)[:MAX_TODOS],
         timeline=_entries_merged(old.timeline, n.timeline, MAX_TIMELINE),
         findings=_entries_merged(old.findings, n.findings, MAX_FINDINGS),
+        decisions=_entries_merged(old.decisions, n.decisions, MAX_DECISIONS),
         identifiers=tuple(_by_key([*old.identifiers, *n.identifiers], lambda e: e.text,
                                   _later)[-MAX_IDENTIFIERS:]),
         instructions=tuple(instructions[-MAX_INSTRUCTIONS:]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -74,10 +75,12 @@ def last_assistant_action(records: Sequence[Record], text_limit: int = 500) -> L
 
 def answers(records: Sequence[Record]) -> list[tuple[int, str]]:
     """The assistant's answers, as (input position, text): its last text before each request a person typed,
-    and its last text at the end. What it concluded, decided or delivered, whole (the caller caps the
-    length)."""
+    and its last text at the end unless it made tool calls with it or after it (the turn is still going: that
+    text is said along the way, :func:`conclusions`). What it concluded, decided or delivered, whole (the
+    caller caps the length)."""
     out: list[tuple[int, str]] = []
     pending: tuple[int, str] | None = None
+    working = False  # the assistant made calls with or after the pending text
     for rec in records:
         msg = rec.message
         if msg is None or rec.origin is not Origin.INPUT:
@@ -85,12 +88,68 @@ def answers(records: Sequence[Record]) -> list[tuple[int, str]]:
         if msg.role is Role.ASSISTANT and not is_machine_reply(rec):
             said = msg.text().strip()
             if said:
-                pending = (rec.index, said)
+                pending, working = (rec.index, said), False
+            working = working or bool(msg.tool_calls())
         elif msg.role is Role.USER and pending is not None and typed_text(rec) is not None:
             out.append(pending)
             pending = None
-    if pending is not None:
+    if pending is not None and not working:
         out.append(pending)
+    return out
+
+
+# A sentence that only says what the assistant is about to do ("Let me read the file.", "Now I'll run the
+# tests", "I'm running the focused test now"), after any opening word such as "Now," or "Next".
+_ANNOUNCEMENT = re.compile(
+    r"^(?:(?:now|next|first|then|finally|ok|okay|so|and|alright|great|good|perfect)\b[,!.:]?\s+)*"
+    r"(?:let me|let's|let us|i(?:'|’)ll|i will|we(?:'|’)ll|we will|i(?:'|’)m going to|i am going to|"
+    r"i(?:'|’)m (?:now )?\w+ing\b|i am (?:now )?\w+ing\b|i need to|i want to|i can now|now i can|time to)",
+    re.I)
+# "Checking what /menu returns.", "Now running the tests": a sentence that opens with a verb in -ing (after
+# any opening word) says what is being done; these nouns in -ing open statements
+_GERUND = re.compile(
+    r"^(?:(?:now|next|first|then|finally|ok|okay|so|and|alright)\b[,!.:]?\s+)*([a-z]{2,}ing)\b", re.I)
+_NOT_GERUNDS = frozenset({"nothing", "something", "everything", "anything", "during", "string", "thing",
+                          "things", "king", "morning", "evening", "spring", "ceiling", "ring", "sibling"})
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+#: a sentence of fewer words is an exclamation ("Perfect!", "You're absolutely right!"), not a statement
+_STATEMENT_WORDS = 4
+
+
+def states_something(text: str) -> bool:
+    """Whether an assistant text states something (a finding, a decision, a conclusion) rather than only
+    announce its next step: some sentence of it, outside code blocks, headings and the lines that introduce a
+    list (ending in ":"), has at least four words and is no announcement (:data:`_ANNOUNCEMENT`, or a
+    sentence that opens with a verb in -ing: "Checking what /menu returns")."""
+    for sentence in _SENTENCE_END.split(_FENCE.sub(" ", text)):
+        line = sentence.strip().lstrip("-*•>").strip()
+        if not line or line.startswith(("#", "|", "---")) or line.endswith(":"):
+            continue
+        plain = line.replace("*", "")
+        if len(line.split()) < _STATEMENT_WORDS or _ANNOUNCEMENT.match(plain):
+            continue
+        gerund = _GERUND.match(plain)
+        if gerund is None or gerund.group(1).lower() in _NOT_GERUNDS:
+            return True
+    return False
+
+
+def conclusions(records: Sequence[Record]) -> list[tuple[int, str]]:
+    """What the assistant stated in the middle of its work, as (input position, text): its texts that are not
+    an answer (:func:`answers`: the last text before a request and at the end) and that state something
+    (:func:`states_something`). A decision taken inside a tool loop ("the graph tools are not exposed in this
+    session, so I'm falling back to rg") is a fact of its own, not only a timeline step."""
+    final = {at for at, _ in answers(records)}
+    out: list[tuple[int, str]] = []
+    for rec in records:
+        msg = rec.message
+        if msg is None or rec.origin is not Origin.INPUT or rec.index in final:
+            continue
+        if msg.role is Role.ASSISTANT and not is_machine_reply(rec):
+            said = msg.text().strip()
+            if said and states_something(said):
+                out.append((rec.index, said))
     return out
 
 

@@ -44,6 +44,10 @@ class StrategyInput:
         """Each record's tokens with the run's estimator (``tokens.counts.count_records``)."""
         return self.counter(records) if self.counter is not None else count_records(records, self.opts)
 
+    def tokens(self, records: list[Record]) -> int:
+        """The tokens of ``records`` the run judges its result with (before the calibration's projection)."""
+        return sum(self.count(records).base)
+
 
 @dataclass(slots=True)
 class Written:

@@ -410,8 +410,8 @@ def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
     cal = si.report.calibrated
     if si.budget.threshold and cal.project(sum(base) - freed) >= si.budget.threshold:
         # still over: the work in flight (never cleared) has its oversized results trimmed (strategies.tail)
-        records, trimmed = trim_in_place(masked.records, si.budget, si.ctx.transcript.source,
-                                          cal)
+        records, trimmed = trim_in_place(masked.records, si.budget, si.ctx.transcript.source, cal,
+                                          si.tokens, under_threshold=True, headroom=si.budget.summary_budget)
         if trimmed:
             masked, results = dataclasses.replace(masked, records=records), [*results, *trimmed]
     if masked is not si.ctx.transcript:

@@ -38,6 +38,7 @@ from typing import Any
 from ..budget import Budget
 from ..clean import clean
 from ..errors import ExitCode
+from ..facts.handoff import in_flight_start
 from ..facts.text import latest_request
 from ..facts.todos import load_todos_file, open_todos
 from ..model import Origin, Record, Role, Transcript
@@ -169,15 +170,22 @@ class _Planner:
         lo, hi = bisect.bisect_left(self.owners, start), bisect.bisect_left(self.owners, end)
         return self._prefix[hi] - self._prefix[lo]
 
-    def make(self, w: Window) -> None:
+    def make(self, w: Window, inside_latest: bool = False) -> None:
+        """Summarize ``w`` into a new event. ``inside_latest``: ``w`` is the older part of the latest
+        request's own records (the request itself stays before it): never a roll-up, which would take the
+        request in; it replaces the events inside its range and has at least a quarter of the budget."""
         vis = [e for e in self.visible if e.end > self.si.ctx.covered]
+        if inside_latest:
+            vis = [e for e in vis if not (w.start <= e.start and e.end <= w.end)]
         used = sum(self._cost_of(e.summary) for e in vis)
         room = self.cap - used
         prior: str | None = None
         start = w.start
         read_from = w.start
         facts = None
-        if room < self.cap / 4 and vis:
+        if inside_latest:
+            room = max(room, self.cap // 4)
+        elif room < self.cap / 4 and vis:
             # roll-up: one event from the first visible one's start, carrying the summaries it replaces
             start = min(w.start, min(e.start for e in vis))
             prior = "\n\n".join(e.summary for e in vis if e.start >= start)
@@ -261,7 +269,7 @@ def apply(si: StrategyInput) -> Outcome | None:
         code = ExitCode.OK
         if active > limit:
             t, code, warnings = _token_event(si, planner, invs, bad, t, limit)
-    if not planner.new:
+    if not planner.new and not planner.trimmed:  # trimming the work in flight alone is a compaction too
         if code is ExitCode.OK:
             return None
         t = si.ctx.transcript
@@ -281,7 +289,8 @@ def apply(si: StrategyInput) -> Outcome | None:
             state.set_section(merge_masking(state.section(Masking), trimmed, input_records=trimmed[0].index,
                                             thinking_before=0))
 
-    return Outcome(strategy=NAME, transcript=t, compacted=bool(new_events), commit=commit, summary=summary,
+    return Outcome(strategy=NAME, transcript=t, compacted=bool(new_events or planner.trimmed), commit=commit,
+                   summary=summary,
                    covered=sum(e.records for e in new_events), fallback=any(e.fallback for e in new_events),
                    duration_s=sum(durations), exit_code=code, warnings=warnings)
 
@@ -302,7 +311,7 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
         return t, _fits_window(si, t), [_over(limit, "no user request to keep; nothing can be compacted")]
     latest = numbered[-1]
     if latest.start <= covered_end:
-        return t, _fits_window(si, t), [_over(limit, "only the latest request remains verbatim")]
+        return _inside_or_over(si, planner, latest, bad, t, limit, "only the latest request remains verbatim")
     anchors = sorted({r.index for r in planner.view if anchor(r) and covered_end < r.index <= latest.start})
     candidates = [p for p in anchors if p not in bad]
     if latest.start not in candidates:
@@ -323,13 +332,41 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
             break
     before = bisect.bisect_left([i.start for i in numbered], chosen)  # invocations that start before it
     if not before:
-        # the first split point that fits is the first request itself: there is nothing to compact yet
-        return t, _fits_window(si, t), [_over(limit, "no complete invocation before the split point")]
+        # the first split point that fits is the first request itself: nothing before it to compact
+        return _inside_or_over(si, planner, latest, bad, t, limit,
+                               "no complete invocation before the split point")
     last_no = numbered[before - 1].number
     w = make_window(invs, first_new, chosen, last_no, si.opts.overlap, "tokens")
     planner.make(w)
     t = _render(si, planner.events)
     tokens, _ = _estimate(si, t)
+    if tokens <= limit:
+        return t, ExitCode.OK, []
+    return _inside_latest_then_trim(si, planner, latest, bad, t, tokens, limit)
+
+
+def _inside_or_over(si: StrategyInput, planner: _Planner, latest: Invocation, bad: set[int], t: Transcript,
+                    limit: int, why: str) -> tuple[Transcript, ExitCode, list[str]]:
+    """Nothing before the latest request is left to compact: compact the older part of its own records
+    (:func:`_inside_latest`) and trim the work in flight, or say why the context stays over the trigger."""
+    tokens, _ = _estimate(si, t)
+    made = _inside_latest(si, planner, latest, bad, t, tokens, limit)
+    out = _inside_latest_then_trim(si, planner, latest, bad, t, tokens, limit, compacted=True)
+    if made is None and not planner.trimmed:
+        return t, _fits_window(si, t), [_over(limit, why)]
+    return out
+
+
+def _inside_latest_then_trim(si: StrategyInput, planner: _Planner, latest: Invocation, bad: set[int],
+                             t: Transcript, tokens: int, limit: int,
+                             compacted: bool = False) -> tuple[Transcript, ExitCode, list[str]]:
+    """Over the trigger with everything before the latest request compacted: the older part of its own
+    records is summarized (:func:`_inside_latest`), then the work in flight's results are trimmed."""
+    if not compacted and tokens > limit:
+        _inside_latest(si, planner, latest, bad, t, tokens, limit)
+    if planner.new:
+        t = _render(si, planner.events)
+        tokens, _ = _estimate(si, t)
     if tokens <= limit:
         return t, ExitCode.OK, []
     t, tokens = _trim_in_flight(si, planner, t, tokens)
@@ -344,10 +381,51 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
                                          "request")]
 
 
+def _inside_latest(si: StrategyInput, planner: _Planner, latest: Invocation, bad: set[int], t: Transcript,
+                   tokens: int, limit: int) -> Event | None:
+    """The latest request's invocation alone is over the trigger (a Codex session can be one request and
+    hours of tool calls): one event summarizes its records after the request up to a split point, the fewest
+    that make the rest fit (all it may take if none does), so the request stays verbatim before the summary
+    and the work in flight (the last assistant turn and its results, :func:`~..facts.handoff.in_flight_start`;
+    else the last record) after it. A split point never separates a tool call from its result. None when
+    there is nothing to take (docs/guides/strategies.md#sliding-window)."""
+    view = planner.view
+    after = sorted({r.index for r in view if anchor(r) and r.index > latest.start})
+    if len(after) < 2 or after[0] in bad:
+        return None
+    at = in_flight_start(view)
+    stop = view[at].index if at is not None and anchor(view[at]) else after[-1]
+    candidates = [p for p in after if after[0] < p <= stop and p not in bad]
+    if not candidates:
+        return None
+    first = after[0]
+    costs = _tail_costs(si, t)
+    fixed = sum(c for idx, c in costs if idx < first)  # system, summaries, everything up to the request
+    owned = sorted((idx, c) for idx, c in costs if idx >= first)
+    owned_at = [idx for idx, _ in owned]
+    suffix = list(itertools.accumulate(reversed([c for _, c in owned]), initial=0))[::-1]
+    room = max(planner.cap // 4, 1)
+    chosen = next((p for p in candidates
+                   if si.report.calibrated.project(fixed + suffix[bisect.bisect_left(owned_at, p)] + room)
+                   <= limit * 3 // 4), candidates[-1])
+    w = Window(start=first, end=chosen, first=latest.number, last=latest.number, new_first=latest.number,
+               trigger="tokens", ids=[latest.id] if latest.id else [],
+               timestamp_start=_timestamp(_record_at(view, first)),
+               timestamp_end=_timestamp(_record_at(view, chosen - 1)))
+    planner.make(w, inside_latest=True)
+    return planner.new[-1]
+
+
+def _timestamp(rec: Record | None) -> float | str | None:
+    ts = rec.meta.get("timestamp") if rec is not None else None
+    return ts if isinstance(ts, (int, float, str)) and not isinstance(ts, bool) else None
+
+
 def _trim_in_flight(si: StrategyInput, planner: _Planner, t: Transcript, n: int) -> tuple[Transcript, int]:
     """Still over with all before the latest request compacted: the work in flight's results are trimmed as
     the threshold strategy trims its tail (``tail.trim_in_place``); the state's masking keeps them so."""
-    records, trimmed = trim_in_place(t.records, si.budget, si.ctx.transcript.source, si.report.calibrated)
+    records, trimmed = trim_in_place(t.records, si.budget, si.ctx.transcript.source, si.report.calibrated,
+                                     si.tokens)
     planner.trimmed.extend(trimmed)
     return (t, n) if not trimmed else (t := dataclasses.replace(t, records=records), _estimate(si, t)[0])
 

@@ -38,11 +38,11 @@ from ..secrets import scrub_credentials, scrub_json
 from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibration, set_watermark
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..tokens.calibration import Calibrated
-from ..tokens.counts import text_cost
+from ..tokens.counts import count_records, text_cost
 from . import mask
 from .base import Outcome, StrategyInput, Warn, Written
 from .masking_state import Masking
-from .tail import Tail, in_flight
+from .tail import Count, Tail, fit, in_flight_records, plan, room
 
 NAME = "threshold"
 
@@ -65,10 +65,12 @@ def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
 
 
 def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn,
-            tier: str | None = None, calibrated: Calibrated | None = None) -> Outcome:
+            tier: str | None = None, calibrated: Calibrated | None = None,
+            counter: Count | None = None) -> Outcome:
     """Summarize the conversation of ``ctx`` (with the state's summary as prior context), the summary fitted
     to its budget as the window counts (``calibrated``: the run's calibration), keeping the work in flight
-    verbatim after the continuation and an encrypted earlier summary as it is (docs/concepts/handoff.md)."""
+    verbatim after the continuation and an encrypted earlier summary as it is (docs/concepts/handoff.md).
+    ``counter``: the run's counter (``StrategyInput.tokens``), with which the tail is fitted."""
     system, body = split_context(ctx.transcript.records)
     opaque = opaque_records(body)
     if opaque:
@@ -78,21 +80,53 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     latest = latest_request(body) or (prior.latest_request if prior is not None else None)
     status = request_status(body)
     in_progress = status.status == IN_PROGRESS
-    tail = in_flight(body, budget, ctx.transcript.source, calibrated) if in_progress else Tail()
-    summarized = body[: len(body) - len(tail.records)] if tail.records else body
+    flight = in_flight_records(body) if in_progress else []
     answer = _quoted_answer(status.answer, budget.summary_budget)
     cost = text_cost(opts, calibrated)
     fmt = get_format(ctx.transcript.format)
     attached, spans = _attached(ctx.transcript.records, body, prior)
+    removed = None
+    if not fmt.carries_attachments:  # named instead, never dropped without a word
+        removed = removed_attachments_note(attached)
+        attached, spans = [], []
+
+    def continuation_for(tail: list[Record]) -> str:
+        text = continuation_text(latest, removed, status=status.status, answer=answer, in_flight=bool(tail))
+        text = scrub_credentials(text)  # composed by ctxcompact: the quote keeps no credential
+        if opts.cite_source and ctx.transcript.source not in ("", "-"):
+            text = f"{text}\n\n{source_note(ctx.transcript.source, ctx.input_lines)}"
+        return text
+
+    def head(summary_text: str, continuation: str) -> list[Record]:
+        return [*system, *opaque, *fmt.summary_records(summary_text, continuation, attached)]
+
+    # the answer the continuation quotes (and the words around it) is paid from the summary's budget, at
+    # most half of it; and a summary is never more than half of what it replaces: whole answers must not
+    # make a small context larger
+    budget_tokens = min(
+        budget.summary_budget - min(budget.summary_budget // 2, cost(answer) + 50 if answer else 0),
+        max(64, calibrated.tokens // 2) if calibrated is not None else budget.summary_budget)
+    source = ctx.transcript.source
+    count = counter if counter is not None else (lambda records: sum(count_records(records, opts).base))
+    cal = calibrated if calibrated is not None else UNCALIBRATED
+    placed = None
+    if flight:
+        # the work in flight first: the summary's budget shrinks (to a quarter) so the tail fits whole
+        # (docs/concepts/handoff.md#the-work-in-flight); all counted as the run judges its result
+        ours = int(budget_tokens / (cal.cost(10_000) / 10_000))
+        # cleaning's closing "Understood." after the results is not written, but the next run adds it again
+        closing = body[next(i for i, r in enumerate(body) if r is flight[-1]) + 1:]
+        # and a compaction must leave less than the context it replaces (else the run passes it through)
+        most = cal.base - 1 if cal.base > 0 else None
+        placed = plan(flight, count([*head("", continuation_for(flight)), *closing]), ours, ours // 4, budget,
+                      cal, count, source, most)
+        budget_tokens = min(budget_tokens, cal.cost(placed.summary))
+    tail = placed.tail if placed is not None else Tail()
+    summarized = body[: next(i for i, r in enumerate(body) if r is flight[0])] if tail.records else body
     todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
     request = SummaryRequest(
         records=summarized,
-        # the answer the continuation quotes (and the words around it) is paid from the summary's budget, at
-        # most half of it; and a summary is never more than half of what it replaces: whole answers must not
-        # make a small context larger
-        budget_tokens=min(
-            budget.summary_budget - min(budget.summary_budget // 2, cost(answer) + 50 if answer else 0),
-            max(64, calibrated.tokens // 2) if calibrated is not None else budget.summary_budget),
+        budget_tokens=budget_tokens,
         prior_summary=prior.text if prior is not None else None,
         prior_facts=prior.facts if prior is not None else None,
         latest_request=latest,
@@ -100,21 +134,22 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         instructions=opts.instructions,
         cost=cost,
         latest_in_continuation=latest is not None,
+        answer_in_continuation=status.answer if answer else None,
     )
     # only a compaction loads the summarizers (a hook's start-up)
     from ..summarizers.fallback import summarize
 
     summary = summarize(request, opts, warn)
-    removed = None
-    if not fmt.carries_attachments:  # named instead, never dropped without a word
-        removed = removed_attachments_note(attached)
-        attached, spans = [], []
-    continuation = continuation_text(latest, removed, status=status.status, answer=answer,
-                                     in_flight=bool(tail.records))
-    continuation = scrub_credentials(continuation)  # composed by ctxcompact: the quote keeps no credential
-    if opts.cite_source and ctx.transcript.source not in ("", "-"):
-        continuation = f"{continuation}\n\n{source_note(ctx.transcript.source, ctx.input_lines)}"
-    out = [*system, *opaque, *fmt.summary_records(summary.text, continuation, attached), *tail.records]
+    if placed is not None and tail.records:
+        # the summary is made: the tail takes exactly what it leaves under the ceiling (a summary shorter
+        # than its budget leaves more of a trimmed result; one longer than counted, less)
+        space = min(room(cal, placed.ceiling), most if most is not None else placed.ceiling * 64) - count(
+            [*head(summary.text, continuation_for(flight)), *closing])
+        tail = fit(flight, space, count, source) if tail.trimmed or count(tail.records) > space else tail
+        if not tail.records:  # (never more than the summary's own rounding): the turn was summarized
+            summary = summarize(dataclasses.replace(request, records=body), opts, warn)
+    continuation = continuation_for(tail.records)
+    out = [*head(summary.text, continuation), *tail.records]
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
     # the tail stays after the watermark (the next run reads it from the input again) when its place in the
     # input is known; else the summary covers everything and the tail is written this once
@@ -128,6 +163,10 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
     return Outcome(strategy=NAME, transcript=transcript, commit=commit, summary=summary, tier=tier,
                    covered=covered_to - ctx.covered, fallback=summary.fallback,
                    duration_s=summary.duration_s)
+
+
+#: the projection without a calibration (a caller that has none): our tokens as they are
+UNCALIBRATED = Calibrated(tokens=0, calibrated=0, base=0, factor=1.0, source="default", real=None)
 
 
 def _quoted_answer(answer: str | None, summary_budget: int) -> str | None:
@@ -237,7 +276,7 @@ class ThresholdStrategy:
         with progress(f"summarizing with {si.opts.summarizer}"):
             tier = "summary" if si.opts.prune else None
             return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier,
-                           calibrated=si.report.calibrated)
+                           calibrated=si.report.calibrated, counter=si.tokens)
 
 
 STRATEGY = ThresholdStrategy()

@@ -32,6 +32,9 @@ class SummaryRequest:
     #: the latest request is quoted verbatim in the message written after the summary: the summary names it
     #: once, shortly, instead of quoting it a second time
     latest_in_continuation: bool = False
+    #: the assistant's answer to the latest request, quoted in the message written after the summary (the
+    #: request was answered): the summary does not repeat it under its findings
+    answer_in_continuation: str | None = None
 
 
 @dataclass(slots=True)

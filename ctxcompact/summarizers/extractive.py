@@ -24,7 +24,7 @@ from ..facts.earlier import MAX_EARLIER_CHARS
 from ..facts.gather import gather
 from ..facts.store import FACTS_VERSION, Facts, merge
 from .base import Summarizer, SummaryRequest, SummaryResult
-from .layout import EXTRACTED_NOTE, render_facts
+from .layout import EXTRACTED_NOTE, EXTRACTED_NOTE_SHORT, render_facts
 
 __all__ = ["EXTRACTED_NOTE", "FACTS_VERSION", "ExtractiveSummarizer", "extract_facts", "facts_of"]
 
@@ -59,7 +59,8 @@ class ExtractiveSummarizer(Summarizer):
             # an LLM's summary is carried forward as text (its facts are merged too); an extractive
             # summary is not, its facts say everything it said
             body = _strip_marker(request.prior_summary)
-            if request.prior_facts is None or (body and not body.startswith(EXTRACTED_NOTE)):
+            if request.prior_facts is None or (body and not body.startswith((EXTRACTED_NOTE,
+                                                                             EXTRACTED_NOTE_SHORT))):
                 earlier = body
         facts = facts_of(request)
         # earlier summaries (kept by an earlier compaction, found in the records, an LLM's prior summary) stay
@@ -68,7 +69,7 @@ class ExtractiveSummarizer(Summarizer):
             carried = "\n\n".join(t for t in (facts.earlier, earlier) if t)
             facts = replace(facts, earlier=carried[-MAX_EARLIER_CHARS:])
         text, truncated = render_facts(facts, request.budget_tokens, facts.earlier, request.cost,
-                                       request.latest_in_continuation)
+                                       request.latest_in_continuation, request.answer_in_continuation)
         return SummaryResult(text=text, summarizer=self.name, facts=facts.to_json(), truncated=truncated,
                              duration_s=time.monotonic() - start)
 

@@ -3,17 +3,18 @@ budget as the window counts (docs/concepts/summary.md#the-budget).
 
 Sections, in reading order, each only when it has something to say: Earlier summary (every earlier summary
 carried forward, quoted: a client's own, an LLM's, ours in a rewritten history), User goals and rules,
-Findings and answers, Open todos, Errors, Files and commands, Identifiers, Subagents, Timeline, Last
-assistant action, Latest request.
+Findings and answers, Decisions along the way, Open todos, Errors, Files and commands, Identifiers,
+Subagents, Timeline, Last assistant action, Latest request.
 
 What a continuing agent needs most goes last when the budget is short: the parts are dropped in a fixed
 order (:data:`DROP_ORDER`, oldest first within each): the timeline's tool steps, the read-only commands' line,
 the done todos, commands, subagents, what each file's last change did, the rest of the timeline, the
-instructions in force beyond a third of the budget (their head is kept), findings and goals shortened, older
-findings, resolved errors, older errors, identifiers, the last action, the tools named beside each file,
-older goals, least recent files, todos, the newest finding, the newest error, the first goal, the
-instructions in force, and last the earlier summary, cut from its middle (it stands for everything before
-it).
+decisions along the way beyond 240 characters, the instructions in force beyond a third of the budget
+(their head is kept), findings and goals shortened, the decisions along the way, older findings, resolved
+errors, older errors, identifiers, the last action, the tools named beside each file, older goals, least
+recent files, todos, the newest finding, the newest error, the first goal, the instructions in force, the
+long form of the note under the marker, and last the earlier summary, cut from its middle (it stands for
+everything before it; under 600 characters only its end is kept: where the work stands, the next step).
 The rules and the latest request are never dropped; a hard cut (``truncated``) is the last resort.
 """
 
@@ -34,6 +35,11 @@ from .base import chars_cost, fit_summary
 #: the second line of every extractive summary (tells it apart from an LLM's text carried forward)
 EXTRACTED_NOTE = ("Extracted from the transcript by ctxcompact; rules and the latest request are quoted "
                   "verbatim.")
+#: the same note when the whole budget is a few dozen tokens (its long form alone took half of a 42-token one)
+EXTRACTED_NOTE_SHORT = "Extracted by ctxcompact."
+#: an earlier summary shortened to fewer characters than this keeps only its end (the current work and the
+#: next step), not a head of preamble ("Analysis: Let me analyze the conversation…") and a stub of its end
+EARLIER_END_ONLY_CHARS = 600
 GOAL_CHARS = 400
 FIRST_GOAL_CHARS = 800
 FIRST_GOAL_SHORT = 240  # what the first goal is shortened to before files and todos go
@@ -45,6 +51,8 @@ TIMELINE_CHARS = 160
 FINDING_CHARS = 4000  # an answer is shown whole up to this
 OLDER_FINDING_CHARS = 600  # what an older answer is shortened to before it is dropped
 NEWEST_FINDING_SHORT = 1200  # what the newest answer is shortened to before files and todos go
+DECISION_CHARS = 600  # a decision stated along the way is shown up to this
+DECISION_SHORT = 240  # what the decisions are shortened to before the older ones go
 MAX_SUBAGENT_PATHS = 6
 #: a latest request longer than this is quoted in the continuation only, and named here (when it is there)
 LONG_LATEST_CHARS = 2000
@@ -52,14 +60,16 @@ LONG_LATEST_CHARS = 2000
 # (docs/concepts/handoff.md).
 DROP_ORDER = ("timeline's tool steps", "read-only commands", "done todos", "commands", "subagents",
               "what the last change of each file did", "timeline",
+              "decisions along the way beyond 240 characters",
               "instructions in force beyond a third of the budget",
               "older findings beyond 600 characters", "goals beyond 400 characters",
-              "newest finding beyond 1,200 characters", "older findings",
+              "newest finding beyond 1,200 characters", "decisions along the way", "older findings",
               "resolved errors", "older errors", "identifiers", "last action",
               "the tools named beside each file", "older goals", "first goal beyond 240 characters",
               "files", "todos",
               "newest finding", "newest error", "first goal", "instructions in force",
-              "earlier summary (from its middle)")
+              "the long form of the extracted note", "earlier summary (from its middle; only its end under "
+              "600 characters)")
 
 
 @dataclass(slots=True)
@@ -71,6 +81,7 @@ class _Doc:
     rules: list[str]
     instructions: list[str]
     findings: list[str]
+    decisions: list[str]  # what the assistant stated along the way, oldest first
     todos: list[TodoFact]  # the open ones
     done: list[TodoFact]  # the latest list's finished items: one line, dropped early
     errors: list[ErrorFact]
@@ -86,6 +97,7 @@ class _Doc:
     last_action: str | None
     latest: str | None
     latest_note: bool = False  # the latest request is named, not quoted (it is quoted after the summary)
+    short_note: bool = False  # the budget is tiny: the short form of the extracted note
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -140,7 +152,7 @@ def _cap(text: str, limit: int) -> str:
 
 
 def render(doc: _Doc) -> str:
-    out = [SUMMARY_MARKER, EXTRACTED_NOTE]
+    out = [SUMMARY_MARKER, EXTRACTED_NOTE_SHORT if doc.short_note else EXTRACTED_NOTE]
 
     def section(title: str, lines: list[str]) -> None:
         if lines:
@@ -159,6 +171,8 @@ def render(doc: _Doc) -> str:
     section("Instructions in force (from an active skill or command; not typed by the user)",
             [_quoted(i) for i in doc.instructions])
     section("Findings and answers", [f"- {_indent(f)}" for f in doc.findings])
+    section("Decisions along the way (stated during the work, oldest first)",
+            [f"- {_indent(t)}" for t in doc.decisions])
     tl_ = [f"- [{t.status}] {shorten(t.content, TODO_CHARS)}" for t in doc.todos]
     if doc.done:
         tl_.append("Done: " + "; ".join(shorten(t.content, TODO_CHARS) for t in doc.done))
@@ -290,26 +304,48 @@ def _programs(commands: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _Doc:
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def answered_after(findings: tuple[Entry, ...], answer: str | None) -> list[Entry]:
+    """The findings the message after the summary quotes (the assistant's answer to the latest request, when
+    it was answered): said once, there, where the agent reads what to do next
+    (docs/concepts/handoff.md#the-continuation). A finding stored shortened counts by what it kept."""
+    if not answer:
+        return []
+    quoted = _flat(answer)
+    return [f for f in findings if (part := _flat(f.text).removesuffix("…").rstrip()) and part in quoted]
+
+
+def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool,
+              answer_after: str | None = None) -> _Doc:
     latest = facts.latest_request
     rules = _rendered_rules(facts.rules)
     last_action = facts.last_action
+    quoted = {(f.at, f.text) for f in answered_after(facts.findings, answer_after)}
     # the assistant's answers and its subagents' reports, in the order they came: both are what was found
-    reports = [(f.at, _cap(f.text, FINDING_CHARS)) for f in facts.findings]
+    reports = [(f.at, _cap(f.text, FINDING_CHARS)) for f in facts.findings if (f.at, f.text) not in quoted]
     reports += [(a.at, _cap(f'{a.tool} subagent "{shorten(a.task, 120)}" reported:\n{a.result}',
                             FINDING_CHARS)) for a in facts.subagents if a.result]
     findings = [text for _, text in sorted(reports, key=lambda r: r[0])]
+    answered_at = {f.at for f in facts.findings if f.at >= 0}  # read as an answer: not also a decision
+    quoted_at = answered_at | {e.at for e in facts.decisions if e.at >= 0}  # the timeline leaves them out
     answer = facts.findings[-1].text if facts.findings else None
     flat = " ".join(answer.split())[:40] if answer else None
     if last_action and flat and last_action.startswith('Said: "') and flat in last_action:
-        # the last answer is quoted above: the action says only what it called, if anything
+        # the last answer is quoted (above, or after the summary): the action says only what it called
         _, _, calls = last_action.partition(" — Called: ")
-        last_action = ("Said: its last answer (under Findings and answers)"
-                       + (f" — Called: {calls}" if calls else ""))
+        if quoted:  # the message after the summary says it answered: only the calls are news
+            last_action = f"Called: {calls}" if calls else None
+        else:
+            last_action = ("Said: its last answer (under Findings and answers)"
+                           + (f" — Called: {calls}" if calls else ""))
     return _Doc(
         earlier=earlier, rules=rules,
         goals=[g for g in (_without_rules(g, tuple(rules)) for g in facts.goals) if g.strip()],
         instructions=list(facts.instructions), findings=findings,
+        decisions=[_cap(e.text, DECISION_CHARS) for e in facts.decisions if e.at not in answered_at],
         todos=[t for t in facts.todos if is_open(Todo(t.content, t.status))],
         done=[t for t in facts.todos if not is_open(Todo(t.content, t.status))],
         errors=list(facts.errors),
@@ -320,7 +356,7 @@ def _make_doc(facts: Facts, earlier: str | None, latest_quoted_after: bool) -> _
         inspections=_programs(c.command for c in facts.commands if c.ok and is_inspection(c.command)),
         identifiers=[e.text for e in facts.identifiers], file_changes=True, file_tools=True,
         subagents=[replace(a, result=None) for a in facts.subagents],
-        timeline=_timeline(facts.timeline, latest, {f.at for f in facts.findings if f.at >= 0}),
+        timeline=_timeline(facts.timeline, latest, quoted_at),
         timeline_omitted=0,
         last_action=last_action, latest=latest,
         latest_note=bool(latest_quoted_after and latest and len(latest) > LONG_LATEST_CHARS))
@@ -432,10 +468,12 @@ class _Shrink:
             lambda: self.drop_front(lambda: d.subagents, set_("subagents")),
             lambda: setattr(d, "file_changes", False),
             lambda: self.drop_front(lambda: d.timeline, put_timeline),
+            lambda: setattr(d, "decisions", [_cap(t, DECISION_SHORT) for t in d.decisions]),
             self.cap_instructions,
             shorten_older_findings,
             shorten_goals,
             shorten_newest_finding,
+            lambda: self.drop_front(lambda: d.decisions, set_("decisions")),
             lambda: self.drop_front(lambda: d.findings[:-1], put_older_findings),
             self.drop_resolved,
             lambda: self.drop_front(lambda: d.errors[:-1], put_older_errors),
@@ -451,6 +489,7 @@ class _Shrink:
             lambda: self.drop_front(lambda: d.errors, set_("errors")),
             lambda: self.drop_front(lambda: d.goals, set_("goals")),
             lambda: self.drop_front(lambda: d.instructions, set_("instructions")),
+            lambda: setattr(d, "short_note", True),
             self.cut_middle,
         ]
         for step in steps:
@@ -494,6 +533,8 @@ class _Shrink:
             return
 
         def cut(k: int) -> str:
+            if k < EARLIER_END_ONLY_CHARS:  # too short for both: its end says where the work stands
+                return "[…]" + text[len(text) - k:].lstrip()
             head = (2 * k) // 3
             return text[:head].rstrip() + _EARLIER_CUT + text[len(text) - (k - head):].lstrip()
 
@@ -505,7 +546,7 @@ class _Shrink:
                 lo = mid
             else:
                 hi = mid - 1
-        d.earlier = cut(lo) if lo >= 80 else None
+        d.earlier = cut(lo) if lo >= 30 else None
 
     def drop_where(self, get: Callable[[], list[Any]], put: Callable[[list[Any]], None],
                    pick: Callable[[Any], bool]) -> None:
@@ -531,9 +572,10 @@ _ATTEMPTS = 4
 
 def render_facts(facts: Facts, budget_tokens: int, earlier: str | None = None,
                  cost: Callable[[str], int] | None = None,
-                 latest_quoted_after: bool = False) -> tuple[str, bool]:
+                 latest_quoted_after: bool = False, answer_after: str | None = None) -> tuple[str, bool]:
     """The summary text of ``facts`` within ``budget_tokens`` as ``cost`` counts (the window's counter and
-    calibration; chars/4 without one), and whether it was cut hard.
+    calibration; chars/4 without one), and whether it was cut hard. ``answer_after``: the answer the message
+    after the summary quotes (:func:`answered_after`), not repeated under the findings.
 
     An exact counter is too slow for the many trial renders of the shrinking, so they are judged by the
     characters at the rate (tokens per character) measured on the full text; the result is then measured,
@@ -541,11 +583,11 @@ def render_facts(facts: Facts, budget_tokens: int, earlier: str | None = None,
     times at most) before the hard cut."""
     budget = max(0, budget_tokens)
     if cost is None:  # chars/4 is cheap: every trial render is measured
-        doc = _make_doc(facts, earlier, latest_quoted_after)
+        doc = _make_doc(facts, earlier, latest_quoted_after, answer_after)
         _Shrink(doc, lambda t: chars_cost(t) <= budget).run()
         text = render(doc)
         return (text, False) if chars_cost(text) <= budget else fit_summary(text, budget)
-    full = render(_make_doc(facts, earlier, latest_quoted_after))
+    full = render(_make_doc(facts, earlier, latest_quoted_after, answer_after))
     measured = cost(full)
     if measured <= budget:
         return full, False
@@ -553,7 +595,7 @@ def render_facts(facts: Facts, budget_tokens: int, earlier: str | None = None,
     text = full
     for _ in range(_ATTEMPTS):
         limit = budget / rate if rate > 0 else float(len(full))
-        doc = _make_doc(facts, earlier, latest_quoted_after)
+        doc = _make_doc(facts, earlier, latest_quoted_after, answer_after)
         _Shrink(doc, lambda t, limit=limit: len(t) <= limit).run()  # type: ignore[misc]
         text = render(doc)
         measured = cost(text)

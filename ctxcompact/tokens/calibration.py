@@ -192,6 +192,12 @@ def calibrate(
 FIT_POINTS = 16
 #: two requests whose estimated sizes differ by less than this (tokens) cannot tell a slope from noise
 MIN_SPREAD_TOKENS = 256
+#: measured requests whose estimated sizes all lie within this share of what was billed are one tool loop: the
+#: transcript grew by a few thousand tokens while the bill also carried what the log holds only in part (a
+#: model's thinking), so the slope read from them (2.6 on a real Claude Code log) says nothing of a context
+#: of another size; :func:`not_for_written` is judged with it bounded by the counter's default
+#: (:func:`_predict`)
+SPREAD_SHARE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,11 +265,28 @@ class StoredCalibration(Protocol):
     points: list[tuple[int, int]]
 
 
+def narrow(points: Sequence[tuple[int, int]]) -> bool:
+    """Whether measured requests ``(visible, real)`` all lie within :data:`SPREAD_SHARE` of what was billed
+    (one tool loop: no slope can be told from them)."""
+    pts = [(v, r) for v, r in points if v >= 0 and r >= 0][-FIT_POINTS:]
+    if len(pts) < 2:
+        return False
+    sizes = [v for v, _ in pts]
+    return max(sizes) - min(sizes) < SPREAD_SHARE * max(r for _, r in pts)
+
+
 def _predict(stored: StoredCalibration | None, same: bool, default: float, visible: int) -> int:
     """What a request of ``visible`` estimated tokens costs by what was measured before it (the state's
-    model, else its factor, else the default)."""
+    model, else its factor, else the default). A slope read from one tool loop (:func:`narrow`) is bounded by
+    the default: judged with 2.6, a bill of the uncompacted session passed for one of the written context."""
     if stored is not None and same and stored.slope is not None and stored.hidden is not None:
-        return math.ceil(stored.hidden + _exact(stored.slope) * visible)
+        slope = _exact(stored.slope)
+        if narrow(stored.points):
+            # the hidden part goes through the latest point, as the fit put it, at the bounded slope
+            v, r = [(int(a), int(b)) for a, b in stored.points][-1]
+            slope = min(slope, _exact(default))
+            return math.ceil(max(Fraction(0), r - slope * v) + slope * visible)
+        return math.ceil(stored.hidden + slope * visible)
     factor = stored.factor if stored is not None and same and stored.factor else default
     return math.ceil(_exact(factor) * visible)
 
@@ -329,12 +352,17 @@ def calibrate_request(
     ignored: list[tuple[int, int]] = []
     least_ignored: int | None = None  # the smallest bill found to be for the uncompacted context
     accepted: list[UsagePoint] = []
+    away = compacted_away
+    if stored is not None and same and stored.slope and stored.slope > default and narrow(stored.points):
+        # the compactions' sizes were counted at a slope of one tool loop: what they removed, at the bounded
+        # one (as the prediction is, _predict)
+        away = math.floor(compacted_away * _exact(default) / _exact(stored.slope))
     for u in usage:
         if u.line <= compacted_at_line:
             continue  # billed before the latest compaction (docs/concepts/calibration.md#calibration)
         visible = sums[min(u.position, len(base))]
         if compacted_away and (
-                not_for_written(u.prompt_tokens, _predict(stored, same, default, visible), compacted_away)
+                not_for_written(u.prompt_tokens, _predict(stored, same, default, visible), away)
                 # a context never shrinks by itself: a bill as large as one already found to be for the
                 # uncompacted context is for the uncompacted context too
                 or (least_ignored is not None and u.prompt_tokens >= least_ignored)):

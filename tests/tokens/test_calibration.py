@@ -18,6 +18,8 @@ from ctxcompact.tokens.calibration import (
     calibrate,
     calibrate_request,
     default_factor_for,
+    fit_affine,
+    narrow,
     not_for_written,
 )
 
@@ -171,3 +173,66 @@ def test_a_grown_log_whose_agent_ignored_the_compaction_learns_no_hidden_prompt(
     assert grown.estimate.calibrated.ignored
     assert any("your agent is not sending the compacted context" in w for w in warnings)
     assert grown.tokens_after <= 45000
+
+
+# ------------------------------------------- a slope read inside one tool loop (issue 23, left open)
+
+
+def test_a_slope_of_one_tool_loop_does_not_hide_a_bill_of_the_uncompacted_context() -> None:
+    # codemie-bmad's bills inside one tool loop: the log grew ~2,000 tokens while Claude billed its thinking
+    # too; Theil-Sen reads a 2.6 slope from them (kept: it predicts the next call of that loop well)
+    loop = [(2_098, 33_975), (3_144, 36_785), (4_039, 39_443)]
+    assert narrow(loop) and not narrow([(4_000, 36_000), (20_000, 54_000)]) and not narrow(loop[:1])
+    assert narrow([(300, 800), (900, 1_500)]) is False  # against the bill's size, not a fixed count
+    fit = fit_affine(loop, prior_slope=1.25)
+    assert fit is not None and fit.slope > 2.5
+
+    class Stored:
+        real = last_estimate = None
+        estimator = "exact"
+        factor = None
+        hidden, slope, points = fit.hidden, fit.slope, loop
+
+    # after compactions that removed 72,753 tokens (counted at that slope), the original session's bill of
+    # 78,028 tokens for a 4,948-token written context: at 2.6 it passed for the written one; bounded, it
+    # does not, and a bill of the written context still does
+    bill = [UsagePoint(position=1, prompt_tokens=78_028, line=62, source="t")]
+    cal = calibrate_request([4_948], usage=bill, real_tokens=None, stored=Stored(), estimator="exact",
+                            default=1.25, default_source="default", compacted_away=72_753)
+    assert cal.ignored == ((62, 78_028),) and cal.hidden == fit.hidden
+    fine = [UsagePoint(position=1, prompt_tokens=41_000, line=62, source="t")]
+    cal = calibrate_request([4_948], usage=fine, real_tokens=None, stored=Stored(), estimator="exact",
+                            default=1.25, default_source="default", compacted_away=72_753)
+    assert cal.ignored == () and cal.tokens >= 41_000
+
+
+def test_real_replay_learns_no_bill_of_the_uncompacted_session() -> None:
+    """codemie-bmad replayed at 55,000 tokens (`eval --replay` feeds the original session's bills back after
+    each compaction): with the 2.6 slope of one tool loop the bill of line 62 (78,028 tokens, the uncompacted
+    session) slipped past `not_for_written`, was learnt as a 64,000-token hidden prompt, and 9 of the
+    replay's 18 calls exited 5."""
+    import dataclasses
+    import tempfile
+
+    from ctxcompact.engine import run
+    from ctxcompact.evaluate.core import original_records, read_input
+    from ctxcompact.evaluate.replay import turn_starts
+    from ctxcompact.options import Options
+
+    log = DATA / "claude-code" / "codemie-bmad-techspec-excerpt.jsonl"
+    opts = Options(window=55_000)
+    _, data, fmt = read_input(log, opts)
+    original = original_records(data, fmt, opts)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.jsonl"
+        ropts = dataclasses.replace(opts, state_path=Path(tmp) / "s.ctxstate.json", use_state=True,
+                                    reset_state=False, format=fmt, keep_trailing_results=True)
+        ignored: set[int] = set()
+        for i in turn_starts(original):
+            path.write_bytes(data[: original[i].offset])
+            r = run(path, ropts, output=None, warn=lambda _: None)
+            cal = r.estimate.calibrated
+            assert r.exit_code == 0, (original[i].line, r.tokens_after)
+            assert cal.hidden < 40_000, original[i].line
+            ignored |= {real for _, real in cal.ignored}
+    assert 78_028 in ignored
