@@ -4,6 +4,7 @@ at n, 2n, 4n, … (best of 3, in-process), with the ratio of each doubling: abou
     .venv/bin/python bench/scans.py                 # each case from its test size, 3 doublings
     .venv/bin/python bench/scans.py --scale 4 --doublings 4    # the long campaign: 4× larger, 4 doublings
     .venv/bin/python bench/scans.py --old           # also the patterns as they were, at small sizes
+    .venv/bin/python bench/scans.py --only "tiktoken path"    # the cases whose name holds the text
 
 ``--old`` swaps the three old patterns back in (the error-line ``^\\s*``, the injected span's
 ``(?:\\s[^>]*)?>``, the unbounded URL scheme) and times them from n = 2,500: they are quadratic, so larger
@@ -43,10 +44,12 @@ def old_patterns() -> Iterator[None]:
         outcomes._ERROR_LINE, text._remove_injected, files._URL, identifiers._URL = saved  # type: ignore
 
 
-def table(start: dict[str, int], doublings: int, label: str) -> None:
+def table(start: dict[str, int], doublings: int, label: str, only: str = "") -> None:
     print(f"\n{label}")
     print("| case | n | time at n … | ratios |\n|---|---|---|---|")
     for case in scan_cases.CASES:
+        if only not in case.name:
+            continue
         n0 = start[case.name]
         times = [scan_cases.best_time(case, n0 * 2**k) for k in range(doublings + 1)]
         ratios = " ".join(f"{b / max(a, 1e-9):.1f}" for a, b in itertools.pairwise(times))
@@ -59,8 +62,9 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every case's starting size")
     ap.add_argument("--doublings", type=int, default=3)
     ap.add_argument("--old", action="store_true", help="also time the old patterns (small sizes)")
+    ap.add_argument("--only", default="", help="only the cases whose name holds this text")
     args = ap.parse_args()
-    table({c.name: max(1, int(c.n * args.scale)) for c in scan_cases.CASES}, args.doublings, "now")
+    table({c.name: max(1, int(c.n * args.scale)) for c in scan_cases.CASES}, args.doublings, "now", args.only)
     if args.old:
         with old_patterns():
             table({c.name: 2_500 for c in scan_cases.CASES}, 2, "the patterns before issue 19")

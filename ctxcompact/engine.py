@@ -64,7 +64,7 @@ from .streaming import (
 )
 from .summarizers import summarizer_for
 from .tokens.cache import CountCache
-from .tokens.counts import Counts, check_exact, count_key, count_records
+from .tokens.counts import Counts, check_exact, count_key
 
 
 def stderr_warn(message: str) -> None:
@@ -197,6 +197,7 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
     ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock).
     A message list is the context itself, not an agent's append-only log: the compacted records are the
     output (no ``Format.compaction_output``)."""
+    check_options(opts)  # the same checks as every other route, before any work
     check_exact(opts)
     get_strategy(opts.strategy)
     held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
@@ -299,8 +300,9 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     outcome = get_strategy(opts.strategy).apply(si)
     if outcome is not None:
         result.transcript, result.outcome, result.compacted = outcome.transcript, outcome, outcome.compacted
-    # what we write, estimated as the next request will be: the base for the next calibration
-    out_counts = count_records(result.transcript.records, opts, cache)
+    # what we write, estimated as the next request will be: the base for the next calibration (the records
+    # kept from the context are not counted again: si.count)
+    out_counts = si.count(result.transcript.records)
     in_base = report.exact if report.exact is not None else report.heuristic
     dropped = result.compacted and sum(out_counts.base) >= in_base
     if dropped:
@@ -308,7 +310,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         # would repeat on every call: keep the context as it was and let the size check below speak.
         warn("compaction would not make the context smaller; passing it through")
         result.transcript, result.outcome, result.compacted = ctx.transcript, None, False
-        out_counts = count_records(result.transcript.records, opts, cache)
+        out_counts = si.count(result.transcript.records)
         report.would_compact, report.projected_tokens_after = False, report.calibrated.tokens
     cal = report.calibrated
     result.tokens_after = cal.project(sum(out_counts.base)) if result.compacted else cal.tokens

@@ -111,11 +111,36 @@ def _anthropic_count(transcript: Transcript, opts: Options) -> int:
 
 def counter(ctx: Context, counts: Counts, opts: Options,
             cache: CountCache | None) -> Callable[[list[Record]], Counts]:
-    """The counter a strategy is given (``StrategyInput.count``): the context's counts, already made, for the
-    context itself; anything else counted with the run's estimator and count cache."""
+    """The counter a strategy is given (``StrategyInput.count``), which the engine counts its output with too:
+    the context's counts, already made, for the context and for each of its records in another list (a
+    compaction's kept tail); anything else counted with the run's estimator and count cache. Each record is
+    counted once per call."""
+    context = ctx.transcript.records
+    at: dict[int, int] = {}  # id(record) -> its position in the context (records are not changed in place)
 
     def count(records: list[Record]) -> Counts:
-        return counts if records is ctx.transcript.records else count_records(records, opts, cache)
+        if records is context:
+            return counts
+        if not at:
+            at.update((id(r), i) for i, r in enumerate(context))
+        todo = [r for r in records if id(r) not in at]
+        fresh = count_records(todo, opts, cache) if todo else None
+        heur: list[int] = []
+        ex: list[int] | None = [] if counts.exact is not None else None
+        k = 0
+        for r in records:
+            i = at.get(id(r))
+            if i is None:
+                assert fresh is not None
+                heur.append(fresh.heuristic[k])
+                if ex is not None:
+                    ex.append(fresh.exact[k] if fresh.exact is not None else fresh.heuristic[k])
+                k += 1
+            else:
+                heur.append(counts.heuristic[i])
+                if ex is not None:
+                    ex.append(counts.exact[i])  # type: ignore[index]
+        return Counts(heur, ex, counts.encoding)
 
     return count
 
@@ -152,11 +177,11 @@ def describe(report: EstimateReport, si: StrategyInput) -> None:
     """The strategy's own keys; a strategy that decides by its own rule (masking tiers, invocations) says
     whether ``run`` would act (``would_compact``), so ``estimate`` and ``run`` never disagree."""
     extras = get_strategy(si.opts.strategy).describe(si)
-    if "maskable_tokens" not in extras:  # what --prune would free, whatever the strategy
-        extras.update(maskable(si))
     if "would_compact" in extras:
         report.would_compact = bool(extras.pop("would_compact"))
     report.extras = extras
+    if "maskable_tokens" not in extras:  # what --prune would free, whatever the strategy: when asked for
+        report.later = lambda: maskable(si)
     if extras.get("tier") == "mask" and "tokens_after_mask" in extras:
         # the mask tier is enough: that, not a summary, is what run would write
         report.projected_tokens_after = int(extras["tokens_after_mask"])

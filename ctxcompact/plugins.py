@@ -189,6 +189,15 @@ STRATEGIES: Registry[Any] = Registry("strategy", [
     ), state_key="events"),
 ], default="threshold")
 
+#: the token counters ``--exact`` names: the local ones (tiktoken: exact and offline; none: the chars/4
+#: heuristic), then providers by name, True for one whose token-counting endpoint ctxcompact calls (a provider
+#: without one is refused with the reason: tokens.provider.unsupported_provider)
+LOCAL_COUNTERS = ("tiktoken", "none")
+PROVIDER_COUNTERS = {"anthropic": True, "openai": False}
+COUNTERS = (*LOCAL_COUNTERS, *PROVIDER_COUNTERS)
+#: the tiktoken encodings ``--encoding`` names (tokens.exact holds their patterns and ranks' hashes)
+ENCODINGS = ("o200k_base", "cl100k_base")
+
 SUMMARIZERS: Registry[Any] = Registry("summarizer", [
     Builtin("extractive", _Z + "extractive:ExtractiveSummarizer"),
     Builtin("anthropic", _Z + "anthropic:AnthropicSummarizer"),

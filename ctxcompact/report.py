@@ -5,6 +5,7 @@ path, so both give the same report for the same input.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +87,22 @@ class EstimateReport:
     state_path: str | None
     strategy: str = STRATEGIES.default
     over_threshold: bool = False
-    extras: dict[str, Any] = field(default_factory=dict)  # the strategy's own keys (Strategy.describe)
+    own: dict[str, Any] = field(default_factory=dict)  # the strategy's own keys (Strategy.describe)
+    #: more keys, worked out only when read (:attr:`extras`, ``to_json``): what ``--prune`` would free costs a
+    #: pass over the whole context, which a ``run`` that reports nothing never needs (pipeline.describe)
+    later: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """The strategy's own keys for ``estimate --json``, the deferred ones worked out on first read."""
+        if self.later is not None:
+            later, self.later = self.later, None
+            self.own.update(later())
+        return self.own
+
+    @extras.setter
+    def extras(self, value: dict[str, Any]) -> None:
+        self.own, self.later = value, None
 
     @property
     def percent_used(self) -> float:

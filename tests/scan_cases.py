@@ -86,18 +86,57 @@ def _run_counting(data: bytes) -> object:
     return result
 
 
+def _tiktoken_count(text: str) -> object:
+    """The exact counter once tiktoken's Encoding is loaded in the process (``tokens.exact.count_texts``):
+    what a large transcript's counts take (issue 25 item 3)."""
+    from ctxcompact.tokens import bpe, exact
+
+    exact.get_encoding("o200k_base")  # loaded: the small-input pure path steps aside
+    for counter in bpe._counters.values():
+        counter._memo.clear()
+    n = exact.count_texts([text], "o200k_base")[0]
+    assert n > 0
+    return n
+
+
+def _estimate_counting(exact: str) -> Callable[[bytes], object]:
+    """``estimate`` (held: a small input) with the exact counter ``exact``: read, clean, count, decide."""
+
+    def scan(data: bytes) -> object:
+        from ctxcompact import api
+        from ctxcompact.options import Options
+        from ctxcompact.tokens import bpe
+
+        for counter in bpe._counters.values():
+            counter._memo.clear()
+        report = api.estimate(data, Options(window=100_000_000, use_state=False, exact=exact))
+        assert report.exact is not None
+        return report
+
+    return scan
+
+
+def _run_heuristic(data: bytes) -> object:
+    from ctxcompact import api
+    from ctxcompact.options import Options
+
+    result = api.run(data, Options(window=100_000_000, use_state=False, exact="none"), dry_run=True)
+    assert not result.compacted  # (a compaction is a step in the time, not a trend)
+    return result
+
+
 def _cjk(n: int) -> str:
     import random
 
     rnd = random.Random(5)
-    return "".join(chr(0x4E00 + rnd.randrange(3000)) for _ in range(n))
+    return "".join(map(chr, rnd.choices(range(0x4E00, 0x4E00 + 3000), k=n)))
 
 
 def _word(n: int) -> str:
     import random
 
     rnd = random.Random(6)
-    return "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(n))
+    return "".join(rnd.choices("abcdefghijklmnopqrstuvwxyz", k=n))
 
 
 def _jsonl(lines: list[dict[str, Any]]) -> bytes:
@@ -183,6 +222,16 @@ def _split(data: bytes) -> object:
     return split_document(data)
 
 
+#: one long pre-token of each kind: white space, newlines, one character, a word, CJK without spaces
+LONG_SHAPES: tuple[tuple[str, Callable[[int], str]], ...] = (
+    ("a run of spaces", lambda n: "x" + " " * n + "y"),
+    ("a run of newlines then FAILED", lambda n: "ok\n" + "\n" * n + "FAILED"),
+    ("one repeated character", lambda n: "a" * n),
+    ("a long unbroken word", _word),
+    ("CJK without spaces", _cjk),
+)
+
+
 CASES: tuple[Case, ...] = (
     Case("whole-file JSON array split into lines", _document, _split, 50_000),
     Case("error line: blank lines then FAILED", lambda n: "ok\n" + "\n" * n + "FAILED x\n",
@@ -210,14 +259,18 @@ CASES: tuple[Case, ...] = (
     Case("byte-pair count: one repeated character", lambda n: "a" * n, _bpe_count, 20_000),
     Case("byte-pair count: a long unbroken word", _word, _bpe_count, 20_000),
     Case("byte-pair count: CJK without spaces", _cjk, _bpe_count, 20_000),
-    # the same shapes as a tool's output, through `run` (read, clean, count, decide)
-    Case("run: a result of spaces", _in_a_result(lambda n: "x" + " " * n + "y"), _run_counting, 40_000),
-    Case("run: a result of newlines then FAILED", _in_a_result(lambda n: "ok\n" + "\n" * n + "FAILED"),
-         _run_counting, 40_000),
-    Case("run: a result of one repeated character", _in_a_result(lambda n: "a" * n), _run_counting, 40_000),
-    # (a long unbroken word and CJK without spaces are left out through run: once tiktoken is loaded in the
-    # process it counts them, and its own merge takes 2.4-2.8x per doubling on one long piece; the
-    # pure-Python counter's cases above are linear)
+    # issue 25 item 3: the same shapes through every counting path: tiktoken's own merge grows faster than
+    # the piece (and its regex engine panics on ~900k characters of white space), so a text that may hold a
+    # long pre-token is counted by the heap merge (tokens.exact.may_hold_long_piece)
+    *(Case(f"{path}: {shape}", build, scan, n)
+      for shape, make in LONG_SHAPES
+      for path, build, scan, n in (
+          ("tiktoken path", make, _tiktoken_count, 50_000),
+          ("run", _in_a_result(make), _run_counting, 25_000),
+          ("estimate", _in_a_result(make), _estimate_counting("tiktoken"), 25_000),
+          # (the heuristic once, through run: estimate --exact none takes the same count_records; on one 8M
+          # record both are an orjson decode and a hash, tens of milliseconds a loaded suite read as 2.6-2.8x)
+          ("run --exact none", _in_a_result(make), _run_heuristic, 8_000_000))),
     Case("rules: many rule-like sentences", lambda n: " ".join(f"Never touch file{i}." for i in range(n)),
          rules.rules_in_text, 5_000),
     Case("heredoc: many unclosed << word openers", lambda n: "".join(f"cat << EOF{i}\n" for i in range(n)),

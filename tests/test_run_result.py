@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from ctxcompact import api, engine
+from ctxcompact.errors import UsageError
 from ctxcompact.model import Transcript
 
 
@@ -67,3 +68,23 @@ def test_fields_can_be_set_and_replaced(tmp_path: Path) -> None:
     assert result.transcript is other
     again = dataclasses.replace(result, compacted=True)
     assert again.transcript is other and again.compacted
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"window": 0}, "window"), ({"default_factor": 9.0}, "factor"), ({"keep_results": -1}, "keep"),
+    ({"strategy_options": {"window": 5}}, "option of its own")])
+def test_the_held_route_checks_options_as_the_others_do(change: dict[str, object], message: str,
+                                                          tmp_path: Path) -> None:
+    """engine.run_held (the message-list API's route) refuses what api.run and api.estimate refuse, with
+    the same error, before reading anything."""
+    opts = api.Options(**change)  # type: ignore[arg-type]
+    data = _conversation(4)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    errors = []
+    for call in (lambda: api.run(path, opts, dry_run=True), lambda: api.estimate(path, opts),
+                 lambda: engine.run_held(data, opts, None)):
+        with pytest.raises(UsageError, match=message) as caught:
+            call()
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] == errors[2]

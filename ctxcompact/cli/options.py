@@ -13,7 +13,7 @@ import click
 
 from ..errors import EXIT_MEANINGS, UsageError
 from ..options import Options, limits
-from ..plugins import FORMATS, STRATEGIES, SUMMARIZERS
+from ..plugins import COUNTERS, ENCODINGS, FORMATS, STRATEGIES, SUMMARIZERS
 from ..secrets import scrub_credentials
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -144,12 +144,12 @@ def estimate_options(f: F) -> F:
     )(f)
     f = opt(
         "--encoding",
-        type=click.Choice(["o200k_base", "cl100k_base"]),
+        type=click.Choice(list(ENCODINGS)),
         help="tiktoken encoding (default: from --model, else o200k_base).",
     )(f)
     f = opt(
         "--exact",
-        type=click.Choice(["tiktoken", "none", "anthropic", "openai"]),
+        type=click.Choice(list(COUNTERS)),
         default=DEFAULTS.exact,
         show_default=True,
         help="Exact counter: tiktoken (offline), none (heuristic only), "

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 
 from ctxcompact.errors import UsageError
 from ctxcompact.model import Message
+from ctxcompact.plugins import LOCAL_COUNTERS
 from ctxcompact.tokens.heuristic import message_tokens, messages_tokens, text_tokens
 
-EXACT_METHODS = ("tiktoken", "none")
+EXACT_METHODS = LOCAL_COUNTERS
 
 __all__ = ["EXACT_METHODS", "count_messages", "message_tokens", "messages_tokens", "text_tokens"]
 

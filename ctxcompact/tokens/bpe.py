@@ -242,7 +242,7 @@ class Counter:
                 if c is None:
                     b = piece.encode("utf-8")
                     c = 1 if get(b) is not None else _bpe_len(b, get)
-                    if len(memo) < 200_000:
+                    if len(memo) < 200_000 and len(piece) <= 1024:  # a long piece is not kept
                         memo[piece] = c
                 n += c
         except UnicodeEncodeError:  # a lone surrogate: tiktoken replaces it, let it

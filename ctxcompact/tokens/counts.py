@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..model import Record, Role
 from ..options import Options
+from ..plugins import LOCAL_COUNTERS, PROVIDER_COUNTERS
 from ..reader import line_digest
 from . import heuristic
 from .cache import CountCache
@@ -52,8 +53,9 @@ def encoding_name(opts: Options) -> str:
 
 
 def check_exact(opts: Options) -> None:
-    """``--exact`` names a counter we have: tiktoken, none, or a provider endpoint (Anthropic's only)."""
-    if opts.exact not in ("tiktoken", "none", "anthropic"):
+    """``--exact`` names a counter we have (``plugins.COUNTERS``): tiktoken, none, or a provider endpoint
+    (Anthropic's only)."""
+    if opts.exact not in LOCAL_COUNTERS and not PROVIDER_COUNTERS.get(opts.exact, False):
         from .provider import unsupported_provider
 
         raise unsupported_provider(opts.exact)

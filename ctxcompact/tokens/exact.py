@@ -10,13 +10,10 @@ not match its hash is an error: we never fall back to the network.
 Counting always encodes *ordinary* text: a transcript that contains ``<|endoftext|>`` is counted as the
 characters it is, never raises and never turns into a special token.
 
-Parallelism: ``Encoding.encode_ordinary_batch`` runs the Rust encoder on a thread pool, and the encoder
-releases the GIL (checked: a Python loop in the main thread keeps running at full speed while another thread
-encodes a 13 MB string), so threads already use every core. A process pool would have to pickle all the text
-to its workers and parse the ~200k ranks once per worker (~0.3 s each), for no gain over threads. So large
-inputs are encoded on threads in batches of ~2 M characters, keeping only the lengths: tiktoken's batch call
-over a whole 100 MB transcript holds every token id as a Python int at once (1.2 GB peak RSS measured by
-bench/estimate.py); bounded batches keep that to one batch. Small inputs (< 200k characters) skip the pool.
+One call per text, in this thread: tiktoken's ``encode_ordinary_batch`` hands every text to a thread pool
+(a future per text) while its encoder holds the GIL for most of each call, so on a transcript of many
+messages it spent 3.0 CPU-s where a plain loop spends 0.37 (152,310 texts, 10 M characters; 1.8x on
+~1.4 KB messages), and it holds every token id of a batch at once. A loop holds one text's ids.
 """
 
 from __future__ import annotations
@@ -25,12 +22,12 @@ import binascii
 import gzip
 import hashlib
 import importlib.resources
-import os
+import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ctxcompact.errors import UsageError
+from ctxcompact.errors import InputError, UsageError
 from ctxcompact.model import Message, token_text
 from ctxcompact.tokens import bpe
 
@@ -89,11 +86,6 @@ ENCODINGS = tuple(_SPEC)
 _cache: dict[str, tiktoken.Encoding] = {}
 _lock = threading.Lock()
 
-# Texts are encoded in batches of about this many characters: large enough to keep the thread pool busy,
-# small enough that the token-id lists of one batch stay a few tens of MB.
-_BATCH_CHARS = 2_000_000
-# Below this many characters in total the thread pool costs more than it saves.
-_SMALL_CHARS = 200_000
 # Up to this many characters in all (one process, every call together), and while tiktoken is not loaded,
 # tokens/bpe.py counts: its pure Python merge is slower per character than tiktoken's, but needs no Encoding
 # (docs/measurements/performance.md#a-hooks-call). Past it, building the Encoding pays for itself: a run that
@@ -101,9 +93,40 @@ _SMALL_CHARS = 200_000
 PURE_MAX_CHARS = 400_000
 _pure_chars = 0  # what tokens/bpe.py has counted in this process
 
+# A text that may hold a pre-token longer than LONG_PIECE characters is counted by tokens/bpe.py's heap
+# merge, never by tiktoken (docs/measurements/performance.md#counting-that-never-goes-quadratic). tiktoken's
+# own merge grows faster than the piece (2.3-2.7x per doubling from 100k characters of one word, of CJK, of
+# one repeated character), and its split pattern overflows its regex engine's stack on a run of about
+# 900,000 white-space characters: a panic that no ``except Exception`` catches. Both paths give the same
+# counts (tests/tokens/test_long_pieces.py), so where the line falls is a matter of speed only.
+LONG_PIECE = 4096
+_HALF = LONG_PIECE // 2
+# Every pre-token longer than 3 characters is one of: a run of letters and marks (after one leading
+# character), a run of symbols then of \r, \n and / (after one leading space), or a run of white space. None
+# holds a digit; the first holds no white space and the others no letter. So a pre-token of more than
+# LONG_PIECE characters covers some window [k * _HALF, (k + 1) * _HALF) that is all non-digit non-space or
+# all non-alphanumeric: a match of _RUN there, tried at every k. In ordinary text each try stops at the next
+# space, digit or letter, so the check costs next to nothing; a false alarm (minified code with no digit
+# or space for 2,048 characters) only takes the slower of two exact paths. The white space is Unicode's
+# White_Space, as in tiktoken's pattern (Python's isspace also takes \x1c-\x1f).
+_WS = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
-def _threads() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
+
+def _runs(half: int) -> re.Pattern[str]:
+    return re.compile(rf"[^\d{_WS}]{{{half}}}|[\W_]{{{half}}}")
+
+
+_RUN = _runs(_HALF)
+
+
+def may_hold_long_piece(text: str, longest: int = LONG_PIECE) -> bool:
+    """Whether ``text`` may hold a pre-token longer than ``longest`` characters (never False when it does;
+    linear in the text)."""
+    if len(text) <= longest:
+        return False
+    half = longest // 2
+    match = (_RUN if longest == LONG_PIECE else _runs(half)).match
+    return any(match(text, at) is not None for at in range(0, len(text) - half + 1, half))
 
 
 def _read_ranks_file(name: str) -> bytes:
@@ -174,6 +197,12 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return enc
 
 
+def _bpe_counter(name: str) -> bpe.Counter:
+    """tokens/bpe.py's counter of encoding ``name`` (its rank table cached by the first call)."""
+    return bpe.counter(name, _SPEC[name][0], EXPECTED_SHA256[name],
+                       lambda: parse_ranks(_read_ranks_file(name)))
+
+
 def _pure_counts(texts: Sequence[str], name: str) -> list[int] | None:
     """Counts by tokens/bpe.py when ``texts`` are small and tiktoken is not loaded yet: the same counts
     without the cost of building the Encoding; None leaves them to tiktoken."""
@@ -182,9 +211,7 @@ def _pure_counts(texts: Sequence[str], name: str) -> list[int] | None:
     if name in _cache or name not in _SPEC or _pure_chars + total > PURE_MAX_CHARS:
         return None
     _pure_chars += total
-    counter = bpe.counter(name, _SPEC[name][0], EXPECTED_SHA256[name],
-                          lambda: parse_ranks(_read_ranks_file(name)))
-    return counter.count_all(texts)
+    return _bpe_counter(name).count_all(texts)
 
 
 # Longest prefix wins. OpenAI's tiktoken.model table maps these families the same way.
@@ -230,24 +257,24 @@ def _resolve(encoding: str | tiktoken.Encoding) -> tiktoken.Encoding:
     return get_encoding(encoding) if isinstance(encoding, str) else encoding
 
 
-def _batches(texts: Sequence[str]) -> Iterable[tuple[int, int]]:
-    """(start, end) index ranges of about _BATCH_CHARS characters each."""
-    start = 0
-    size = 0
-    for i, t in enumerate(texts):
-        size += len(t)
-        if size >= _BATCH_CHARS:
-            yield start, i + 1
-            start, size = i + 1, 0
-    if start < len(texts):
-        yield start, len(texts)
+def _encode_len(enc: tiktoken.Encoding, text: str) -> int:
+    """``len(enc.encode_ordinary(text))``; tiktoken's panic (its regex engine's stack, on a huge run of white
+    space in text tokens/bpe.py is not sure of) becomes an error that names the problem."""
+    try:
+        return len(enc.encode_ordinary(text))
+    except BaseException as exc:  # pyo3's PanicException derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise InputError(f"tiktoken cannot count a text of {len(text):,} characters ({exc}); "
+                         "count it with --exact none") from None
 
 
 def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> list[int]:
     """Token count of each text, as ``len(encoding.encode_ordinary(text))``.
 
-    Special-token text (``<|endoftext|>``) is counted as ordinary text. Large inputs are encoded in batches
-    on tiktoken's thread pool; the counts are the same as a single-threaded loop.
+    Special-token text (``<|endoftext|>``) is counted as ordinary text, one text at a time (see the module
+    docstring). A text that may hold a pre-token longer than :data:`LONG_PIECE` is counted by tokens/bpe.py's
+    heap merge (linear; tiktoken's merge is not), unless bpe.py is not sure of the text.
     """
     if not texts:
         return []
@@ -256,18 +283,13 @@ def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAUL
         if pure is not None:
             return pure
     enc = _resolve(encoding)
-    total = sum(len(t) for t in texts)
-    if total <= _SMALL_CHARS or len(texts) == 1:
-        return [len(enc.encode_ordinary(t)) for t in texts]
-    counts: list[int] = []
-    threads = _threads()
-    for start, end in _batches(texts):
-        batch = list(texts[start:end])
-        if len(batch) == 1:
-            counts.append(len(enc.encode_ordinary(batch[0])))
-        else:
-            counts.extend(len(ids) for ids in enc.encode_ordinary_batch(batch, num_threads=threads))
-    return counts
+    known = enc.name in _SPEC
+    longest = LONG_PIECE  # (read at call time: the tests lower it)
+    out: list[int] = []
+    for t in texts:
+        n = _bpe_counter(enc.name).count(t) if known and may_hold_long_piece(t, longest) else None
+        out.append(n if n is not None else _encode_len(enc, t))
+    return out
 
 
 # Blocks of one message are joined with a newline before encoding: the API renders them as separate parts,
@@ -285,7 +307,7 @@ def count_messages(
     messages: Sequence[Message], encoding: str | tiktoken.Encoding = DEFAULT_ENCODING
 ) -> list[int]:
     """Exact token count of each message: its token text encoded with ``encoding``, plus the fixed cost of its
-    images and other binary parts (model.IMAGE_TOKENS each). Batched like :func:`count_texts`."""
+    images and other binary parts (model.IMAGE_TOKENS each)."""
     texts: list[str] = []
     fixed: list[int] = []
     for m in messages:
@@ -301,4 +323,4 @@ def count_text(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) 
         pure = _pure_counts([text], encoding)
         if pure is not None:
             return pure[0]
-    return len(_resolve(encoding).encode_ordinary(text))
+    return count_texts([text], encoding)[0]

@@ -30,8 +30,9 @@ from ..model import (
     ToolResult,
     Transcript,
 )
+from ..plugins import PROVIDER_COUNTERS
 
-PROVIDERS_WITH_COUNT = ("anthropic",)
+PROVIDERS_WITH_COUNT = tuple(p for p, endpoint in PROVIDER_COUNTERS.items() if endpoint)
 
 _ID_OK = re.compile(r"[^A-Za-z0-9_-]")
 

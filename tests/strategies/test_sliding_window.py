@@ -421,8 +421,8 @@ def test_estimate_describes_the_next_event(tmp_path: Path) -> None:
 
 
 def test_the_options_ranges_are_the_declared_ones_even_past_the_engines_check() -> None:
-    """run_held (the message-list API's route) does not check options itself: the strategy applies the one
-    range rule, declared with the options (plugins.STRATEGIES), not a copy of its own."""
+    """run_held (the message-list API's route) checks the options as every route does, and the range is the
+    one declared with the options (plugins.STRATEGIES), not a copy of its own."""
     from ctxcompact.engine import run_held
 
     data = jsonl(session(6))

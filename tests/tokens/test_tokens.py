@@ -172,12 +172,9 @@ def test_lone_surrogate_does_not_raise() -> None:
     assert exact.count_text("a\ud800b") >= 2
 
 
-def test_count_texts_batched_path_equals_single_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Force several batches and the thread pool on a modest input.
-    monkeypatch.setattr(exact, "_SMALL_CHARS", 10)
-    monkeypatch.setattr(exact, "_BATCH_CHARS", 5_000)
+def test_count_texts_of_many_texts_equals_encoding_each() -> None:
     texts = [f"line {i}: " + "lorem ipsum 日本 {" * (i % 50) for i in range(600)]
-    texts.append("z" * 20_000)  # a batch of its own
+    texts.append("z" * 20_000)  # one long piece: the heap merge's
     enc = exact.get_encoding()
     assert exact.count_texts(texts) == [len(enc.encode_ordinary(t)) for t in texts]
     assert exact.count_texts([]) == []
