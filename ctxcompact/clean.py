@@ -144,12 +144,14 @@ class Cleaner:
 undo): linear in all."""
 
     FIRST_TRY = 64  # records
+    FIRST_TRY_BYTES = 1 << 20  # or this many bytes of input lines, whichever comes first (large results)
 
     def __init__(self, layout: Layout, fmt: str, *, source: str = "-", close_trailing: bool = True) -> None:
         self.layout, self.format, self.source, self.close_trailing = layout, fmt, source, close_trailing
         self.held: list[Record] = []
+        self.held_bytes = 0
         self.carry = _Carry()
-        self.next_try = self.FIRST_TRY
+        self.next_try, self.next_bytes = self.FIRST_TRY, self.FIRST_TRY_BYTES
         self.last_role: Role | None = None
         self.settled = 0  # records handed out by feed
 
@@ -157,12 +159,14 @@ undo): linear in all."""
         out: list[Record] = []
         msg = rec.message
         if msg is not None:
-            if (len(self.held) >= self.next_try and self.last_role is not None and msg.role != self.last_role
+            due = len(self.held) >= self.next_try or self.held_bytes >= self.next_bytes
+            if (due and self.last_role is not None and msg.role != self.last_role
                     and msg.role is not Role.SYSTEM
                     and not any(isinstance(b, ToolResult) for b in msg.blocks)):
                 out = self._settle()
             self.last_role = msg.role
         self.held.append(rec)
+        self.held_bytes += len(rec.raw) if rec.raw is not None else 0
         return out
 
     def _settle(self) -> list[Record]:
@@ -174,13 +178,15 @@ undo): linear in all."""
             # other repair stays whatever follows, so the part never settles
             transient = all(r.kind in ("missing_result", "orphan_result") for r in result.repairs)
             self.next_try = 2 * len(self.held) if transient else _NEVER
+            self.next_bytes = 2 * self.held_bytes if transient else _NEVER
             return []
         for c in part.calls:
             self.carry.calls[c.new_id] = self.carry.calls.get(c.new_id, 0) + 1
         self.carry.started = self.carry.started or any(
             r.message is not None and r.message.role is not Role.SYSTEM for r in self.held)
         self.settled += len(self.held)
-        self.held, self.next_try = [], self.FIRST_TRY
+        self.held, self.held_bytes = [], 0
+        self.next_try, self.next_bytes = self.FIRST_TRY, self.FIRST_TRY_BYTES
         return result.transcript.records
 
     def finish(self) -> CleanResult:
@@ -248,14 +254,20 @@ class _Cleaner:
                 elif isinstance(b, ToolResult):
                     results.append(_Result(pos, bi, b))
         self.calls = calls
+        # the calls of the settled parts before: answered, so only their number matters (ids and renames);
+        # looked up by the ids this part names, never copied whole (a part costs its own length)
         carried = self.carry.calls
         used = {c.block.id for c in calls} | {r.block.call_id for r in results}
-        # the calls of the settled parts before: answered, so only their number matters (ids and renames).
-        # Only the ids this part names are looked up in them: a part costs its own length, not the
-        # transcript's so far (the cleaner is fed part after part)
-        by_id: dict[str, list[_Call]] = {i: [_ANSWERED] * carried[i] for i in used if i in carried}
+        by_id: dict[str, list[_Call]] = {}
+
+        def same_id(i: str) -> list[_Call]:
+            got = by_id.get(i)
+            if got is None:
+                got = by_id[i] = [_ANSWERED] * carried.get(i, 0)
+            return got
+
         for c in calls:
-            same = by_id.setdefault(c.block.id, [])
+            same = same_id(c.block.id)
             same.append(c)
             if len(same) > 1:
                 k = len(same)
@@ -272,10 +284,10 @@ class _Cleaner:
         # First pass: a result answers the earliest unanswered call with its id that came before it. Results
         # are taken in order and always answer the earliest call, so the answered calls of an id are a prefix
         # of its list and one pointer per id finds the next (linear even when one id is reused 10,000 times).
-        nxt: dict[str, int] = {i: carried[i] for i in by_id if i in carried}
+        nxt: dict[str, int] = {}
         for r in results:
-            same = by_id.get(r.block.call_id, [])
-            k = nxt.get(r.block.call_id, 0)
+            same = same_id(r.block.call_id)
+            k = nxt.get(r.block.call_id, carried.get(r.block.call_id, 0))
             if k < len(same) and (same[k].pos, same[k].bi) < (r.pos, r.bi):
                 same[k].result, r.call = r, same[k]
                 nxt[r.block.call_id] = k + 1
@@ -283,8 +295,8 @@ class _Cleaner:
         for r in results:
             if r.call is not None:
                 continue
-            same = by_id.get(r.block.call_id, [])
-            k = nxt.get(r.block.call_id, 0)
+            same = same_id(r.block.call_id)
+            k = nxt.get(r.block.call_id, carried.get(r.block.call_id, 0))
             if k < len(same):
                 same[k].result, r.call = r, same[k]
                 nxt[r.block.call_id] = k + 1

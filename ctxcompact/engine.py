@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import sys
 from pathlib import Path
 from typing import BinaryIO
@@ -20,6 +21,7 @@ from .budget import Budget, make_budget
 from .context import Context, build_context
 from .errors import OutputError, StateError, SummarizerError, UsageError
 from .formats import get_format
+from .model import Transcript
 from .options import MAX_TOKENS, Options, check_options
 from .paths import check_paths, check_side_files, state_path_in
 from .pipeline import (
@@ -51,7 +53,15 @@ from .state import record_real_tokens as record_in_state
 from .state.cache import cache_path, load_counts, save_counts
 from .strategies import get_strategy, reapply_all
 from .strategies.base import StrategyInput, Written
-from .streaming import CacheLoader, may_stream, stream_report
+from .streaming import (
+    CacheLoader,
+    Counted,
+    count_file,
+    may_stream,
+    may_write_streamed,
+    stream_report,
+    written_lines,
+)
 from .summarizers import summarizer_for
 from .tokens.cache import CountCache
 from .tokens.counts import Counts, check_exact, count_key
@@ -141,11 +151,17 @@ def _cache_loader(state_path: Path | None) -> CacheLoader | None:
 
 
 def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO | None = None,
-        dry_run: bool = False, warn: Warn = stderr_warn) -> RunResult:
+        dry_run: bool = False, warn: Warn = stderr_warn, hold: bool = True) -> RunResult:
     """validate → apply the state → clean → estimate → compact if over the threshold → write output and state.
 
     ``output``: a path (written atomically), a binary stream, or None (nothing written; the caller can use
     ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.
+
+    ``hold=False`` (the command line): a file is read in two passes by byte offset (:mod:`.streaming`)
+    instead of held, when it may be; a context that passes through is then written without ever holding
+    the file, and ``RunResult.transcript`` holds no records (``RunResult.lines()`` reads them again). The
+    report's ``maskable_tokens`` is null on that route. With the default, the result is the whole
+    ``Transcript``.
     """
     opts = opts or Options()
     check_options(opts)
@@ -158,6 +174,11 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
                     state=state_path, reads=option_reads(opts))
         if state_path is not None:
             check_side_files(state_path)
+    if not hold and not dry_run and is_file(source) and Path(source).is_file():  # type: ignore[arg-type]
+        if state_path is None:
+            return _run_file(Path(source), opts, budget, None, output, warn)  # type: ignore[arg-type]
+        with state_lock(state_path, timeout=opts.lock_timeout):
+            return _run_file(Path(source), opts, budget, state_path, output, warn)  # type: ignore[arg-type]
     inp = InputData.load(source)
     if inp.document is not None:
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
@@ -185,25 +206,93 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
                        counts=counts if counts is not None else CountCache(), as_log=False)
 
 
-def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
-                output: Path | BinaryIO | None, dry_run: bool, warn: Warn, *, held: State | None = None,
-                counts: CountCache | Path | None = None, as_log: bool = True) -> RunResult:
-    state: State | None = held
-    if state_path is not None and not opts.reset_state:
-        state = load_state(state_path)
-    if opts.summarizer != "extractive" and not dry_run:
+def _check_summarizer(opts: Options) -> None:
+    if opts.summarizer != "extractive":
         try:
             summarizer_for(opts).check()  # a missing key is a configuration error, reported before any work
         except SummarizerError as exc:
             raise UsageError(str(exc)) from None
+
+
+def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
+              output: Path | BinaryIO | None, warn: Warn) -> RunResult:
+    """``run`` of a file without holding it (docs/DESIGN.md, "The flow of `run`"): pass 1 reads, validates,
+    cleans, counts and decides record by record (``streaming.count_file``); a context that passes through is
+    written by pass 2, which reads the same bytes again (``streaming.written_lines``); a compaction reads
+    the file held, with pass 1's counts. Whatever ``streaming`` does not take is read held, as always."""
+    state = load_state(state_path) if state_path is not None and not opts.reset_state else None
+    _check_summarizer(opts)
+    counted = None
+    if may_stream(path, opts, state, from_bytes=0):
+        with progress("validating, cleaning and counting"):
+            counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path), keep=True)
+        if (counted is not None and not counted.report.over_threshold
+                and may_write_streamed(counted.format, opts)):
+            return _pass_through(path, counted, opts, state, state_path, output, warn)
+    inp = InputData.load(path)
+    if inp.document is not None:
+        warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
+             "(line N is its record N), and written as JSONL")
+    if counted is not None and (len(inp.data) != counted.nbytes
+                                or hashlib.blake2b(inp.data, digest_size=16).digest() != counted.digest):
+        counted = None  # the file changed since pass 1: count what is read now
+    return _run_locked(inp, opts, budget, state_path, output, False, warn, held=state, loaded=True,
+                       counted=counted)
+
+
+def _pass_through(path: Path, counted: Counted, opts: Options, state: State | None, state_path: Path | None,
+                  output: Path | BinaryIO | None, warn: Warn) -> RunResult:
+    """Below the threshold: the cleaned context is the output; pass 2 writes it part by part. What the held
+    route does after its strategy passes the context through, on pass 1's figures (the output is the context:
+    its counts are the context's)."""
+    report, counts = counted.report, counted.counts
+    ignored = ignored_usage_warning(report.calibrated)
+    if ignored is not None:
+        warn(ignored)
+    report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
+    cal = report.calibrated
+    result = RunResult(
+        transcript=Transcript(format=counted.format, records=[], source=str(path)),
+        output_format=counted.format, compacted=False, tokens_before=cal.tokens, tokens_after=cal.tokens,
+        estimate=report, repairs=counted.repairs, problems=[],
+        state=state or new_state(counted.format), state_path=state_path,
+        streamed=lambda: written_lines(path, counted, opts))
+    judge_fit(result, counts, report.budget, decided_upfront=True, system=counted.system)
+    assert result.state is not None
+    _note_input(result.state, path, counted.format)
+    _note_run(result.state, result, counts)
+    _write_both(result, output, state_path)
+    if state_path is not None and counted.cache is not None:
+        save_counts(cache_path(state_path), counted.cache)  # after the state, under its lock
+    return result
+
+
+def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
+                output: Path | BinaryIO | None, dry_run: bool, warn: Warn, *, held: State | None = None,
+                counts: CountCache | Path | None = None, as_log: bool = True, loaded: bool = False,
+                counted: Counted | None = None) -> RunResult:
+    state: State | None = held
+    if not loaded:  # (``loaded``: ``held`` is the state as read under the lock, the summarizer checked)
+        if state_path is not None and not opts.reset_state:
+            state = load_state(state_path)
+        if not dry_run:
+            _check_summarizer(opts)
     covered = state.fingerprint.nbytes if state is not None and state.watermark > 0 else 0
     with progress("validating, cleaning and counting"):
-        cache, cache_file = _count_cache(counts, state_path)
-        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all, settled=_proven(cache, inp))
+        cache: CountCache | None
+        cache_file: Path | None
+        if counted is not None and counted.cache is not None and state_path is not None:
+            cache, cache_file = counted.cache, cache_path(state_path)  # pass 1 took it and added its counts
+            settled = None
+        else:
+            cache, cache_file = _count_cache(counts, state_path)
+            settled = _proven(cache, inp)
+        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all, settled=settled)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
-        if cache is not None:
+        if cache is not None and cache is not (counted.cache if counted is not None else None):
             cache.use(count_key(opts, ctx.input_format))
-        report, ctx_counts = count_and_decide(ctx, opts, state, budget, state_path, cache)
+        report, ctx_counts = count_and_decide(ctx, opts, state, budget, state_path, cache,
+                                              counted.counts if counted is not None else None)
     ignored = ignored_usage_warning(report.calibrated)
     if ignored is not None:
         warn(ignored)
@@ -317,8 +406,7 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
 
 
 def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
-    if inp.path is not None:
-        state.input = InputInfo(path=str(inp.path), format=ctx.input_format)
+    _note_input(state, inp.path, ctx.input_format)
     outcome = result.outcome
     if outcome is not None and outcome.compacted:
         outcome.commit(state, Written(ctx=ctx, data=inp.data, tokens_before=result.tokens_before,
@@ -330,6 +418,17 @@ def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult,
             summarizer=outcome.summary.summarizer if outcome.summary is not None else None,
             fallback=outcome.fallback, duration_s=outcome.duration_s, tier=outcome.tier,
             input_lines=ctx.input_lines)
+    _note_run(state, result, out_counts)
+
+
+def _note_input(state: State, path: Path | None, fmt: str) -> None:
+    if path is not None:
+        state.input = InputInfo(path=str(path), format=fmt)
+
+
+def _note_run(state: State, result: RunResult, out_counts: Counts) -> None:
+    """What every writing run records after what its strategy did: what it measured and the estimate of
+    what it wrote."""
     # what this run measured (the transcript's usage, --real-tokens) outlives the records that carried it
     remember_measured(state, result.estimate.calibrated.measured, out_counts.estimator)
     # the estimate of what we wrote: the next `calibrate` pairs the provider's figure with it

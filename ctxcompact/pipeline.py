@@ -152,11 +152,13 @@ def estimate_context(ctx: Context, opts: Options, state: State | None, budget: B
 
 
 def count_and_decide(ctx: Context, opts: Options, state: State | None, budget: Budget,
-                     state_path: Path | None,
-                     cache: CountCache | None = None) -> tuple[EstimateReport, Counts]:
-    """:func:`estimate_context`, and the counts it made."""
+                     state_path: Path | None, cache: CountCache | None = None,
+                     counted: Counts | None = None) -> tuple[EstimateReport, Counts]:
+    """:func:`estimate_context`, and the counts it made. ``counted``: the context's counts, when a pass
+    over the same bytes already made them (``streaming.count_file``)."""
     records = ctx.transcript.records
-    counts = count_records(records, opts, cache)
+    fits = counted is not None and len(counted.heuristic) == len(records)
+    counts = counted if fits and counted is not None else count_records(records, opts, cache)
     stats = context_stats(records, ctx.transcript.format, ctx.input_records, ctx.covered, len(ctx.repairs))
     return make_estimate_report(stats, counts, calibrate_context(ctx, counts, opts, state), budget,
                                 system_tokens(counts.base, records), opts, state_path), counts

@@ -40,6 +40,9 @@ class RunResult:
     state: State | None = None
     state_path: Path | None = None
     context: Transcript | None = None  # the effective context the strategy was given (before compacting)
+    #: the output's lines read again from the input, when the run did not hold the file
+    #: (``engine.run(hold=False)``): ``transcript`` then holds no records
+    streamed: Callable[[], Iterator[bytes]] | None = None
 
     @property
     def summary(self) -> SummaryResult | None:
@@ -47,6 +50,8 @@ class RunResult:
         return self.outcome.summary if self.outcome is not None else None
 
     def lines(self) -> Iterator[bytes]:
+        if self.streamed is not None:
+            return self.streamed()
         return lines_in(self.transcript, self.output_format)
 
 
@@ -62,13 +67,17 @@ def output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:
     return target
 
 
-def judge_fit(result: RunResult, out_counts: Counts, budget: Budget, *, decided_upfront: bool) -> None:
+def judge_fit(result: RunResult, out_counts: Counts, budget: Budget, *, decided_upfront: bool,
+              system: int | None = None) -> None:
     """Exit 5 with a reason when the result does not fit the window; the strategy's own warnings; why a
-    context over the threshold was not compacted (report.decide)."""
+    context over the threshold was not compacted (report.decide). ``system``: the output's system tokens,
+    when its records are not held."""
     after = result.tokens_after
     report = result.estimate
     cal = report.calibrated
-    fixed = cal.project(system_tokens(out_counts.base, result.transcript.records))
+    if system is None:
+        system = system_tokens(out_counts.base, result.transcript.records)
+    fixed = cal.project(system)
     left_alone = (decided_upfront and report.over_threshold and not report.would_compact
                   and result.outcome is None)
     if after > budget.window:

@@ -1,35 +1,42 @@
-"""``estimate`` of a large file, record by record (docs/measurements/performance.md#a-hooks-call): the
-same stages as every other call (``formats.jsonl.parse_record``, ``clean.Cleaner``,
+"""A file read record by record, in two passes by byte offset (docs/measurements/performance.md#a-hooks-call):
+the same stages as every other call (``formats.jsonl.parse_record``, ``clean.Cleaner``,
 ``tokens.counts.count_records``, ``pipeline.calibrate_counts``, ``report.make_report``), without holding the
 transcript. The cleaner hands out each part of the transcript as it settles; the part is counted and
 dropped, so memory follows the largest record and the part the cleaner holds, not the file. Only small
 integers per message are kept (the counts: the calibration from recorded usage needs their prefix sums).
 
-The held route (``context.build_context``) is taken instead where the whole is needed: a small file (it
-also says what masking would free), a state beyond a calibration (a covered prefix, events, masking), a
-strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader finishes over the
-whole file (``Format.finish``: Anthropic names results, Claude Code follows its tree), detection that the
-first lines do not decide, and any line the reader does not take (the held route reports it, or drops it
-with ``--lenient``, as always).
+Pass 1 (:func:`count_file`) reads, validates, cleans, counts and decides: ``estimate`` of a large file is that
+pass. ``run`` from the command line (``engine.run(hold=False)``) takes it at any size; when the context
+passes through, pass 2 (:func:`written_lines`) reads the same bytes again and writes each settled part as
+it comes. A compaction reads the file held, with pass 1's counts.
+
+The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
+``estimate`` (it also says what masking would free), a state beyond a calibration (a covered prefix, events,
+masking), a strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader
+finishes over the whole file (``Format.finish``: Anthropic names results, Claude Code follows its tree),
+detection that the first lines do not decide, and any line the reader does not take (the held route reports
+it, or drops it with ``--lenient``, as always).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .budget import Budget
-from .clean import Cleaner
+from .clean import Cleaner, Repair
 from .context import closes_trailing
-from .errors import LineError, Problem
-from .formats import DETECT_LINES, detect, get_format
+from .errors import InputError, LineError, Problem
+from .formats import DETECT_LINES, get_format
 from .formats.base import Format
-from .formats.jsonl import parse_record
-from .formats.registry import decided
-from .model import Record
+from .formats.jsonl import parse_record, write_transcript
+from .formats.registry import Detector
+from .model import Record, Transcript
 from .options import Options
 from .paths import open_input
 from .pipeline import budget_from_transcript, calibrate_counts, make_estimate_report, usage_points
@@ -54,14 +61,17 @@ class _Held(Exception):
     """This file takes the held route (see the module docstring)."""
 
 
-def may_stream(path: Path, opts: Options, state: State | None) -> bool:
-    """Whether ``estimate`` of ``path`` may stream, before reading it."""
+def may_stream(path: Path, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
+    """Whether ``estimate`` (or ``run``, at any size: ``from_bytes=0``) of ``path`` may stream, before
+    reading it."""
     if opts.exact == "anthropic" or get_strategy(opts.strategy).estimate_needs_context(opts):
         return False
-    if state is not None and (state.watermark > 0 or state.summary or state.holds_sections()):
-        return False
+    if state is not None and (state.watermark > 0 or state.summary or state.holds_sections()
+                              or state.fingerprint.nbytes > 0):
+        return False  # a covered prefix to check and replace, or layers to apply again
     try:
-        return os.path.getsize(path) >= STREAMING_FROM_BYTES and Path(path).is_file()
+        least = STREAMING_FROM_BYTES if from_bytes is None else from_bytes
+        return os.path.getsize(path) >= least and Path(path).is_file()
     except OSError:
         return False  # the held route says what is wrong with it
 
@@ -79,15 +89,18 @@ class _Totals:
         self.stats = ContextStats(format=fmt, records=0, covered=0)
         self.pending: list[Record] = []
         self.pending_bytes = 0
+        self.cache = cache
 
-    #: settled records are counted in batches of about this many bytes (one tiktoken call per batch: a call
-    #: per settled part would pay its start-up hundreds of times)
-    BATCH_BYTES = 4_000_000
+    #: settled records are counted in batches of about this many bytes or records (one tiktoken call per
+    #: batch: a call per settled part would pay its start-up hundreds of times; a batch's records are what
+    #: is held while counting, so tiny lines are bounded by number too)
+    BATCH_BYTES = 1000000
+    BATCH_RECORDS = 4096
 
     def add(self, part: list[Record]) -> None:
         self.pending.extend(part)
         self.pending_bytes += sum(len(r.raw) if r.raw is not None else 0 for r in part)
-        if self.pending_bytes >= self.BATCH_BYTES:
+        if self.pending_bytes >= self.BATCH_BYTES or len(self.pending) >= self.BATCH_RECORDS:
             self.flush()
 
     def flush(self) -> None:
@@ -111,87 +124,220 @@ class _Totals:
         self.stats.chars += s.chars
 
 
+@dataclass(slots=True)
+class Counted:
+    """Pass 1 of a file read record by record: what the decision needs, nothing per record but the counts."""
+
+    report: EstimateReport
+    counts: Counts  # of every record of the cleaned context, in order
+    format: str
+    repairs: list[Repair]
+    nbytes: int  # the bytes pass 1 read; pass 2 reads exactly these
+    digest: bytes  # their BLAKE2b: pass 2 checks it read the same bytes
+    system: int  # tokens of the system records (kept verbatim by any compaction)
+    cache: CountCache | None  # the count cache the counts were taken from and added to
+    #: the cleaned context is the input's lines themselves, in order (nothing repaired, made or dropped):
+    #: pass 2 copies them without parsing them again
+    verbatim: bool = False
+
+
+class _Hashing:
+    """A binary stream's ``readline`` that hashes what it hands out and stops after ``limit`` bytes."""
+
+    def __init__(self, stream: BinaryIO, limit: int | None = None) -> None:
+        self.stream, self.limit, self.nbytes = stream, limit, 0
+        self.hash = hashlib.blake2b(digest_size=16)
+
+    def readline(self) -> bytes:
+        if self.limit is not None:
+            left = self.limit - self.nbytes
+            chunk = self.stream.readline(left) if left > 0 else b""
+        else:
+            chunk = self.stream.readline()
+        self.nbytes += len(chunk)
+        self.hash.update(chunk)
+        return chunk
+
+
+class _Reading:
+    """One reading of a file, record by record: each line parsed (``formats.jsonl.parse_record``, its schema
+    checked), finished (``Format.finish_stream``) and fed to the cleaner, which hands out each part of the
+    transcript once it is settled. Pass 1 counts the parts, pass 2 writes them: the same records both times.
+    Raises :class:`_Held` where the held route must read the file instead (the module docstring)."""
+
+    def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
+                 remember: bool = True) -> None:
+        self.path, self.opts, self.schema, self.remember = path, opts, schema, remember
+        name = fmt or (opts.format if opts.format != "auto" else None)
+        self.chosen: Format | None = get_format(name) if name else None
+        self.records = 0
+        self.repairs: list[Repair] = []
+        self.started: Callable[[Format], None] = lambda fmt: None  # told the format once it is known
+
+    def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
+        head: list[tuple[int, int, bytes, Any]] = []
+        cleaner: Cleaner | None = None
+        finish: Callable[[Record], None] | None = None
+
+        def refuse(problem: Problem) -> None:
+            raise _Held(str(problem))
+
+        def start(fmt: Format) -> Cleaner:
+            nonlocal finish
+            finish = fmt.finish_stream()
+            if finish is None:
+                raise _Held(f"{fmt.name} reads over the whole file")
+            self.started(fmt)
+            return Cleaner(fmt.layout, fmt.name, source=str(self.path),
+                           close_trailing=closes_trailing(self.opts))
+
+        def feed(fmt: Format, lineno: int, offset: int, raw: bytes, obj: Any) -> list[Record]:
+            rec = parse_record(fmt, obj, self.records, lineno, raw, offset, self.schema, refuse,
+                               self.remember)
+            assert rec is not None and cleaner is not None and finish is not None
+            finish(rec)
+            self.records += 1
+            return cleaner.feed(rec)
+
+        # detection (formats.registry.Detector) reads on while the leaders tie: the lines are read meanwhile
+        # as the format ahead, and a line that puts another ahead sends the file to the held route
+        detector = Detector() if self.chosen is None else None
+
+        def detected() -> Format:
+            assert detector is not None
+            try:
+                return get_format(detector.best())
+            except InputError as err:
+                raise _Held(str(err)) from None  # the held route reports it
+
+        for lineno, offset, raw in lines:
+            try:
+                obj = decode_line(raw, lineno)
+            except LineError as err:
+                raise _Held(err.message) from None
+            if detector is not None:
+                known = detector.add(obj, lineno)
+                if self.chosen is not None and detector.leader() != self.chosen.name:
+                    raise _Held("a later line decides the format otherwise")
+                if known:
+                    self.chosen = detected()
+                    detector = None
+            if cleaner is None:
+                head.append((lineno, offset, raw, obj))
+                if self.chosen is None:
+                    if len(head) < DETECT_LINES:
+                        continue
+                    assert detector is not None
+                    self.chosen = get_format(detector.leader())
+                cleaner = start(self.chosen)
+                for item in head:
+                    yield feed(self.chosen, *item)
+                head = []
+                continue
+            assert self.chosen is not None
+            part = feed(self.chosen, lineno, offset, raw, obj)
+            if part:
+                yield part
+        if detector is not None:  # undecided to the end (or a short file): the answer over every line
+            if detector.seen == 0:
+                raise _Held("empty")
+            best = detected()
+            if self.chosen is not None and best.name != self.chosen.name:
+                raise _Held("the format is decided otherwise")
+            self.chosen = best
+        assert self.chosen is not None
+        if cleaner is None:
+            cleaner = start(self.chosen)
+            for item in head:
+                yield feed(self.chosen, *item)
+        if self.records <= 1:
+            raise _Held("one record: perhaps a whole-file JSON document (reader.split_document)")
+        done = cleaner.finish()
+        self.repairs = list(done.repairs)
+        yield done.transcript.records
+
+
 def stream_report(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
                   load_cache: CacheLoader | None = None) -> EstimateReport | None:
     """The report of ``path`` read record by record, or None when it takes the held route. ``load_cache``:
     ``(key) -> CountCache``, the counts earlier calls kept (looked up, never added to)."""
+    counted = count_file(path, opts, state, budget, state_path, load_cache, keep=False)
+    if counted is None:
+        return None
+    counted.report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
+    return counted.report
+
+
+def count_file(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
+               load_cache: CacheLoader | None = None, *, keep: bool) -> Counted | None:
+    """Pass 1: read, validate, clean, count and decide, record by record; None when the held route must
+    read the file. ``keep``: add what is counted to the count cache (``run``; ``estimate`` only looks up)."""
     try:
         with open_input(path) as stream:
-            return _stream(path, iter_lines_at(stream), opts, state, budget, state_path, load_cache)
+            hashing = _Hashing(stream)
+            return _count(path, hashing, opts, state, budget, state_path, load_cache, keep)
     except (_Held, OSError):
         return None
 
 
-def _stream(path: Path, lines: Iterator[tuple[int, int, bytes]], opts: Options, state: State | None,
-            budget: Budget, state_path: Path | None,
-            load_cache: CacheLoader | None) -> EstimateReport:
-    head: list[tuple[int, int, bytes, Any]] = []
-    chosen: Format | None = None if opts.format == "auto" else get_format(opts.format)
-    records = 0
-    cleaner: Cleaner | None = None
-    totals: _Totals | None = None
-    finish: Callable[[Record], None] | None = None
+def _count(path: Path, hashing: _Hashing, opts: Options, state: State | None, budget: Budget,
+           state_path: Path | None, load_cache: CacheLoader | None, keep: bool) -> Counted:
+    # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
+    reading = _Reading(path, opts, remember=not keep)
+    totals: list[_Totals] = []
 
-    def refuse(problem: Problem) -> None:
-        raise _Held(str(problem))
-
-    def start(fmt: Format) -> tuple[Cleaner, _Totals]:
-        nonlocal finish
-        finish = fmt.finish_stream()
-        if finish is None:
-            raise _Held(f"{fmt.name} reads over the whole file")
+    def started(fmt: Format) -> None:
         cache = load_cache(count_key(opts, fmt.name)) if load_cache is not None else None
-        if cache is not None:
+        if cache is not None and not keep:
             cache.keep = False  # estimate looks up; it never writes the cache
-        cleaner = Cleaner(fmt.layout, fmt.name, source=str(path), close_trailing=closes_trailing(opts))
-        return cleaner, _Totals(fmt.name, opts, budget, cache)
+        totals.append(_Totals(fmt.name, opts, budget, cache))
 
-    def feed(fmt: Format, lineno: int, offset: int, raw: bytes, obj: Any) -> None:
-        nonlocal records
-        rec = parse_record(fmt, obj, records, lineno, raw, offset, True, refuse)
-        assert rec is not None and cleaner is not None and totals is not None and finish is not None
-        finish(rec)
-        records += 1
-        totals.add(cleaner.feed(rec))
+    reading.started = started
+    last: int | None = -1  # whether every record comes out as its own line, in order (None: not)
+    kept = 0
+    for part in reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
+        for r in part:
+            if last is not None and not r.dirty and r.raw is not None and r.offset > last:
+                last, kept = r.offset, kept + 1
+            else:
+                last = None
+        totals[0].add(part)
+    total = totals[0]
+    total.flush()
+    assert reading.chosen is not None
+    total.stats.records, total.stats.repairs = reading.records, len(reading.repairs)
+    encoding = encoding_name(opts) if total.exact is not None else None
+    counts = Counts(total.heuristic, total.exact, encoding)
+    cal = calibrate_counts(counts, total.usage, opts, state)
+    report = make_estimate_report(total.stats, counts, cal, total.budget, total.system, opts, state_path)
+    verbatim = last is not None and kept == reading.records and not reading.repairs
+    return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes,
+                   hashing.hash.digest(), total.system, total.cache, verbatim)
 
-    for lineno, offset, raw in lines:
+
+def may_write_streamed(fmt: str, opts: Options) -> bool:
+    """Whether pass 2 may write the context part by part: the input's own format, written line by line
+    (no links between lines to remake, no fallback format), with nothing to convert."""
+    target = get_format(fmt)
+    return (opts.to in (None, fmt) and target.writable
+            and type(target).link_records is Format.link_records)
+
+
+def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes]:
+    """Pass 2: the cleaned context of ``path`` re-read record by record and written part by part (each
+    record as ``formats.jsonl.write_transcript`` writes it: its own bytes when nothing changed it). Only the
+    bytes pass 1 read are read, and they must be the same (else an InputError: the file changed); so their
+    schema is not checked again."""
+    reading = _Reading(path, opts, counted.format, schema=False)
+    with open_input(path) as stream:
+        hashing = _Hashing(stream, counted.nbytes)
         try:
-            obj = decode_line(raw, lineno)
-        except LineError as err:
-            raise _Held(err.message) from None
-        if chosen is None:
-            head.append((lineno, offset, raw, obj))
-            if len(head) < DETECT_LINES:
-                continue
-            if not decided([h[3] for h in head]):
-                raise _Held("the first lines do not decide the format: detection reads on")
-            chosen = get_format(detect([h[3] for h in head], [h[0] for h in head]))
-            cleaner, totals = start(chosen)
-            for item in head:
-                feed(chosen, *item)
-            head = []
-            continue
-        if cleaner is None:
-            cleaner, totals = start(chosen)
-        feed(chosen, lineno, offset, raw, obj)
-    if chosen is None:  # a short file: detected from every line, as when held
-        if not head:
-            raise _Held("empty")
-        chosen = get_format(detect([h[3] for h in head], [h[0] for h in head]))
-    if cleaner is None:
-        cleaner, totals = start(chosen)
-        for item in head:
-            feed(chosen, *item)
-    assert cleaner is not None and totals is not None
-    if records <= 1:
-        raise _Held("one record: perhaps a whole-file JSON document (reader.split_document)")
-    done = cleaner.finish()
-    totals.add(done.transcript.records)
-    totals.flush()
-    totals.stats.records, totals.stats.repairs = records, len(done.repairs)
-    encoding = encoding_name(opts) if totals.exact is not None else None
-    counts = Counts(totals.heuristic, totals.exact, encoding)
-    cal = calibrate_counts(counts, totals.usage, opts, state)
-    report = make_estimate_report(totals.stats, counts, cal, totals.budget, totals.system, opts, state_path)
-    report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
-    return report
+            if counted.verbatim:  # each record written from its own bytes: the lines are the output
+                for _lineno, _offset, raw in iter_lines_at(hashing):  # type: ignore[arg-type]
+                    yield raw + b"\n"
+            for part in () if counted.verbatim else reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
+                yield from write_transcript(Transcript(counted.format, part, str(path)))
+        except _Held as held:
+            raise InputError(f"{path} changed while it was read ({held}); run again") from None
+    if hashing.nbytes != counted.nbytes or hashing.hash.digest() != counted.digest:
+        raise InputError(f"{path} changed while it was read; run again")

@@ -92,16 +92,20 @@ def _whole(t: Transcript, layout: Layout, close: bool,
            monkeypatch: pytest.MonkeyPatch) -> clean_mod.CleanResult:
     with monkeypatch.context() as m:
         m.setattr(Cleaner, "FIRST_TRY", 10**9)  # never settles: one part, the whole transcript
+        m.setattr(Cleaner, "FIRST_TRY_BYTES", 10**18)
         return clean(t, layout, close_trailing=close)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=transcripts(), first=st.integers(1, 6), close=st.booleans())
-def test_record_by_record_equals_the_whole(case, first, close, monkeypatch) -> None:
+@given(case=transcripts(), first=st.integers(1, 6), first_bytes=st.sampled_from([1, 2, 5, 10**18]),
+       close=st.booleans())
+def test_record_by_record_equals_the_whole(case, first, first_bytes, close, monkeypatch) -> None:
+    """Parts tried after ``first`` records or ``first_bytes`` bytes of input lines (each test line is 1 B)."""
     t, layout = case
     want = _whole(t, layout, close, monkeypatch)
     with monkeypatch.context() as m:
-        m.setattr(Cleaner, "FIRST_TRY", first)
+        m.setattr(Cleaner, "FIRST_TRY", first + 10**9 * (first_bytes < 10**18))
+        m.setattr(Cleaner, "FIRST_TRY_BYTES", first_bytes)
         got = clean(t, layout, close_trailing=close)
     assert _picture(got.transcript) == _picture(want.transcript)
     assert [(r.kind, r.line, r.detail, r.call_id) for r in got.repairs] == \
@@ -152,3 +156,58 @@ def test_a_fault_at_the_start_keeps_testing_linear(monkeypatch: pytest.MonkeyPat
         assert cleaner.feed(rec) == []
     assert cleaner.finish().repairs  # the orphan, reported at the end
     assert sum(tries) <= 2 * len(records) and len(tries) <= 10
+
+
+class _CountingIds(dict):  # type: ignore[type-arg]
+    """The settled parts' call ids, counting every id read: one by one or all at once."""
+
+    touched = 0
+
+    def get(self, key, default=None):  # type: ignore[no-untyped-def]
+        _CountingIds.touched += 1
+        return super().get(key, default)
+
+    def __contains__(self, key) -> bool:  # type: ignore[no-untyped-def]
+        _CountingIds.touched += 1
+        return super().__contains__(key)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        _CountingIds.touched += len(self)
+        return super().__iter__()
+
+    def keys(self):  # type: ignore[no-untyped-def]
+        _CountingIds.touched += len(self)
+        return super().keys()
+
+    def items(self):  # type: ignore[no-untyped-def]
+        _CountingIds.touched += len(self)
+        return super().items()
+
+
+def test_a_part_reads_only_the_call_ids_it_names() -> None:
+    """Cleaning a settled part looks up the earlier parts' call ids it names, never all of them: the ids
+    read grow with the transcript, not with its square (reading them all per part made a 20 MB transcript
+    of small tool calls take minutes to stream)."""
+    records = list(_clean_session(8_000))
+    cleaner = Cleaner(LAYOUTS["openai"], "openai")
+    cleaner.carry.calls = _CountingIds()
+    _CountingIds.touched = 0
+    for rec in records:
+        cleaner.feed(rec)
+    assert cleaner.finish().repairs == []
+    assert len(cleaner.carry.calls) >= 7_000
+    assert _CountingIds.touched <= 4 * len(records), _CountingIds.touched
+
+
+def test_large_records_settle_by_their_bytes() -> None:
+    """A part is tried once it holds FIRST_TRY_BYTES of input lines, not only FIRST_TRY records: a session of
+    ~300 KB tool results is held a few records at a time, not 64 of them (what streaming memory follows)."""
+    big = b"x" * 300_000
+    cleaner = Cleaner(LAYOUTS["openai"], "openai")
+    most_held = 0
+    for rec in _clean_session(200):
+        rec.raw = big
+        cleaner.feed(rec)
+        most_held = max(most_held, len(cleaner.held))
+    assert cleaner.finish().repairs == []
+    assert cleaner.settled >= 790 and most_held <= 8, most_held

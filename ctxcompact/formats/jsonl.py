@@ -102,14 +102,15 @@ _CONFORMING_MAX = 1 << 20
 schema_checks = 0
 
 
-def _line_conforms(fmt: Format, obj: Any, lineno: int, raw: bytes | None) -> list[Problem]:
+def _line_conforms(fmt: Format, obj: Any, lineno: int, raw: bytes | None,
+                   remember: bool = True) -> list[Problem]:
     global schema_checks
     key = (fmt.name, line_digest(raw)) if raw is not None else None
     if key is not None and key in _CONFORMING:
         return []
     schema_checks += 1
     found = schema_problems(fmt, obj, lineno)
-    if not found and key is not None:
+    if not found and key is not None and remember:
         if len(_CONFORMING) >= _CONFORMING_MAX:
             _CONFORMING.clear()
         _CONFORMING.add(key)
@@ -226,9 +227,11 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
 
 
 def parse_record(chosen: Format, obj: Any, index: int, lineno: int, raw: bytes, offset: int, schema: bool,
-                 add: Any) -> Record | None:
+                 add: Any, remember: bool = True) -> Record | None:
     """One decoded line as a record of ``chosen``, checked against its schema; None (and its problems given
-    to ``add``) for a line that is not one. The one per-line step of every reader, whole or streaming."""
+    to ``add``) for a line that is not one. The one per-line step of every reader, whole or streaming.
+    ``remember=False``: a conforming line is not added to the lines known to conform (a reader that never
+    reads the line again in this process keeps no memory per line)."""
     try:
         rec = chosen.parse_line(obj, index, lineno, raw)
         rec.offset = offset
@@ -242,7 +245,7 @@ def parse_record(chosen: Format, obj: Any, index: int, lineno: int, raw: bytes, 
         # a shape the parser did not foresee: still the line's fault, named with its number
         add(Problem(lineno, "$", f"not a valid {chosen.name} line ({type(exc).__name__}: {exc})"))
         return None
-    found = _line_conforms(chosen, obj, lineno, raw) if schema else []
+    found = _line_conforms(chosen, obj, lineno, raw, remember) if schema else []
     for p in found:
         add(p)
     return None if found else rec

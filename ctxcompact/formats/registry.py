@@ -44,35 +44,74 @@ def detect(objs: Sequence[Any], lines: Sequence[int] | None = None) -> str:
     """
     if lines is None:
         lines = range(1, len(objs) + 1)
-    names = list(REGISTRY.names())
-    count = dict.fromkeys(names, 0)
-    total = dict.fromkeys(names, 0)
-    scores: list[dict[str, int]] = []
-    for i, obj in enumerate(objs):
-        row = {n: _sniff(REGISTRY.get(n), obj) for n in names}
-        scores.append(row)
-        for n, s in row.items():
-            if s > 0:
-                count[n] += 1
-                total[n] += s
-        if i + 1 >= DETECT_LINES and leader(names, count, total, decided=True) is not None:
-            break
     if not objs:
         return DEFAULT_FORMAT
-    if not any(count.values()):
-        raise InputError(f"line {lines[0]}: not a transcript line of any known format "
-                         f"({', '.join(names)})", [Problem(lines[0], "$", "no known format recognises "
-                                                           "this line")])
-    best = leader(names, count, total, decided=False)
-    assert best is not None
-    for i, row in enumerate(scores):
+    det = Detector()
+    for obj, line in zip(objs, lines, strict=False):
+        if det.add(obj, line):
+            break
+    return det.best()
+
+
+class Detector:
+    """:func:`detect` one line at a time, keeping nothing per line (a streaming reader's detection): ``add``
+    each decoded line until it says detection is decided; ``leader`` is the format ahead so far, ``best``
+    the answer (with its errors)."""
+
+    def __init__(self) -> None:
+        self.names = list(REGISTRY.names())
+        self.formats = [(n, REGISTRY.get(n)) for n in self.names]
+        self._leader: str | None = None  # leader(), kept until the next line
+        self.count = dict.fromkeys(self.names, 0)
+        self.total = dict.fromkeys(self.names, 0)
+        self.seen = 0
+        self.first_line: int | None = None
+        #: per format, the first line it does not recognise and another format is sure of (that format)
+        self.against: dict[str, tuple[int, str]] = {}
+
+    def add(self, obj: Any, line: int) -> bool:
+        """Score one line; True once detection is decided (read no more lines into it)."""
+        if self.first_line is None:
+            self.first_line = line
+        row = {n: _sniff(fmt, obj) for n, fmt in self.formats}
+        self._leader = None
+        for n, s in row.items():
+            if s > 0:
+                self.count[n] += 1
+                self.total[n] += s
         other = max(row, key=lambda n: row[n])
-        # only a line another format is sure of makes a mix; a merely odd line is left to the parser
-        if row[best] == 0 and row[other] >= SURE:
+        if row[other] >= SURE:
+            for n, s in row.items():
+                if s == 0 and n not in self.against:
+                    self.against[n] = (line, other)
+        self.seen += 1
+        return self.seen >= DETECT_LINES and self.decided()
+
+    def decided(self) -> bool:
+        return leader(self.names, self.count, self.total, decided=True) is not None
+
+    def leader(self) -> str:
+        if self._leader is None:
+            self._leader = leader(self.names, self.count, self.total, decided=False)
+        assert self._leader is not None
+        return self._leader
+
+    def best(self) -> str:
+        if not self.seen:
+            return DEFAULT_FORMAT
+        if not any(self.count.values()):
+            first = self.first_line
+            raise InputError(f"line {first}: not a transcript line of any known format "
+                             f"({', '.join(self.names)})", [Problem(first or 1, "$", "no known format "
+                                                                    "recognises this line")])
+        best = self.leader()
+        if best in self.against:
+            # only a line another format is sure of makes a mix; a merely odd line is left to the parser
+            line, other = self.against[best]
             what = (f"this line is {other}, but the file reads as {best} "
                     "(mixed formats; name one with --format)")
-            raise InputError(f"line {lines[i]}: {what}", [Problem(lines[i], "$", what)])
-    return best
+            raise InputError(f"line {line}: {what}", [Problem(line, "$", what)])
+        return best
 
 
 def _sniff(fmt: Format, obj: Any) -> int:
@@ -88,16 +127,10 @@ def _sniff(fmt: Format, obj: Any) -> int:
 def decided(objs: Sequence[Any]) -> bool:
     """Whether :func:`detect` decides on these first lines alone (it reads on while the leaders tie): then
     the first lines of a stream name its format as the whole file would."""
-    names = list(REGISTRY.names())
-    count = dict.fromkeys(names, 0)
-    total = dict.fromkeys(names, 0)
-    for obj in objs:
-        for n in names:
-            s = _sniff(REGISTRY.get(n), obj)
-            if s > 0:
-                count[n] += 1
-                total[n] += s
-    return leader(names, count, total, decided=True) is not None
+    det = Detector()
+    for i, obj in enumerate(objs, 1):
+        det.add(obj, i)
+    return det.decided()
 
 
 def leader(names: list[str], count: dict[str, int], total: dict[str, int], *, decided: bool) -> str | None:

@@ -42,8 +42,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
-def _run(path: Path, out: Path, *, window: int = 400_000, **kw) -> tuple:
-    r = api.run(path, api.Options(window=window, **kw), output=out)
+def _run(path: Path, out: Path, *, window: int = 400_000, hold: bool = True, **kw) -> tuple:
+    r = api.run(path, api.Options(window=window, **kw), output=out, hold=hold)
     state = orjson.loads(Path(f"{path}.ctxstate.json").read_bytes())
     state["calibration"].pop("updated_at", None)
     if isinstance(state.get("masking"), dict):
@@ -82,18 +82,31 @@ def test_any_split_of_appends_gives_the_cold_answer(tmp_path, cuts, exact_opt, w
     assert cached == cold
 
 
-def test_a_second_call_counts_only_the_appended_records(tmp_path, counted):
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(min_value=1, max_value=len(LINES)), min_size=1, max_size=4),
+       exact_opt=st.sampled_from(["tiktoken", "none"]), window=st.sampled_from([400_000, 30_000]))
+def test_any_split_of_appends_gives_the_held_answer_when_streamed(tmp_path, cuts, exact_opt, window):
+    """The command line's run, which does not hold the file (two passes by offset), with its count cache:
+    the same outputs and states as the held route from scratch, whatever the appends."""
+    cuts = sorted(set(cuts))
+    streamed = _sequence(tmp_path, LINES, cuts, cold=False, exact=exact_opt, window=window, hold=False)
+    held = _sequence(tmp_path, LINES, cuts, cold=True, exact=exact_opt, window=window)
+    assert streamed == held
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_a_second_call_counts_only_the_appended_records(tmp_path, counted, hold):
     path = tmp_path / "t.jsonl"
     out = tmp_path / "out.jsonl"
     path.write_bytes(b"".join(LINES[:40]))
-    _run(path, out)
+    _run(path, out, hold=hold)
     assert counted == [40]
     counted.clear()
     path.write_bytes(b"".join(LINES[:45]))
-    _run(path, out)
+    _run(path, out, hold=hold)
     assert counted == [5]  # the five appended records, nothing else
     counted.clear()
-    _run(path, out)
+    _run(path, out, hold=hold)
     assert counted == []  # nothing new: nothing counted
 
 
