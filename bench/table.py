@@ -81,11 +81,15 @@ def _ratio(key: str, a: Case, b: Case, invert: bool = False) -> Cell:
     return Cell(r, detail, TARGETS[key][2](r), c)
 
 
-def _alternate(a: Case, b: Case, runs: int, before_a: Callable[[], None], warmup: bool = True) -> None:
-    """A B A B …, ``before_a`` restoring A's starting files before each of its runs (its time not counted)."""
+def _alternate(a: Case, b: Case, runs: int, before_a: Callable[[], None], warmup: bool = True,
+               before_b: Callable[[], None] | None = None) -> None:
+    """A B A B …, ``before_a`` (``before_b``) restoring A's (B's) starting files before each of its runs (its
+    time not counted)."""
     for i in range(runs + (1 if warmup else 0)):
         before_a()
         sa = run_once(a.argv, stdin=a.stdin, env=a.env)
+        if before_b is not None:
+            before_b()
         sb = run_once(b.argv, stdin=b.stdin, env=b.env)
         if i >= (1 if warmup else 0):
             a.samples.append(sa)
@@ -139,11 +143,16 @@ def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | N
                                              "-o", str(work / "below1.jsonl")))
         second = Case("second run", ctxcompact("run", str(grown), "--state", str(st), "--window",
                                                WINDOW_BIG, "-o", str(work / "below2.jsonl")))
-        # B (the first run) leaves the state the second run starts from; restore it before each A
+        # B (the first run) leaves the state the second run starts from; restore it before each A, and
+        # start each B from nothing (else it finds the counts the second run left, and is no first run)
         measure([first], 1, warmup=0)
         restore = _snapshot(work, "below.state.json*")
         first.samples = []
-        _alternate(second, first, runs, restore, warmup=False)
+
+        def start_cold() -> None:
+            for p in work.glob("below.state.json*"):
+                p.unlink()
+        _alternate(second, first, runs, restore, warmup=False, before_b=start_cold)
         cells["below"] = _ratio("below", second, first)
         log(f"{shape} below: {cells['below'].detail}")
 

@@ -59,8 +59,9 @@ def summary_messages(fmt: Format, state: State, data: bytes) -> list[Record]:
 
 
 def build_context(inp: InputData, opts: Options, state: State | None, *, schema: bool,
-                  reapply: Reapply | None = None) -> Context:
-    """Read the input, replace what the state's summary covers, re-apply the state's layers, and clean."""
+                  reapply: Reapply | None = None, settled: tuple[str, int] | None = None) -> Context:
+    """Read the input, replace what the state's summary covers, re-apply the state's layers, and clean.
+    ``settled``: the settled prefix the count cache proved unchanged (``formats.jsonl.read_lines``)."""
     data = inp.data
     covered = 0
     prefix_bytes = 0
@@ -105,7 +106,8 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
     stream.seek(prefix_bytes)
     try:
         result = read_transcript(stream, fmt_name, lenient=opts.lenient, schema=schema,
-                                 first_line=prefix_lines + 1, first_index=covered, base_offset=prefix_bytes)
+                                 first_line=prefix_lines + 1, first_index=covered, base_offset=prefix_bytes,
+                                 settled=settled)
     except InputError:
         if state is None or not state.fingerprint.format or opts.format != "auto":
             raise

@@ -127,11 +127,12 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
             return streamed
     inp = InputData.load(source)
     with progress("reading and counting"):  # shown only on a terminal, and only if it takes a while
-        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
-        budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         # what earlier runs counted is looked up, never written: estimate does not take the state's lock
-        cache = load_counts(cache_path(state_path), count_key(opts, ctx.input_format)) if state_path else None
+        cache = load_counts(cache_path(state_path), None) if state_path else None
+        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all, settled=_proven(cache, inp))
+        budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         if cache is not None:
+            cache.use(count_key(opts, ctx.input_format))
             cache.keep = False  # nothing to keep it for: no per-record memory
         report, counts = count_and_decide(ctx, opts, state, budget, state_path, cache)
     describe(report, StrategyInput(ctx, opts, budget, state, report, stderr_warn,
@@ -276,15 +277,20 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
             state = load_state(state_path)
         if not dry_run:
             _check_summarizer(opts)
+    covered = state.fingerprint.nbytes if state is not None and state.watermark > 0 else 0
     with progress("validating, cleaning and counting"):
-        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all)
-        budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         cache: CountCache | None
         cache_file: Path | None
         if counted is not None and counted.cache is not None and state_path is not None:
             cache, cache_file = counted.cache, cache_path(state_path)  # pass 1 took it and added its counts
+            settled = None
         else:
-            cache, cache_file = _count_cache(counts, state_path, count_key(opts, ctx.input_format))
+            cache, cache_file = _count_cache(counts, state_path)
+            settled = _proven(cache, inp)
+        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all, settled=settled)
+        budget = budget_from_transcript(budget, opts, ctx.transcript.records)
+        if cache is not None and cache is not (counted.cache if counted is not None else None):
+            cache.use(count_key(opts, ctx.input_format))
         report, ctx_counts = count_and_decide(ctx, opts, state, budget, state_path, cache,
                                               counted.counts if counted is not None else None)
     ignored = ignored_usage_warning(report.calibrated)
@@ -333,22 +339,33 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     assert result.state is not None
     _update_state(result.state, inp, ctx, result, out_counts)
     _write_both(result, output, state_path)
+    if cache is not None:
+        # what the next call may take as read (docs/concepts/state.md#the-settled-prefix)
+        cache.settle_read(inp.data, covered=covered, good=not ctx.problems and not ctx.dropped)
     if cache_file is not None and cache is not None:
         # after the state, under its lock (docs/concepts/state.md#the-count-cache)
         save_counts(cache_file, cache)
     return result
 
 
-def _count_cache(counts: CountCache | Path | None, state_path: Path | None,
-                 key: tuple[str, str | None]) -> tuple[CountCache | None, Path | None]:
-    """The count cache of this call: held by the caller, or kept beside the state (``counts`` names the state
-    file of a caller that holds the lock), and the file to keep it in."""
+def _count_cache(counts: CountCache | Path | None,
+                 state_path: Path | None) -> tuple[CountCache | None, Path | None]:
+    """The count cache of this call, not yet begun (``CountCache.use`` once the format is known): held by
+    the caller, or kept beside the state (``counts`` names the state file of a caller that holds the lock),
+    and the file to keep it in."""
     if isinstance(counts, CountCache):
-        return counts.use(key), None
+        return counts, None
     at = counts if counts is not None else state_path
     if at is None:
         return None, None  # no state: nothing to keep the counts in
-    return load_counts(cache_path(at), key), cache_path(at)
+    return load_counts(cache_path(at), None), cache_path(at)
+
+
+def _proven(cache: CountCache | None, inp: InputData) -> tuple[str, int] | None:
+    """The settled prefix of the last call, if the input still starts with it: (its format, its bytes)."""
+    if cache is None or cache.format is None or not cache.prove(inp.data):
+        return None
+    return cache.format, cache.proven
 
 
 def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: Path | None) -> None:

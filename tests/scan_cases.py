@@ -161,6 +161,26 @@ def _sliding_window(data: bytes) -> object:
     return api.run(data, Options(strategy="sliding-window", window=200_000, use_state=False), dry_run=True)
 
 
+def _tool_loop(n: int) -> Any:
+    """A tool loop of ``n`` turns, each call with its own id and its result, then a person's line: the
+    cleaner settles it part after part, carrying the calls of the parts before."""
+    from ctxcompact.formats.jsonl import read_transcript
+
+    lines: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(n):
+        lines.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]})
+        lines.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"r{i}"})
+        lines.append({"role": "user", "content": f"next {i}"})
+    return read_transcript(_jsonl(lines), "openai", schema=False).transcript
+
+
+def _clean(transcript: Any) -> object:
+    from ctxcompact.clean import clean
+
+    return clean(transcript)
+
+
 def _system_mid_conversation(n: int) -> bytes:
     """An Anthropic-shaped transcript with a system message inside every turn (each one moved and merged)."""
     lines: list[dict[str, Any]] = []
@@ -278,6 +298,8 @@ CASES: tuple[Case, ...] = (
     Case("heredoc: many closed here-documents",
          lambda n: "".join(f"cat << E{i}\nbody\nE{i}\n" for i in range(n)), files.command_paths, 4_000),
     Case("sliding window: first run over many invocations", _invocations, _sliding_window, 600),
+    # the cleaner fed part after part looked every carried call up again for each part (issue 25)
+    Case("clean: a long tool loop, settled part after part", _tool_loop, _clean, 8_000),
     # (sizes under 200,000 characters: above it the exact counter changes gear, a step and no trend)
     Case("anthropic: a system message inside every turn (run)", _system_mid_conversation, _anthropic_run,
          500),

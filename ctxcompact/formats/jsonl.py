@@ -160,8 +160,13 @@ def _cap(problems: list[Problem], total: int) -> list[Problem]:
 
 def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
                schema: bool = True, first_line: int = 1, first_index: int = 0,
-               base_offset: int = 0) -> tuple[Transcript, list[Problem], int]:
+               base_offset: int = 0, settled: tuple[str, int] | None = None,
+               ) -> tuple[Transcript, list[Problem], int]:
     """Read every line; return (transcript of the good lines, per-line problems, number of bad lines).
+
+    ``settled`` (format, bytes): the input's first bytes are a settled prefix a call already read as that
+    format and found good, proven unchanged (docs/concepts/state.md#the-settled-prefix): its lines are not
+    checked against the schema again.
 
     Problems are capped at :data:`MAX_PROBLEMS` (plus a note); bad lines are counted in full. Raises
     InputError only when the format cannot be detected, UsageError for an unknown format or unreadable path.
@@ -201,12 +206,14 @@ def read_lines(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
         chosen = get_format(detect([d[3] for d in decoded if d is not None],
                                    [d[0] for d in decoded if d is not None]))
     records: list[Record] = []
+    checked_from = settled[1] if settled is not None and settled[0] == chosen.name else 0
     for i, entry in enumerate(decoded):
         assert entry is not None
         decoded[i] = None
         lineno, offset, raw, obj = entry
         del entry
-        rec = parse_record(chosen, obj, first_index + len(records), lineno, raw, offset, schema, add)
+        rec = parse_record(chosen, obj, first_index + len(records), lineno, raw, offset,
+                           schema and offset + len(raw) > checked_from, add)
         if rec is None:
             dropped.append(raw)
         else:
@@ -266,7 +273,7 @@ def history_lines(data: bytes, fmt_name: str) -> list[tuple[bytes, Any]]:
 
 def read_transcript(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *, lenient: bool = False,
                     schema: bool = True, first_line: int = 1, first_index: int = 0,
-                    base_offset: int = 0) -> ReadResult:
+                    base_offset: int = 0, settled: tuple[str, int] | None = None) -> ReadResult:
     """Read a JSONL transcript into the model.
 
     ``source`` is a path (``-`` for stdin), an open binary stream, or the bytes themselves. ``fmt`` is a
@@ -276,9 +283,11 @@ def read_transcript(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *,
     warnings and counted in ``dropped``. ``schema=True`` also checks each line against the format's
     JSON Schema. ``first_line``, ``first_index`` and ``base_offset`` say where ``source`` starts within the
     whole input (after a prefix the state covers), so line numbers, record indexes and offsets stay true.
+    ``settled``: see :func:`read_lines`.
     """
     transcript, problems, bad = read_lines(source, fmt, schema=schema, first_line=first_line,
-                                           first_index=first_index, base_offset=base_offset)
+                                           first_index=first_index, base_offset=base_offset,
+                                           settled=settled)
     if not lenient:
         if problems:
             n = bad

@@ -40,16 +40,19 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def load_counts(path: Path, key: tuple[Any, ...]) -> CountCache:
-    """The cache kept at ``path`` for options ``key``, or an empty one (missing, foreign or corrupt)."""
+def load_counts(path: Path, key: tuple[Any, ...] | None) -> CountCache:
+    """The cache kept at ``path`` for options ``key``, or an empty one (missing, foreign or corrupt).
+
+    ``key`` None: the cache whatever options it was counted with, not yet begun (the caller proves its
+    settled prefix before reading the input, then calls ``use`` with the options it counts with)."""
     memo = _memo.get(str(path))
-    if memo is not None and memo[0] == _stamp(path) and memo[1].key == key:
-        return memo[1].use(key)
+    if memo is not None and memo[0] == _stamp(path) and (key is None or memo[1].key == key):
+        return memo[1] if key is None else memo[1].use(key)
     try:  # a link, FIFO or device is never read (docs/reference/safety.md); a cache over the limit is ignored
         raw = read_regular(path, f"count cache {path}", STATE_FILE_LIMIT, follow=False)
     except (OSError, CtxCompactError):
-        return CountCache(key=key)
-    return from_bytes(raw, key) or CountCache(key=key)
+        return CountCache(key=key or ())
+    return from_bytes(raw, key) or CountCache(key=key or ())
 
 
 def save_counts(path: Path, cache: CountCache) -> None:

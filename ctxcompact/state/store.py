@@ -11,7 +11,6 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ def _validator() -> Any:
     # jsonschema is imported here, not at module level, so `import ctxcompact.cli` stays fast (DESIGN.md).
     from jsonschema import Draft202012Validator
 
-    text = resources.files("ctxcompact").joinpath("schemas/state.schema.json").read_bytes()
+    text = (Path(__file__).resolve().parent.parent / "schemas" / "state.schema.json").read_bytes()
     return Draft202012Validator(orjson.loads(text))
 
 

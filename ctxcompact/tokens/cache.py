@@ -1,6 +1,8 @@
 """Counts of input records by byte offset and content digest: what the pipeline counted of each line, so a
 call counts only lines it has not seen (kept beside the state by ``state/cache.py``,
-docs/concepts/state.md#the-count-cache)."""
+docs/concepts/state.md#the-count-cache); and the settled prefix: how many bytes of the input the last call
+read whole and found good, with their SHA-256, so the next call proves them unchanged with one hash instead
+of checking each line again (docs/concepts/state.md#the-settled-prefix)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
-MAGIC = b"CTXCOUNTS2\n"
+from ..model import Message, token_text
+
+MAGIC = b"CTXCOUNTS3\n"
 _NONE = -1  # no exact count kept
 
 
@@ -33,9 +37,73 @@ class CountCache:
     #: this call only: records with no line of their own (made or changed by the cleaner or a strategy), by
     #: the identity of their message, which is kept alive here so the identity stays its own
     made: dict[int, tuple[Any, int, int]] = field(default_factory=dict)
+    #: the same records by what they count (:func:`content_key`), kept for the next call: a placeholder, a
+    #: summary or a synthetic result made again from the same text is not counted again. Sorted arrays as
+    #: loaded, and what this call used
+    text_keys: array[int] = field(default_factory=lambda: array("q"))
+    text_heuristic: array[int] = field(default_factory=lambda: array("q"))
+    text_exact: array[int] = field(default_factory=lambda: array("q"))
+    fresh_text: dict[int, tuple[int, int]] = field(default_factory=dict)
     counted: int = 0
     found: int = 0
     keep: bool = True  # False: looked up only (estimate streaming a file: nothing grows per record)
+    #: the settled prefix the cache was kept with: its length in bytes and its SHA-256 (:meth:`settle`)
+    settled: int = 0
+    settled_sha256: bytes = b""
+    #: this call: the input's first ``proven`` bytes are the settled prefix, unchanged (:meth:`prove`)
+    proven: int = 0
+    _hash: Any = None  # SHA-256 of the proven bytes, carried on by :meth:`settle` (one pass per call)
+
+    @property
+    def format(self) -> str | None:
+        """The format the cache's lines were read as (its key's first part), None for an empty key."""
+        return str(self.key[0]) if self.key else None
+
+    def prove(self, data: bytes) -> int:
+        """How many bytes at the start of ``data`` are the settled prefix, unchanged: its length when their
+        SHA-256 is the one kept, else 0 (the whole input is read and checked as if new)."""
+        n = self.settled
+        h = hashlib.sha256()
+        if 0 < n <= len(data):
+            h.update(memoryview(data)[:n])
+            if h.digest() != self.settled_sha256:
+                n, h = 0, hashlib.sha256()
+        else:
+            n = 0
+        self.proven, self._hash = n, h
+        return n
+
+    def settle(self, data: bytes, upto: int) -> None:
+        """The input's first ``upto`` bytes are settled: the next call may take them as read and good if it
+        proves them unchanged. Hashes only the bytes past the proven prefix when it is within them."""
+        h = self._hash.copy() if self._hash is not None and self.proven <= upto else None
+        if h is None:
+            h, start = hashlib.sha256(), 0
+        else:
+            start = self.proven
+        h.update(memoryview(data)[start:upto])
+        self.settled, self.settled_sha256 = upto, h.digest()
+
+    def settle_read(self, data: bytes, *, covered: int, good: bool) -> None:
+        """After a call that read ``data`` past its first ``covered`` bytes (a summary's prefix, not read):
+        settle every whole line when each line read was good (no problem, none dropped) and the covered
+        prefix was itself settled by an earlier call; else nothing."""
+        whole = covered == 0 or covered <= self.proven
+        self.settle(data, data.rfind(b"\n") + 1 if good and whole else 0)
+
+    def get_proven(self, offset: int) -> tuple[int, tuple[int, int | None]] | None:
+        """(digest, counts) kept for the line at ``offset`` of the proven prefix: its bytes are those the
+        digest was made of, so it is not made again."""
+        hit = self.fresh.get(offset)
+        if hit is None:
+            i = bisect_left(self.offsets, offset)
+            if i == len(self.offsets) or self.offsets[i] != offset:
+                return None
+            hit = (self.digests[i], self.heuristic[i], self.exact[i])
+            if self.keep:
+                self.fresh[offset] = hit
+            self.found += 1
+        return hit[0], (hit[1], None if hit[2] == _NONE else hit[2])
 
     def use(self, key: tuple[Any, ...]) -> CountCache:
         """Begin a call counting with options ``key``: what the last call saw is looked up; a cache counted
@@ -44,6 +112,9 @@ class CountCache:
             self.key = key
             self.offsets, self.digests, self.heuristic, self.exact = (array("q") for _ in range(4))
             self.fresh = {}
+            self.text_keys, self.text_heuristic, self.text_exact = (array("q") for _ in range(3))
+            self.fresh_text = {}
+            self.settled, self.settled_sha256, self.proven, self._hash = 0, b"", 0, None
         self.commit()
         self.made = {}
         self.counted = self.found = 0
@@ -67,14 +138,26 @@ class CountCache:
 
     def get_made(self, message: Any) -> tuple[int, int | None] | None:
         hit = self.made.get(id(message))
-        if hit is None or hit[0] is not message:
-            return None
-        return hit[1], (None if hit[2] == _NONE else hit[2])
+        if hit is not None and hit[0] is message:
+            return hit[1], (None if hit[2] == _NONE else hit[2])
+        key = content_key(message)
+        counts = self.fresh_text.get(key)
+        if counts is None:
+            i = bisect_left(self.text_keys, key)
+            if i == len(self.text_keys) or self.text_keys[i] != key:
+                return None
+            counts = (self.text_heuristic[i], self.text_exact[i])
+            self.found += 1
+        if self.keep:
+            self.fresh_text[key] = counts
+            self.made[id(message)] = (message, *counts)
+        return counts[0], (None if counts[1] == _NONE else counts[1])
 
     def put_made(self, message: Any, heuristic: int, exact: int | None) -> None:
         self.counted += 1
         if self.keep:
             self.made[id(message)] = (message, heuristic, _NONE if exact is None else exact)
+            self.fresh_text[content_key(message)] = (heuristic, _NONE if exact is None else exact)
 
     def put(self, offset: int, digest: int, heuristic: int, exact: int | None) -> None:
         self.counted += 1
@@ -83,6 +166,12 @@ class CountCache:
 
     def commit(self) -> None:
         """What this call saw becomes what the next call looks up."""
+        if self.fresh_text:
+            keys = sorted(self.fresh_text)
+            self.text_keys = array("q", keys)
+            self.text_heuristic = array("q", (self.fresh_text[k][0] for k in keys))
+            self.text_exact = array("q", (self.fresh_text[k][1] for k in keys))
+            self.fresh_text = {}
         if not self.fresh:
             return
         offsets = sorted(self.fresh)
@@ -96,11 +185,15 @@ class CountCache:
         self.commit()
         body = marshal.dumps({"key": list(self.key), "offsets": self.offsets.tobytes(),
                               "digests": self.digests.tobytes(), "heuristic": self.heuristic.tobytes(),
-                              "exact": self.exact.tobytes()})
+                              "exact": self.exact.tobytes(), "text_keys": self.text_keys.tobytes(),
+                              "text_heuristic": self.text_heuristic.tobytes(),
+                              "text_exact": self.text_exact.tobytes(), "settled": self.settled,
+                              "settled_sha256": self.settled_sha256})
         return MAGIC + hashlib.sha256(body).digest() + body
 
 
-def from_bytes(raw: bytes, key: tuple[Any, ...]) -> CountCache | None:
+def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
+    """The cache in ``raw`` if it was counted with options ``key`` (None: whatever they were), else None."""
     if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + 32:
         return None
     body = raw[len(MAGIC) + 32:]
@@ -108,11 +201,14 @@ def from_bytes(raw: bytes, key: tuple[Any, ...]) -> CountCache | None:
         return None
     try:
         entry = marshal.loads(body)
-        if entry["key"] != list(key):
+        if key is not None and entry["key"] != list(key):
             return None
-        cache = CountCache(key=key)
-        for name in ("offsets", "digests", "heuristic", "exact"):
+        cache = CountCache(key=key if key is not None else tuple(entry["key"]))
+        for name in ("offsets", "digests", "heuristic", "exact", "text_keys", "text_heuristic", "text_exact"):
             getattr(cache, name).frombytes(entry[name])
+        settled, sha = entry["settled"], entry["settled_sha256"]
+        if isinstance(settled, int) and settled > 0 and isinstance(sha, bytes) and len(sha) == 32:
+            cache.settled, cache.settled_sha256 = settled, sha
     except (ValueError, EOFError, TypeError, KeyError):
         return None
     n = len(cache.offsets)
@@ -120,4 +216,18 @@ def from_bytes(raw: bytes, key: tuple[Any, ...]) -> CountCache | None:
         return None
     if any(cache.offsets[i] >= cache.offsets[i + 1] for i in range(n - 1)):
         return None  # the lookup bisects: a cache not sorted by offset is not ours
+    m = len(cache.text_keys)
+    if not len(cache.text_heuristic) == len(cache.text_exact) == m or any(
+            cache.text_keys[i] >= cache.text_keys[i + 1] for i in range(m - 1)):
+        return None
     return cache
+
+
+def content_key(message: Message) -> int:
+    """What a message's counts are a function of (:func:`ctxcompact.model.token_text`: its texts, joined as
+    the exact counter joins them, their number and the fixed cost of its binary parts), as 64 bits of
+    BLAKE2b: the key of a record with no line of its own."""
+    texts, fixed = token_text(message)
+    h = hashlib.blake2b(f"{len(texts)}:{fixed}:".encode(), digest_size=8)
+    h.update("\n".join(texts).encode("utf-8", "surrogatepass"))
+    return int.from_bytes(h.digest(), "little", signed=True)

@@ -76,14 +76,20 @@ def count_records(records: list[Record], opts: Options, cache: CountCache | None
     ex: list[int] | None = [0] * len(records) if exact_on else None
     todo: list[int] = []  # records to count exactly
     keys: dict[int, tuple[int, int] | None] = {}  # index -> (offset, digest) of a line, None: a made record
+    proven = cache.proven if cache is not None else 0  # a line in the proven settled prefix is not hashed
     for i, r in enumerate(records):
         msg = r.message
         if msg is None:
             continue
         if cache is not None:
             line = r.raw is not None and r.offset >= 0 and not r.dirty
-            digest = line_digest(r.raw) if line else 0  # type: ignore[arg-type]
-            hit = cache.get(r.offset, digest) if line else cache.get_made(msg)
+            kept = cache.get_proven(r.offset) if line and r.offset + len(r.raw) <= proven else None  # type: ignore[arg-type]
+            hit: tuple[int, int | None] | None
+            if kept is not None:
+                digest, hit = kept
+            else:
+                digest = line_digest(r.raw) if line else 0  # type: ignore[arg-type]
+                hit = cache.get(r.offset, digest) if line else cache.get_made(msg)
             if hit is not None and (hit[1] is not None or not exact_on):
                 heur[i] = hit[0]
                 n = hit[1]

@@ -129,7 +129,9 @@ def test_tampered_rank_file_is_refused_without_network(monkeypatch: pytest.Monke
         def read_bytes(self) -> bytes:
             return gzip.compress(b"IQ== 0\n")
 
-    monkeypatch.setattr(exact.importlib.resources, "files", lambda _pkg: FakeFile())
+    import importlib.resources  # exact.py imports it where it reads the package's ranks
+
+    monkeypatch.setattr(importlib.resources, "files", lambda _pkg: FakeFile())
     monkeypatch.setattr(exact, "_cache", {})
     with pytest.raises(UsageError, match="failed their SHA-256 check"):
         exact.get_encoding("cl100k_base")
