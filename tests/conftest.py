@@ -7,6 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 # The tests live in folders that mirror the package (tests/formats/ for ctxcompact/formats/, ...); the shared
 # helpers (helpers.py, providers.py, scan_cases.py) stay here and are imported by name from every folder.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -16,3 +18,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # their own. XDG_CACHE_HOME rather than CTXCOMPACT_CACHE_DIR, because the CLI helpers start the CLI without
 # the CTXCOMPACT_ variables of the test environment.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ctxcompact-test-cache-")
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each exact counting call was given, in order (the real counter still counts):
+    the instrument of the tests that a call counts only what it has not counted before."""
+    from ctxcompact.tokens import exact
+
+    sizes: list[int] = []
+    real = exact.count_messages
+
+    def spy(messages, encoding=exact.DEFAULT_ENCODING):  # type: ignore[no-untyped-def]
+        sizes.append(len(messages))
+        return real(messages, encoding)
+
+    monkeypatch.setattr(exact, "count_messages", spy)
+    return sizes

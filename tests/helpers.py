@@ -77,3 +77,16 @@ def ctxcompact(
         timeout=120,
         check=False,
     )
+
+
+def summary_and_continuation(res: Any) -> tuple[str, str]:
+    """The summary's text and the continuation's (from its heading on) in a compacting run's output."""
+    from ctxcompact.facts.text import CONTINUATION_HEAD
+    from ctxcompact.model import Origin
+
+    assert res.outcome is not None
+    joined = "\n".join(r.message.text() for r in res.outcome.transcript.records
+                       if r.origin in (Origin.SUMMARY, Origin.CONTINUATION) and r.message is not None)
+    head, sep, tail = joined.partition(CONTINUATION_HEAD)
+    assert sep, joined
+    return head, sep + tail

@@ -10,23 +10,8 @@ import orjson
 import pytest
 
 from ctxcompact import api, pipeline
-from ctxcompact.tokens import exact
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "openai-long.jsonl"
-
-
-@pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many messages each exact counting call was given (the real counter still counts)."""
-    calls: list[int] = []
-    real = exact.count_messages
-
-    def spy(messages, encoding=exact.DEFAULT_ENCODING):  # type: ignore[no-untyped-def]
-        calls.append(len(messages))
-        return real(messages, encoding)
-
-    monkeypatch.setattr(exact, "count_messages", spy)
-    return calls
 
 
 @pytest.fixture

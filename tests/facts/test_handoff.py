@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers import summary_and_continuation
 
 from ctxcompact import api
 from ctxcompact.facts.earlier import carried_text, earlier_summaries
@@ -48,16 +49,6 @@ def run(source: Path | bytes, **opts: Any) -> api.RunResult:
                   warn=lambda _m: None)
     assert res.compacted and res.outcome is not None
     return res
-
-
-def texts_of(res: api.RunResult) -> tuple[str, str]:
-    """The summary and continuation texts of a run's output."""
-    assert res.outcome is not None
-    joined = "\n".join(r.message.text() for r in res.outcome.transcript.records
-                       if r.origin in (Origin.SUMMARY, Origin.CONTINUATION) and r.message is not None)
-    head, sep, tail = joined.partition(CONTINUATION_HEAD)
-    assert sep, joined
-    return head, sep + tail
 
 
 def section(summary: str, title: str) -> str:
@@ -131,7 +122,7 @@ def test_request_status_real(path: Path, status: str) -> None:
 
 
 def test_answered_real_log_says_wait_and_quotes_the_answer() -> None:
-    _, continuation = texts_of(run(CC / "agtrace-claude-session.jsonl"))
+    _, continuation = summary_and_continuation(run(CC / "agtrace-claude-session.jsonl"))
     assert "The assistant already answered it" in continuation
     assert "Perfect! The script executed successfully" in continuation
     assert "Wait for the user's next message" in continuation
@@ -152,7 +143,7 @@ def test_continuation_wording_per_status() -> None:
 def test_a_long_answer_is_quoted_head_and_end() -> None:
     answer = "Plan A: " + "a" * 30_000 + " Plan D: the end."
     res = run(jsonl(session([{"role": "assistant", "content": answer}])))
-    _, continuation = texts_of(res)
+    _, continuation = summary_and_continuation(res)
     assert "Plan A: " in continuation and "Plan D: the end." in continuation
     assert "characters of the answer left out" in continuation and len(continuation) < len(answer)
 
@@ -260,7 +251,7 @@ def test_real_claude_code_compact_summary_is_carried() -> None:
     path = CC / "spotter-compact-excerpt.jsonl"
     found = earlier_summaries(records(path))
     assert [s.source for s in found] == ["claude-code"] and len(found[0].text) > 10_000
-    summary, _ = texts_of(run(path))
+    summary, _ = summary_and_continuation(run(path))
     earlier = section(summary, "Earlier summary")
     for fact in ("spotter-4te.3", "Dialyzer", "otel_trace_helpers.ex", "Optional Next Step"):
         assert fact in earlier
@@ -294,7 +285,7 @@ def test_real_codex_compacted_record_is_carried() -> None:
     path = CODEX / "localpush-rollout-compacted-excerpt.jsonl"
     found = earlier_summaries(records(path))
     assert found and found[-1].source == "codex"
-    summary, _ = texts_of(run(path))
+    summary, _ = summary_and_continuation(run(path))
     assert "[REDACTED_TEXT len=7665 sha=49c85161]" in section(summary, "Earlier summary")
 
 
@@ -320,7 +311,7 @@ def test_adk_compaction_event_is_carried() -> None:
     ]
     data = jsonl(events)
     assert [s.source for s in earlier_summaries(records(data))] == ["adk"]
-    summary, _ = texts_of(run(data))
+    summary, _ = summary_and_continuation(run(data))
     assert "src/parse.rs (port 8443)" in section(summary, "Earlier summary")
 
 
@@ -329,7 +320,7 @@ def test_anthropic_compaction_blocks_readable_and_opaque() -> None:
                 {"role": "assistant",
                  "content": [{"type": "compaction", "content": "EARLIER: use uv, not pip."}]},
                 {"role": "user", "content": "Continue."}, *ANTHROPIC_PAD]
-    summary, _ = texts_of(run(jsonl(readable), format="anthropic"))
+    summary, _ = summary_and_continuation(run(jsonl(readable), format="anthropic"))
     assert "use uv, not pip." in section(summary, "Earlier summary")
     opaque = [{"role": "user", "content": "Start."},
               {"role": "assistant", "content": [{"type": "compaction", "encrypted_content": "gAAAA-blob"}]},
@@ -362,7 +353,7 @@ def test_ctxcompact_summary_written_back_by_a_framework_is_carried() -> None:
     recs = records(data, "openai")
     assert [s.source for s in earlier_summaries(recs)] == ["ctxcompact"]
     assert latest_request(recs) == "next: add the index"
-    summary, _ = texts_of(run(data))
+    summary, _ = summary_and_continuation(run(data))
     assert "- Port 5433." in section(summary, "Earlier summary")
     # the same words typed by a person are a request, not a summary
     typed = f"{SUMMARY_MARKER} was wrong; please redo the test."
@@ -381,8 +372,9 @@ def test_marker_like_words_of_a_person_are_the_latest_request(typed: str) -> Non
     data = jsonl([{"role": "user", "content": "older request"}, {"role": "assistant", "content": "ok"},
                   {"role": "user", "content": typed}])
     assert latest_request(records(data, "openai")) == typed
-    _, continuation = texts_of(run(data + jsonl([call("p0", "cat log"), result("p0", "p" * 20_000),
-                                                  {"role": "assistant", "content": "Read it."}])))
+    grown = data + jsonl([call("p0", "cat log"), result("p0", "p" * 20_000),
+                          {"role": "assistant", "content": "Read it."}])
+    _, continuation = summary_and_continuation(run(grown))
     assert f"quoted verbatim:\n\n{typed}" in continuation
 
 
@@ -397,7 +389,7 @@ def test_real_interruption_markers_are_not_requests() -> None:
 def test_interrupted_real_log_tells_the_agent_not_to_resume() -> None:
     lines = (CC / "spotter-tool-heavy.jsonl").read_bytes().splitlines()
     cut = max(i for i, x in enumerate(lines) if b"[Request interrupted by user]" in x)
-    _, continuation = texts_of(run(b"\n".join(lines[: cut + 1]) + b"\n"))
+    _, continuation = summary_and_continuation(run(b"\n".join(lines[: cut + 1]) + b"\n"))
     assert "interrupted the work on this request" in continuation
 
 
@@ -422,7 +414,7 @@ def test_synthetic_command_expansion_is_an_instruction_in_force(tmp_path: Path) 
     ]
     path = tmp_path / "cc.jsonl"
     path.write_bytes(jsonl(lines))
-    summary, _ = texts_of(run(path))
+    summary, _ = summary_and_continuation(run(path))
     instructions = section(summary, "Instructions in force (from an active skill or command; not typed by "
                                     "the user)")
     assert instructions == "> Plan first.\n> NEVER write code before the user approves the plan."
@@ -436,7 +428,7 @@ def test_a_skill_longer_than_the_budget_keeps_its_head_and_leaves_room_for_the_r
     res = api.run(CC / "spotter-subagent-command.jsonl", api.Options(window=33_000), dry_run=True,
                   warn=lambda _m: None)
     assert res.compacted
-    summary, _ = texts_of(res)
+    summary, _ = summary_and_continuation(res)
     instructions = section(summary, "Instructions in force (from an active skill or command; not typed by "
                                     "the user)")
     assert "DO NOT create any beads until the user explicitly approves the plan" in instructions

@@ -9,11 +9,10 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers import summary_and_continuation
 
 from ctxcompact import api
 from ctxcompact.facts.store import Entry
-from ctxcompact.facts.text import CONTINUATION_HEAD
-from ctxcompact.model import Origin
 from ctxcompact.summarizers.layout import answered_after
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -45,16 +44,6 @@ def answered_session() -> list[dict[str, Any]]:
             {"role": "assistant", "content": ANSWER}]
 
 
-def parts(res: api.RunResult) -> tuple[str, str]:
-    """The summary's text and the continuation's, of a run's output."""
-    assert res.outcome is not None
-    joined = "\n".join(r.message.text() for r in res.outcome.transcript.records
-                       if r.origin in (Origin.SUMMARY, Origin.CONTINUATION) and r.message is not None)
-    head, sep, tail = joined.partition(CONTINUATION_HEAD)
-    assert sep, joined
-    return head, sep + tail
-
-
 def flat(text: str) -> str:
     return " ".join(text.split())
 
@@ -64,7 +53,7 @@ def test_synthetic_answer_is_quoted_once_in_the_continuation(tmp_path: Path) -> 
     path.write_bytes(jsonl(answered_session()))
     opts = api.Options(window=400_000, threshold="200")
     res = api.run(path, opts, output=tmp_path / "out.jsonl", warn=lambda _m: None)
-    summary, continuation = parts(res)
+    summary, continuation = summary_and_continuation(res)
     assert "The assistant already answered it:\n\n" + ANSWER in continuation
     assert ANSWER not in summary and "its last answer" not in summary  # said once, where it is read
     assert EARLIER in summary  # an earlier answer is still a finding
@@ -75,7 +64,7 @@ def test_synthetic_answer_is_quoted_once_in_the_continuation(tmp_path: Path) -> 
                        result("c2", "https://github.com/o/r/pull/7 " + "p" * 9000),
                        {"role": "assistant", "content": "Opened pull request 7."}]))
     again = api.run(path, opts, output=tmp_path / "out.jsonl", warn=lambda _m: None)
-    summary, continuation = parts(again)
+    summary, continuation = summary_and_continuation(again)
     assert again.compacted and ANSWER in summary and ANSWER not in continuation
 
 
@@ -96,6 +85,6 @@ def test_real_answered_log_quotes_the_answer_once(log: str, window: int, thresho
     res = api.run(DATA / log, api.Options(window=window, threshold=threshold), dry_run=True,
                   warn=lambda _m: None)
     assert res.compacted
-    summary, continuation = parts(res)
+    summary, continuation = summary_and_continuation(res)
     assert answer in flat(continuation)
     assert answer not in flat(summary)

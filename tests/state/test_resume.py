@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from ctxcompact import api
 from ctxcompact.state.cache import cache_path
-from ctxcompact.tokens import exact
 
 _GEN = Path(__file__).parent.parent.parent / "bench" / "gen_openai.py"
 _spec = importlib.util.spec_from_file_location("gen_openai", _GEN)
@@ -26,20 +25,6 @@ _spec.loader.exec_module(gen)
 
 LINES = [orjson.dumps(m) + b"\n" for m in gen.messages(7, 120_000)]
 assert len(LINES) >= 50
-
-
-@pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many messages each exact count call was given (the instrumentation: counting is the cost)."""
-    sizes: list[int] = []
-    real = exact.count_messages
-
-    def counting(messages, encoding=exact.DEFAULT_ENCODING):  # type: ignore[no-untyped-def]
-        sizes.append(len(messages))
-        return real(messages, encoding)
-
-    monkeypatch.setattr(exact, "count_messages", counting)
-    return sizes
 
 
 def _run(path: Path, out: Path, *, window: int = 400_000, hold: bool = True, **kw) -> tuple:
