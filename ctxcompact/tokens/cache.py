@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import operator
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, BinaryIO
 
 from ..model import Message, token_text
@@ -263,13 +265,17 @@ def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
     n = len(cache.offsets)
     if not (len(cache.digests) == len(cache.heuristic) == len(cache.exact) == n):
         return None
-    if any(cache.offsets[i] >= cache.offsets[i + 1] for i in range(n - 1)):
+    if not _increasing(cache.offsets):
         return None  # the lookup bisects: a cache not sorted by offset is not ours
     m = len(cache.text_keys)
-    if not len(cache.text_heuristic) == len(cache.text_exact) == m or any(
-            cache.text_keys[i] >= cache.text_keys[i + 1] for i in range(m - 1)):
+    if not len(cache.text_heuristic) == len(cache.text_exact) == m or not _increasing(cache.text_keys):
         return None
     return cache
+
+
+def _increasing(values: array[int]) -> bool:
+    """Each value above the one before (compared in C: a hook's call loads the cache whole)."""
+    return all(map(operator.lt, values, islice(values, 1, None)))
 
 
 def content_key(message: Message) -> int:
