@@ -577,8 +577,10 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     if keep and total.cache is not None:
         # every line read was good (else the held route reads the file): the whole lines are settled
         total.cache.settled, total.cache.settled_sha256 = hashing.whole_lines()
-        if later is not None:
+        if later is not None and total.marked is not None:
             later["totals"] = total.marked
+        else:
+            later = None
         mark = reading.mark if later is not None else None
         total.cache.resume_at = mark.at if mark is not None else 0
         total.cache.resume_sha256 = mark.hash.digest() if mark is not None else b""
