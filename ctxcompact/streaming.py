@@ -374,8 +374,10 @@ class _Reading:
         self.names: dict[str, str] = {}
         self.cleaner: Cleaner | None = None
         self.detect = fmt is None  # (pass 2 reads as the format pass 1 found)
-        #: where the part the cleaner holds begins, if a later read may start there
-        self.mark: _Mark | None = None
+        #: where the part the cleaner holds begins, if a later read may start there (the resume point this
+        #: read starts at, until a part settles after it)
+        self.mark: _Mark | None = None if start is None else _Mark(
+            start.at, start.hash.copy(), start.line, start.records, len(start.names), start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
 
     def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
@@ -527,7 +529,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     resume = _Resume.proven(loaded, stream, opts) if loaded is not None else None
     stream.seek(resume.at if resume is not None else 0)
     hashing = _Hashing(stream, at=resume.at if resume is not None else 0,
-                       hashed=resume.hash if resume is not None else None)
+                       hashed=resume.hash.copy() if resume is not None else None)
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
     reading = _Reading(path, opts, remember=not keep, start=resume, hashing=hashing)
     totals: list[_Totals] = []

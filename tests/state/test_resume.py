@@ -489,3 +489,18 @@ def test_a_changed_prefix_is_read_whole_on_the_streamed_route(tmp_path, new_proc
     assert new_process["schema"] == n
     cache_path(state).unlink()
     assert _run(path, out, hold=False, **kw) == got
+
+
+def test_the_resume_point_outlives_a_call_that_settles_nothing_new(tmp_path, new_process, parsed):
+    """A call whose appends settle no part keeps the point it started at: the next call resumes too."""
+    lines = [orjson.dumps(m) + b"\n" for m in gen.messages(11, 400_000)]
+    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
+    ends = [len(lines) - 3, len(lines) - 2, len(lines) - 2, len(lines)]
+    got, first = [], []
+    for end in ends:
+        path.write_bytes(b"".join(lines[:end]))
+        parsed.clear()
+        got.append(_run(path, out, hold=False))
+        first.append(min(parsed))
+    assert first[0] == 0 and min(first[1:]) > 0  # every call after the first started at a resume point
+    assert got == _sequence(tmp_path, lines, ends, cold=True, hold=False)
