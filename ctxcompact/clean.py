@@ -189,6 +189,17 @@ undo): linear in all."""
         self.next_try, self.next_bytes = self.FIRST_TRY, self.FIRST_TRY_BYTES
         return result.transcript.records
 
+    def carried(self) -> tuple[dict[str, int], bool, int]:
+        """What the settled parts so far leave to the rest (their call ids, whether the conversation has
+        begun, how many records they held): all a cleaner fed the records after them needs of them."""
+        return self.carry.calls, self.carry.started, self.settled
+
+    def resume(self, calls: dict[str, int], started: bool, settled: int) -> None:
+        """Start after settled parts that left :meth:`carried` (a reader resuming after a prefix it proved
+        unchanged): fed the records after them, it hands out what feeding every record would."""
+        assert not self.held and not self.settled
+        self.carry, self.settled = _Carry(dict(calls), started), settled
+
     def finish(self) -> CleanResult:
         """The rest of the transcript, cleaned, with every repair (settled parts had none)."""
         rest = Transcript(self.format, self.held, self.source)

@@ -234,7 +234,7 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
              "(line N is its record N), and written as JSONL")
     if counted is not None and (len(inp.data) != counted.nbytes
-                                or hashlib.blake2b(inp.data, digest_size=16).digest() != counted.digest):
+                                or hashlib.sha256(inp.data).digest() != counted.digest):
         counted = None  # the file changed since pass 1: count what is read now
     return _run_locked(inp, opts, budget, state_path, output, False, warn, held=state, loaded=True,
                        counted=counted)

@@ -30,14 +30,31 @@ from .tokens.counts import Counts, count_records, system_tokens
 def budget_from_transcript(budget: Budget, opts: Options, records: list[Record]) -> Budget:
     """With no --window and no --model, a window the log itself records (Codex `token_count` carries
     `model_context_window`) beats the built-in default."""
-    if opts.window is not None or opts.model is not None or budget.window_source != "default":
+    if not window_may_be_recorded(budget, opts):
         return budget
+    return budget_from_window(budget, opts, recorded_window(records))
+
+
+def window_may_be_recorded(budget: Budget, opts: Options) -> bool:
+    """Whether a window the log records decides the budget: no --window, no --model, the default window."""
+    return opts.window is None and opts.model is None and budget.window_source == "default"
+
+
+def recorded_window(records: list[Record]) -> tuple[int, int] | None:
+    """The latest window the records carry, and its line: (window, line)."""
     for rec in reversed(records):
         # a window no model has (a corrupt or hostile log) is not taken: the default stays
         if rec.usage is not None and rec.usage.context_window and 0 < rec.usage.context_window <= MAX_TOKENS:
-            found = make_budget(rec.usage.context_window, None, opts.threshold, opts.config_path)
-            return dataclasses.replace(found, window_source=f"transcript (line {rec.line})")
-    return budget
+            return rec.usage.context_window, rec.line
+    return None
+
+
+def budget_from_window(budget: Budget, opts: Options, found: tuple[int, int] | None) -> Budget:
+    """The budget of a window the log records (:func:`recorded_window`), when it decides the budget."""
+    if found is None or not window_may_be_recorded(budget, opts):
+        return budget
+    made = make_budget(found[0], None, opts.threshold, opts.config_path)
+    return dataclasses.replace(made, window_source=f"transcript (line {found[1]})")
 
 
 def usage_points(records: list[Record]) -> list[UsagePoint]:

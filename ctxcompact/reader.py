@@ -7,6 +7,7 @@ by its longest line.
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -227,6 +228,9 @@ _CONTAINERS = (
 )
 
 
+_JSON_TEXT = re.compile(rb"[^ \t\r\n]")  # anything but JSON's whitespace
+
+
 def split_document(data: bytes) -> Document | None:
     """``data`` as JSONL when it is one JSON document holding a transcript, not JSONL
     (docs/reference/formats.md#whole-file-json): an array of records (``[{...}, {...}]``, pretty-printed or
@@ -239,9 +243,18 @@ def split_document(data: bytes) -> Document | None:
     A document that is clearly not JSONL but cannot be read as records (a Gemini CLI chat file, an array of
     strings, any other object spread over lines) is an InputError of one line saying what it is."""
     body = data[len(_BOM):] if data.startswith(_BOM) else data
-    start = body.lstrip()[:1]
-    if start not in (b"[", b"{"):
+    text = body.lstrip()
+    if text[:1] not in (b"[", b"{"):
         return None
+    end = text.find(b"\n")
+    if end >= 0 and _JSON_TEXT.search(text, end) is not None:
+        # a first line that is a whole value with more after it is JSONL: one document would be a value
+        # and nothing else (the parse below fails), decided without reading the whole input
+        try:
+            orjson.loads(text[:end])
+            return None
+        except orjson.JSONDecodeError:
+            pass
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:

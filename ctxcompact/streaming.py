@@ -10,6 +10,13 @@ pass. ``run`` from the command line (``engine.run(hold=False)``) takes it at any
 passes through, pass 2 (:func:`written_lines`) reads the same bytes again and writes each settled part as
 it comes. A compaction reads the file held, with pass 1's counts.
 
+A second call does not read again what the last one read (docs/concepts/state.md#the-settled-prefix): the
+count cache keeps where the last part the cleaner settled begins (a line within the settled prefix) and what
+the read carries over the bytes before it (the cleaner's call ids, the calls' names, the counts and totals:
+:class:`_Resume`); a call that proves those bytes unchanged with one SHA-256 starts pass 1 there, and pass 2
+copies the bytes before it as they are. The records from there on are read as a call from scratch reads
+them, so it hands out what one would.
+
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
 ``estimate`` (it also says what masking would free), a state beyond a calibration (a covered prefix, events,
 masking), a strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader
@@ -23,8 +30,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -39,7 +48,13 @@ from .formats.registry import Detector
 from .model import Record, Transcript
 from .options import Options
 from .paths import open_input
-from .pipeline import budget_from_transcript, calibrate_counts, make_estimate_report, usage_points
+from .pipeline import (
+    budget_from_window,
+    calibrate_counts,
+    make_estimate_report,
+    recorded_window,
+    usage_points,
+)
 from .reader import decode_line, iter_lines_at
 from .report import ContextStats, EstimateReport, context_stats
 from .state import State
@@ -53,8 +68,8 @@ from .tokens.counts import Counts, count_key, count_records, encoding_name, syst
 STREAMING_FROM_BYTES = 8 * 1024 * 1024
 
 
-#: ``(count key) -> CountCache``: the counts earlier calls kept
-CacheLoader = Callable[[tuple[str, str | None]], CountCache]
+#: ``(count key) -> CountCache``: the counts earlier calls kept (key None: whatever their options, not begun)
+CacheLoader = Callable[[tuple[str, str | None] | None], CountCache]
 
 
 class _Held(Exception):
@@ -81,15 +96,16 @@ class _Totals:
 
     def __init__(self, fmt: str, opts: Options, budget: Budget, cache: CountCache | None) -> None:
         self.opts, self.cache, self.base_budget = opts, cache, budget
-        self.budget = budget
         self.heuristic: list[int] = []
         self.exact: list[int] | None = None if opts.exact == "none" else []
         self.usage: list[UsagePoint] = []
         self.system = 0
+        self.window: tuple[int, int] | None = None  # the latest window the log records, and its line
         self.stats = ContextStats(format=fmt, records=0, covered=0)
         self.pending: list[Record] = []
         self.pending_bytes = 0
-        self.cache = cache
+        self.at_mark: int | None = None  # the records before a resume point (:meth:`mark`)
+        self.marked: dict[str, Any] | None = None  # what was counted of them (:meth:`kept`)
 
     #: settled records are counted in batches of about this many bytes or records (one tiktoken call per
     #: batch: a call per settled part would pay its start-up hundreds of times; a batch's records are what
@@ -97,31 +113,143 @@ class _Totals:
     BATCH_BYTES = 1000000
     BATCH_RECORDS = 4096
 
+    @property
+    def budget(self) -> Budget:
+        return budget_from_window(self.base_budget, self.opts, self.window)  # the latest window wins, as held
+
     def add(self, part: list[Record]) -> None:
         self.pending.extend(part)
         self.pending_bytes += sum(len(r.raw) if r.raw is not None else 0 for r in part)
         if self.pending_bytes >= self.BATCH_BYTES or len(self.pending) >= self.BATCH_RECORDS:
             self.flush()
 
+    def mark(self) -> None:
+        """Keep what the records added so far count (:attr:`marked`), once they are counted: a later read
+        starts after them. (Counted with what follows, in the same batch: as many counts as without.)"""
+        self.at_mark = len(self.heuristic) + len(self.pending)
+
     def flush(self) -> None:
         part, self.pending, self.pending_bytes = self.pending, [], 0
         if not part:
             return
         counts = count_records(part, self.opts, self.cache)
+        cut = self.at_mark - len(self.heuristic) if self.at_mark is not None else -1
+        if 0 <= cut <= len(part):
+            exact = counts.exact
+            self._fold(part[:cut], counts.heuristic[:cut], None if exact is None else exact[:cut])
+            self.marked, self.at_mark = self.kept(), None
+            self._fold(part[cut:], counts.heuristic[cut:], None if exact is None else exact[cut:])
+        else:
+            self._fold(part, counts.heuristic, counts.exact)
+
+    def _fold(self, part: list[Record], heuristic: list[int], exact: list[int] | None) -> None:
         at = len(self.heuristic)
         self.usage.extend(dataclasses.replace(p, position=p.position + at) for p in usage_points(part))
-        self.heuristic.extend(counts.heuristic)
-        if self.exact is not None and counts.exact is not None:
-            self.exact.extend(counts.exact)
-        self.system += system_tokens(counts.base, part)
-        found = budget_from_transcript(self.base_budget, self.opts, part)
-        if found is not self.base_budget:  # the latest window the log records wins, as when held
-            self.budget = found
+        self.heuristic.extend(heuristic)
+        if self.exact is not None and exact is not None:
+            self.exact.extend(exact)
+        self.system += system_tokens(exact if exact is not None else heuristic, part)
+        self.window = recorded_window(part) or self.window
         s = context_stats(part, self.stats.format, 0, 0, 0)
         for role, n in s.messages.items():
             self.stats.messages[role] = self.stats.messages.get(role, 0) + n
         self.stats.tool_calls += s.tool_calls
         self.stats.chars += s.chars
+
+    def kept(self) -> dict[str, Any]:
+        """Everything counted so far (flushed), for a later read to start from (:meth:`take`)."""
+        return {"heuristic": array("q", self.heuristic).tobytes(),
+                "exact": None if self.exact is None else array("q", self.exact).tobytes(),
+                "usage": [(p.position, p.prompt_tokens, p.line, p.source) for p in self.usage],
+                "system": self.system, "window": self.window, "messages": dict(self.stats.messages),
+                "tool_calls": self.stats.tool_calls, "chars": self.stats.chars}
+
+    @staticmethod
+    def read(kept: dict[str, Any], exact: bool) -> dict[str, Any]:
+        """What :meth:`kept` gave, checked and typed (raises TypeError, ValueError or KeyError on anything
+        else), for :meth:`take`."""
+        heuristic = _ints(kept["heuristic"])
+        if (kept["exact"] is None) == exact:
+            raise ValueError("counted with another estimator")
+        counts = _ints(kept["exact"]) if exact else None
+        if counts is not None and len(counts) != len(heuristic):
+            raise ValueError("counts of unequal lengths")
+        window = kept["window"]
+        return {"heuristic": heuristic, "exact": counts,
+                "usage": [UsagePoint(int(a), int(b), int(c), str(d)) for a, b, c, d in kept["usage"]],
+                "system": int(kept["system"]),
+                "window": None if window is None else (int(window[0]), int(window[1])),
+                "messages": {str(k): int(v) for k, v in kept["messages"].items()},
+                "tool_calls": int(kept["tool_calls"]), "chars": int(kept["chars"])}
+
+    def take(self, read: dict[str, Any]) -> None:
+        """Start from the parts counted before a resume point (:meth:`read`)."""
+        self.heuristic = list(read["heuristic"])
+        self.exact = None if read["exact"] is None else list(read["exact"])
+        self.usage, self.system, self.window = list(read["usage"]), read["system"], read["window"]
+        self.stats.messages = dict(read["messages"])
+        self.stats.tool_calls, self.stats.chars = read["tool_calls"], read["chars"]
+
+
+def _ints(raw: bytes) -> list[int]:
+    got = array("q")
+    got.frombytes(raw)
+    return got.tolist()
+
+
+@dataclass(slots=True)
+class _Resume:
+    """Where a read starts after a prefix proven unchanged (a count cache's resume point): at the first
+    record of the last part the cleaner settled, with what the read carries over the records before it."""
+
+    at: int  # byte offset of that record's line
+    hash: Any  # SHA-256 of the bytes before it (carried on over the rest)
+    format: str
+    line: int  # its line number
+    records: int  # input records before it
+    calls: dict[str, int]  # the cleaner's carry (clean.Cleaner.carried)
+    started: bool
+    settled: int
+    names: dict[str, str]  # the calls' names by id (Format.finish_stream)
+    #: detection still reading on, that record's line read (Detector.kept)
+    detector: dict[str, Any] | None
+    totals: dict[str, Any]  # _Totals.kept, read
+    last: int | None  # the verbatim check over the records before it (_count)
+    kept: int
+    #: the cleaned records before it are the input's lines, in order and byte for byte (no blank line, CR
+    #: or BOM): pass 2 copies those bytes as they are
+    plain: bool
+
+    VERSION = 1
+
+    @classmethod
+    def proven(cls, cache: CountCache, stream: BinaryIO, opts: Options) -> _Resume | None:
+        """The cache's resume point if the input still starts with the bytes it was kept after (one SHA-256
+        over the settled prefix, which also proves that), for these options; else None."""
+        hashed = cache.prove_stream(stream)
+        kept = cache.resume
+        if hashed is None or not isinstance(kept, dict) or cache.format is None:
+            return None
+        try:
+            if kept["v"] != cls.VERSION or kept["options"] != opts.format or kept["format"] != cache.format:
+                return None  # (a format detected is not a format given: the detection is part of the read)
+            if cache.key != count_key(opts, cache.format):
+                return None
+            last = kept["last"]
+            return cls(cache.resume_at, hashed, cache.format, int(kept["line"]), int(kept["records"]),
+                       {str(k): int(v) for k, v in kept["calls"].items()}, bool(kept["started"]),
+                       int(kept["settled"]), {str(k): str(v) for k, v in kept["names"].items()},
+                       _detector(kept["detector"]),
+                       _Totals.read(kept["totals"], opts.exact != "none"),
+                       None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def _detector(kept: Any) -> dict[str, Any] | None:
+    if kept is not None:
+        Detector.resumed(kept)  # (raises on anything it does not take)
+    return kept
 
 
 @dataclass(slots=True)
@@ -133,49 +261,129 @@ class Counted:
     format: str
     repairs: list[Repair]
     nbytes: int  # the bytes pass 1 read; pass 2 reads exactly these
-    digest: bytes  # their BLAKE2b: pass 2 checks it read the same bytes
+    digest: bytes  # their SHA-256: pass 2 checks it read the same bytes
     system: int  # tokens of the system records (kept verbatim by any compaction)
     cache: CountCache | None  # the count cache the counts were taken from and added to
     #: the cleaned context is the input's lines themselves, in order (nothing repaired, made or dropped):
     #: pass 2 copies them without parsing them again
     verbatim: bool = False
+    #: where pass 1 started after a proven prefix (None: at the start): pass 2 starts there too
+    resumed: _Resume | None = None
 
 
 class _Hashing:
-    """A binary stream's ``readline`` that hashes what it hands out and stops after ``limit`` bytes."""
+    """A binary stream's ``readline`` that hashes (SHA-256) what it hands out and stops after ``limit``
+    bytes (offsets from the file's start: a read that resumes begins at ``at``, with the hash of the bytes
+    before). A line is hashed when the next is asked for, so the hash of the bytes before the line handed
+    out last is there to copy (:meth:`before_last`)."""
 
-    def __init__(self, stream: BinaryIO, limit: int | None = None) -> None:
-        self.stream, self.limit, self.nbytes = stream, limit, 0
-        self.hash = hashlib.blake2b(digest_size=16)
+    def __init__(self, stream: BinaryIO, limit: int | None = None, at: int = 0, hashed: Any = None) -> None:
+        self.stream, self.limit, self.nbytes = stream, limit, at
+        self.hash = hashed if hashed is not None else hashlib.sha256()
+        self.last, self.last_at = b"", at
+        #: a last line without its newline: where it begins, and the hash of the bytes before
+        self.unterminated: tuple[int, Any] | None = None
+
+    def _take(self) -> None:
+        if self.last:
+            if not self.last.endswith(b"\n"):
+                self.unterminated = (self.last_at, self.hash.copy())
+            self.hash.update(self.last)
+            self.last = b""
 
     def readline(self) -> bytes:
+        self._take()
         if self.limit is not None:
             left = self.limit - self.nbytes
             chunk = self.stream.readline(left) if left > 0 else b""
         else:
             chunk = self.stream.readline()
+        self.last, self.last_at = chunk, self.nbytes
         self.nbytes += len(chunk)
-        self.hash.update(chunk)
         return chunk
+
+    def copy(self, upto: int) -> Iterator[bytes]:
+        """The bytes up to offset ``upto``, as they are, in chunks."""
+        self._take()
+        while self.nbytes < upto:
+            chunk = self.stream.read(min(1 << 20, upto - self.nbytes))
+            if not chunk:
+                return
+            self.hash.update(chunk)
+            self.nbytes += len(chunk)
+            yield chunk
+
+    def before_last(self, offset: int) -> Any:
+        """The hash of the bytes before ``offset`` if that is where the line handed out last begins."""
+        return self.hash.copy() if self.last and self.last_at == offset else None
+
+    def digest(self) -> bytes:
+        self._take()
+        return bytes(self.hash.digest())
+
+    def whole_lines(self) -> tuple[int, bytes]:
+        """(length, SHA-256) of the bytes read up to the last newline."""
+        self._take()
+        if self.unterminated is not None:
+            return self.unterminated[0], self.unterminated[1].digest()
+        return self.nbytes, self.hash.digest()
+
+
+def _lines(hashing: _Hashing, start: _Resume | None) -> Iterator[tuple[int, int, bytes]]:
+    """The stream's lines with their offsets in the file, from ``start`` (its line number) or the start."""
+    if start is None:
+        yield from iter_lines_at(hashing)  # type: ignore[arg-type]
+        return
+    for lineno, offset, raw in iter_lines_at(hashing, start.line):  # type: ignore[arg-type]
+        yield lineno, offset + start.at, raw
+
+
+@dataclass(slots=True)
+class _Mark:
+    """Where the last part the cleaner settled began (:class:`_Resume`, before it is kept)."""
+
+    at: int
+    hash: Any
+    line: int
+    records: int
+    names: int  # how many names the calls before had given (Format.finish_stream adds and never changes)
+    detector: dict[str, Any] | None  # Detector.kept, that record's line read
 
 
 class _Reading:
     """One reading of a file, record by record: each line parsed (``formats.jsonl.parse_record``, its schema
     checked), finished (``Format.finish_stream``) and fed to the cleaner, which hands out each part of the
     transcript once it is settled. Pass 1 counts the parts, pass 2 writes them: the same records both times.
-    Raises :class:`_Held` where the held route must read the file instead (the module docstring)."""
+    Raises :class:`_Held` where the held route must read the file instead (the module docstring).
+
+    ``start``: read from a resume point on (the lines given begin there), carrying what it carries.
+    ``hashing``: the stream being read, to :attr:`mark` where each settled part begins. ``checked_from``:
+    the lines ending before it are proven (the settled prefix): their schema is not checked again."""
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
-                 remember: bool = True) -> None:
+                 remember: bool = True, start: _Resume | None = None,
+                 hashing: _Hashing | None = None) -> None:
         self.path, self.opts, self.schema, self.remember = path, opts, schema, remember
-        name = fmt or (opts.format if opts.format != "auto" else None)
+        name = start.format if start is not None else fmt or (opts.format if opts.format != "auto" else None)
         self.chosen: Format | None = get_format(name) if name else None
+        self.start, self.hashing = start, hashing
         self.records = 0
         self.repairs: list[Repair] = []
         self.started: Callable[[Format], None] = lambda fmt: None  # told the format once it is known
+        self.checked_from = 0
+        self.names: dict[str, str] = {}
+        self.cleaner: Cleaner | None = None
+        self.detect = fmt is None  # (pass 2 reads as the format pass 1 found)
+        #: where the part the cleaner holds begins, if a later read may start there (the resume point this
+        #: read starts at, until a part settles after it)
+        self.mark: _Mark | None = None if start is None else _Mark(
+            start.at, start.hash.copy(), start.line, start.records, len(start.names), start.detector)
+        self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
 
     def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
-        head: list[tuple[int, int, bytes, Any]] = []
+        # the lines read before the format is decided (with, to mark where a part settles among them, the
+        # hash of the bytes before each and what detection had read with it)
+        head: list[tuple[int, int, bytes, Any, Any, dict[str, Any] | None]] = []
         cleaner: Cleaner | None = None
         finish: Callable[[Record], None] | None = None
 
@@ -184,24 +392,42 @@ class _Reading:
 
         def start(fmt: Format) -> Cleaner:
             nonlocal finish
-            finish = fmt.finish_stream()
+            resume = self.start
+            self.names = dict(resume.names) if resume is not None else {}
+            finish = fmt.finish_stream(self.names)
             if finish is None:
                 raise _Held(f"{fmt.name} reads over the whole file")
             self.started(fmt)
-            return Cleaner(fmt.layout, fmt.name, source=str(self.path),
-                           close_trailing=closes_trailing(self.opts))
+            self.cleaner = Cleaner(fmt.layout, fmt.name, source=str(self.path),
+                                   close_trailing=closes_trailing(self.opts))
+            if resume is not None:
+                self.cleaner.resume(resume.calls, resume.started, resume.settled)
+                self.records = resume.records
+            return self.cleaner
 
-        def feed(fmt: Format, lineno: int, offset: int, raw: bytes, obj: Any) -> list[Record]:
-            rec = parse_record(fmt, obj, self.records, lineno, raw, offset, self.schema, refuse,
-                               self.remember)
+        def feed(fmt: Format, lineno: int, offset: int, raw: bytes, obj: Any, hashed: Any = None,
+                 detection: dict[str, Any] | None = None, read: bool = True) -> list[Record]:
+            rec = parse_record(fmt, obj, self.records, lineno, raw, offset,
+                               self.schema and offset + len(raw) > self.checked_from, refuse, self.remember)
             assert rec is not None and cleaner is not None and finish is not None
             finish(rec)
             self.records += 1
-            return cleaner.feed(rec)
+            part = cleaner.feed(rec)
+            if part:  # a part settled: ``rec`` begins the one held now, where a later read may start
+                if read:  # (the line just read; else from the head, with what was kept of it)
+                    hashed = self.hashing.before_last(offset) if self.hashing is not None else None
+                    detection = detector.kept() if detector is not None else None
+                self.mark = None if hashed is None else _Mark(offset, hashed, lineno, self.records - 1,
+                                                              len(self.names), detection)
+            return part
 
         # detection (formats.registry.Detector) reads on while the leaders tie: the lines are read meanwhile
         # as the format ahead, and a line that puts another ahead sends the file to the held route
         detector = Detector() if self.chosen is None else None
+        resumed = self.start  # the first line is the one the resume point begins at, already detected
+        if resumed is not None:
+            detector = Detector.resumed(resumed.detector) if resumed.detector is not None and self.detect \
+                else None
 
         def detected() -> Format:
             assert detector is not None
@@ -210,20 +436,26 @@ class _Reading:
             except InputError as err:
                 raise _Held(str(err)) from None  # the held route reports it
 
+        if resumed is not None:
+            assert self.chosen is not None
+            cleaner = start(self.chosen)
         for lineno, offset, raw in lines:
             try:
                 obj = decode_line(raw, lineno)
             except LineError as err:
                 raise _Held(err.message) from None
             if detector is not None:
-                known = detector.add(obj, lineno)
+                again = resumed is not None and offset == resumed.at  # (read by the call that kept it)
+                known = False if again else detector.add(obj, lineno)
                 if self.chosen is not None and detector.leader() != self.chosen.name:
                     raise _Held("a later line decides the format otherwise")
                 if known:
                     self.chosen = detected()
                     detector = None
             if cleaner is None:
-                head.append((lineno, offset, raw, obj))
+                hashed = self.hashing.before_last(offset) if self.hashing is not None else None
+                detection = detector.kept() if detector is not None else None
+                head.append((lineno, offset, raw, obj, hashed, detection))
                 if self.chosen is None:
                     if len(head) < DETECT_LINES:
                         continue
@@ -231,7 +463,7 @@ class _Reading:
                     self.chosen = get_format(detector.leader())
                 cleaner = start(self.chosen)
                 for item in head:
-                    yield feed(self.chosen, *item)
+                    yield feed(self.chosen, *item, read=False)
                 head = []
                 continue
             assert self.chosen is not None
@@ -249,12 +481,23 @@ class _Reading:
         if cleaner is None:
             cleaner = start(self.chosen)
             for item in head:
-                yield feed(self.chosen, *item)
+                yield feed(self.chosen, *item, read=False)
         if self.records <= 1:
             raise _Held("one record: perhaps a whole-file JSON document (reader.split_document)")
         done = cleaner.finish()
         self.repairs = list(done.repairs)
+        self.finishing = True
         yield done.transcript.records
+
+    def kept(self, mark: _Mark) -> dict[str, Any]:
+        """What a read starting at ``mark`` carries from this one (:class:`_Resume`), once every settled
+        part is handed out (the cleaner's carry is then the one at the mark)."""
+        assert self.cleaner is not None and self.chosen is not None
+        calls, started, settled = self.cleaner.carried()
+        return {"v": _Resume.VERSION, "options": self.opts.format, "format": self.chosen.name,
+                "line": mark.line, "records": mark.records, "calls": calls, "started": started,
+                "settled": settled, "names": dict(islice(self.names.items(), mark.names)),
+                "detector": mark.detector}
 
 
 def stream_report(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
@@ -271,36 +514,57 @@ def stream_report(path: Path, opts: Options, state: State | None, budget: Budget
 def count_file(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
                load_cache: CacheLoader | None = None, *, keep: bool) -> Counted | None:
     """Pass 1: read, validate, clean, count and decide, record by record; None when the held route must
-    read the file. ``keep``: add what is counted to the count cache (``run``; ``estimate`` only looks up)."""
+    read the file. ``keep``: add what is counted to the count cache, with the settled prefix and where a
+    later read may start (``run``; ``estimate`` only looks up)."""
     try:
         with open_input(path) as stream:
-            hashing = _Hashing(stream)
-            return _count(path, hashing, opts, state, budget, state_path, load_cache, keep)
+            return _count(path, stream, opts, state, budget, state_path, load_cache, keep)
     except (_Held, OSError):
         return None
 
 
-def _count(path: Path, hashing: _Hashing, opts: Options, state: State | None, budget: Budget,
+def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
            state_path: Path | None, load_cache: CacheLoader | None, keep: bool) -> Counted:
+    loaded = load_cache(None) if load_cache is not None else None
+    resume = _Resume.proven(loaded, stream, opts) if loaded is not None else None
+    stream.seek(resume.at if resume is not None else 0)
+    hashing = _Hashing(stream, at=resume.at if resume is not None else 0,
+                       hashed=resume.hash.copy() if resume is not None else None)
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
-    reading = _Reading(path, opts, remember=not keep)
+    reading = _Reading(path, opts, remember=not keep, start=resume, hashing=hashing)
     totals: list[_Totals] = []
 
     def started(fmt: Format) -> None:
-        cache = load_cache(count_key(opts, fmt.name)) if load_cache is not None else None
-        if cache is not None and not keep:
-            cache.keep = False  # estimate looks up; it never writes the cache
+        cache = None
+        if loaded is not None:
+            cache = loaded.use(count_key(opts, fmt.name))  # another format or encoding: emptied
+            reading.checked_from = cache.proven
+            if not keep:
+                cache.keep = False  # estimate looks up; it never writes the cache
+            elif resume is not None:
+                cache.kept_below = resume.at  # the counts of the lines before it stay
         totals.append(_Totals(fmt.name, opts, budget, cache))
+        if resume is not None:
+            totals[0].take(resume.totals)
 
     reading.started = started
-    last: int | None = -1  # whether every record comes out as its own line, in order (None: not)
-    kept = 0
-    for part in reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
+    # whether every record comes out as its own line, in order (None: not), and as its very bytes (None: not)
+    last: int | None = resume.last if resume is not None else -1
+    kept = resume.kept if resume is not None else 0
+    plain: int | None = (resume.at if resume.plain else None) if resume is not None else 0
+    later: dict[str, Any] | None = None  # what a later read resumes with
+    for part in reading.parts(_lines(hashing, resume)):
+        if reading.finishing and keep and totals[0].cache is not None and reading.mark is not None:
+            totals[0].mark()  # every settled part is added: a later read starts after them
+            later = {**reading.kept(reading.mark), "last": last, "kept": kept,
+                     "plain": plain == reading.mark.at}
         for r in part:
             if last is not None and not r.dirty and r.raw is not None and r.offset > last:
                 last, kept = r.offset, kept + 1
             else:
                 last = None
+            same = plain == r.offset and not r.dirty and r.raw is not None
+            plain = r.offset + len(r.raw) + 1 if same else None  # type: ignore[arg-type]
         totals[0].add(part)
     total = totals[0]
     total.flush()
@@ -311,8 +575,20 @@ def _count(path: Path, hashing: _Hashing, opts: Options, state: State | None, bu
     cal = calibrate_counts(counts, total.usage, opts, state)
     report = make_estimate_report(total.stats, counts, cal, total.budget, total.system, opts, state_path)
     verbatim = last is not None and kept == reading.records and not reading.repairs
-    return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes,
-                   hashing.hash.digest(), total.system, total.cache, verbatim)
+    digest = hashing.digest()
+    if keep and total.cache is not None:
+        # every line read was good (else the held route reads the file): the whole lines are settled
+        total.cache.settled, total.cache.settled_sha256 = hashing.whole_lines()
+        if later is not None and total.marked is not None:
+            later["totals"] = total.marked
+        else:
+            later = None
+        mark = reading.mark if later is not None else None
+        total.cache.resume_at = mark.at if mark is not None else 0
+        total.cache.resume_sha256 = mark.hash.digest() if mark is not None else b""
+        total.cache.resume = later
+    return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
+                   total.cache, verbatim, resume)
 
 
 def may_write_streamed(fmt: str, opts: Options) -> bool:
@@ -327,17 +603,22 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
     """Pass 2: the cleaned context of ``path`` re-read record by record and written part by part (each
     record as ``formats.jsonl.write_transcript`` writes it: its own bytes when nothing changed it). Only the
     bytes pass 1 read are read, and they must be the same (else an InputError: the file changed); so their
-    schema is not checked again."""
-    reading = _Reading(path, opts, counted.format, schema=False)
+    schema is not checked again. Where pass 1 started after a proven prefix whose cleaned records are its
+    very bytes, those bytes are copied as they are and the reading starts where pass 1's did."""
+    start = counted.resumed if counted.resumed is not None and counted.resumed.plain else None
+    reading = _Reading(path, opts, counted.format, schema=False, start=start)
     with open_input(path) as stream:
         hashing = _Hashing(stream, counted.nbytes)
         try:
+            if start is not None:
+                yield from hashing.copy(start.at)
+            lines = _lines(hashing, start)
             if counted.verbatim:  # each record written from its own bytes: the lines are the output
-                for _lineno, _offset, raw in iter_lines_at(hashing):  # type: ignore[arg-type]
+                for _lineno, _offset, raw in lines:
                     yield raw + b"\n"
-            for part in () if counted.verbatim else reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
+            for part in () if counted.verbatim else reading.parts(lines):
                 yield from write_transcript(Transcript(counted.format, part, str(path)))
         except _Held as held:
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
-    if hashing.nbytes != counted.nbytes or hashing.hash.digest() != counted.digest:
-        raise InputError(f"{path} changed while it was read; run again")
+        if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
+            raise InputError(f"{path} changed while it was read; run again")

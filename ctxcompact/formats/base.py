@@ -102,9 +102,11 @@ class Format(abc.ABC):
         """Whole-file pass after every line is parsed (link ids, follow chains). Default: nothing."""
         return records
 
-    def finish_stream(self) -> Callable[[Record], None] | None:
+    def finish_stream(self, names: dict[str, str] | None = None) -> Callable[[Record], None] | None:
         """:meth:`finish` one record at a time, for a reader that streams; None when it needs the whole file
-        (a chain followed from the last line, a compaction that hides what came before it)."""
+        (a chain followed from the last line, a compaction that hides what came before it). ``names``: what
+        it carries from record to record (the calls' names by id), given by a reader that resumes after a
+        prefix (``streaming``) and filled in place."""
         return (lambda rec: None) if type(self).finish is Format.finish else None
 
     def api_turns(self, records: list[Record]) -> list[Record]:

@@ -309,8 +309,8 @@ class OpenAIFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)
 
-    def finish_stream(self) -> Callable[[Record], None]:
-        names: dict[str, str] = {}
+    def finish_stream(self, names: dict[str, str] | None = None) -> Callable[[Record], None]:
+        names = {} if names is None else names
 
         def one(rec: Record) -> None:
             link_result_names([rec], names)

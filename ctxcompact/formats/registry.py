@@ -90,6 +90,25 @@ class Detector:
     def decided(self) -> bool:
         return leader(self.names, self.count, self.total, decided=True) is not None
 
+    def kept(self) -> dict[str, Any]:
+        """What the lines so far told it, for a reader that resumes after them (``streaming``)."""
+        return {"count": dict(self.count), "total": dict(self.total), "seen": self.seen,
+                "first_line": self.first_line, "against": {n: list(a) for n, a in self.against.items()}}
+
+    @classmethod
+    def resumed(cls, kept: dict[str, Any]) -> Detector:
+        """A detector that has read what :meth:`kept` says (TypeError, ValueError or KeyError otherwise)."""
+        det = cls()
+        if set(kept["count"]) != set(det.names) or set(kept["total"]) != set(det.names):
+            raise ValueError("another set of formats")
+        det.count = {n: int(kept["count"][n]) for n in det.names}
+        det.total = {n: int(kept["total"][n]) for n in det.names}
+        det.seen = int(kept["seen"])
+        first = kept["first_line"]
+        det.first_line = None if first is None else int(first)
+        det.against = {str(n): (int(a[0]), str(a[1])) for n, a in kept["against"].items()}
+        return det
+
     def leader(self) -> str:
         if self._leader is None:
             self._leader = leader(self.names, self.count, self.total, decided=False)

@@ -2,20 +2,23 @@
 call counts only lines it has not seen (kept beside the state by ``state/cache.py``,
 docs/concepts/state.md#the-count-cache); and the settled prefix: how many bytes of the input the last call
 read whole and found good, with their SHA-256, so the next call proves them unchanged with one hash instead
-of checking each line again (docs/concepts/state.md#the-settled-prefix)."""
+of checking each line again (docs/concepts/state.md#the-settled-prefix); and where in that prefix a streaming
+read may start, with what it carries over the bytes before (``streaming``'s resume point)."""
 
 from __future__ import annotations
 
 import hashlib
 import marshal
+import operator
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import islice
+from typing import Any, BinaryIO
 
 from ..model import Message, token_text
 
-MAGIC = b"CTXCOUNTS3\n"
+MAGIC = b"CTXCOUNTS4\n"
 _NONE = -1  # no exact count kept
 
 
@@ -53,6 +56,15 @@ class CountCache:
     #: this call: the input's first ``proven`` bytes are the settled prefix, unchanged (:meth:`prove`)
     proven: int = 0
     _hash: Any = None  # SHA-256 of the proven bytes, carried on by :meth:`settle` (one pass per call)
+    #: where, within the settled prefix, a streaming pass 1 may start instead of at byte 0: the offset of
+    #: the last part the cleaner settled, the SHA-256 of the bytes before it, and what the read carries over
+    #: them (``streaming``'s resume point: marshal-able, opaque here). Proven with the settled prefix, by
+    #: the same one pass (:meth:`prove_stream`); emptied with it by :meth:`use`
+    resume_at: int = 0
+    resume_sha256: bytes = b""
+    resume: Any = None
+    #: this call read the input from this offset on: the counts kept for lines before it stay (:meth:`commit`)
+    kept_below: int = 0
 
     @property
     def format(self) -> str | None:
@@ -72,6 +84,34 @@ class CountCache:
             n = 0
         self.proven, self._hash = n, h
         return n
+
+    def prove_stream(self, stream: BinaryIO) -> Any:
+        """:meth:`prove` on a file read from its start (in chunks, never whole), which also proves the resume
+        point: the SHA-256 state at ``resume_at`` when the bytes before it are those it was kept with and
+        the settled prefix is proven too, else None. The stream is left anywhere."""
+        n, at = self.settled, self.resume_at if self.resume is not None else 0
+        h, got, at_hash = hashlib.sha256(), 0, None
+        if not 0 < at <= n:
+            at = 0
+
+        def upto(end: int) -> None:
+            nonlocal got
+            while got < end:
+                chunk = stream.read(min(1 << 20, end - got))
+                if not chunk:
+                    return
+                h.update(chunk)
+                got += len(chunk)
+
+        if n > 0:
+            upto(at)
+            if at and got == at and h.digest() == self.resume_sha256:
+                at_hash = h.copy()
+            upto(n)
+        if n <= 0 or got != n or h.digest() != self.settled_sha256:
+            n, h, at_hash = 0, hashlib.sha256(), None
+        self.proven, self._hash = n, h
+        return at_hash
 
     def settle(self, data: bytes, upto: int) -> None:
         """The input's first ``upto`` bytes are settled: the next call may take them as read and good if it
@@ -115,7 +155,9 @@ class CountCache:
             self.text_keys, self.text_heuristic, self.text_exact = (array("q") for _ in range(3))
             self.fresh_text = {}
             self.settled, self.settled_sha256, self.proven, self._hash = 0, b"", 0, None
+            self.resume_at, self.resume_sha256, self.resume = 0, b"", None
         self.commit()
+        self.kept_below = 0
         self.made = {}
         self.counted = self.found = 0
         self.keep = True  # an estimate before may have looked it up only (the in-process memo)
@@ -172,13 +214,18 @@ class CountCache:
             self.text_heuristic = array("q", (self.fresh_text[k][0] for k in keys))
             self.text_exact = array("q", (self.fresh_text[k][1] for k in keys))
             self.fresh_text = {}
-        if not self.fresh:
+        # the lines before ``kept_below`` were not read this call (a streaming read resumed there): their
+        # counts stay, those after are what this call saw
+        below = bisect_left(self.offsets, self.kept_below) if self.kept_below > 0 else 0
+        if not self.fresh and not below:
             return
         offsets = sorted(self.fresh)
-        self.offsets = array("q", offsets)
-        self.digests = array("q", (self.fresh[o][0] for o in offsets))
-        self.heuristic = array("q", (self.fresh[o][1] for o in offsets))
-        self.exact = array("q", (self.fresh[o][2] for o in offsets))
+        if below and offsets and offsets[0] < self.kept_below:
+            below = 0  # this call saw lines before it too: what it saw is all
+        self.offsets = self.offsets[:below] + array("q", offsets)
+        self.digests = self.digests[:below] + array("q", (self.fresh[o][0] for o in offsets))
+        self.heuristic = self.heuristic[:below] + array("q", (self.fresh[o][1] for o in offsets))
+        self.exact = self.exact[:below] + array("q", (self.fresh[o][2] for o in offsets))
         self.fresh = {}
 
     def to_bytes(self) -> bytes:
@@ -188,7 +235,8 @@ class CountCache:
                               "exact": self.exact.tobytes(), "text_keys": self.text_keys.tobytes(),
                               "text_heuristic": self.text_heuristic.tobytes(),
                               "text_exact": self.text_exact.tobytes(), "settled": self.settled,
-                              "settled_sha256": self.settled_sha256})
+                              "settled_sha256": self.settled_sha256, "resume_at": self.resume_at,
+                              "resume_sha256": self.resume_sha256, "resume": self.resume})
         return MAGIC + hashlib.sha256(body).digest() + body
 
 
@@ -209,18 +257,25 @@ def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
         settled, sha = entry["settled"], entry["settled_sha256"]
         if isinstance(settled, int) and settled > 0 and isinstance(sha, bytes) and len(sha) == 32:
             cache.settled, cache.settled_sha256 = settled, sha
+        at, sha = entry["resume_at"], entry["resume_sha256"]
+        if isinstance(at, int) and 0 < at <= cache.settled and isinstance(sha, bytes) and len(sha) == 32:
+            cache.resume_at, cache.resume_sha256, cache.resume = at, sha, entry["resume"]
     except (ValueError, EOFError, TypeError, KeyError):
         return None
     n = len(cache.offsets)
     if not (len(cache.digests) == len(cache.heuristic) == len(cache.exact) == n):
         return None
-    if any(cache.offsets[i] >= cache.offsets[i + 1] for i in range(n - 1)):
+    if not _increasing(cache.offsets):
         return None  # the lookup bisects: a cache not sorted by offset is not ours
     m = len(cache.text_keys)
-    if not len(cache.text_heuristic) == len(cache.text_exact) == m or any(
-            cache.text_keys[i] >= cache.text_keys[i + 1] for i in range(m - 1)):
+    if not len(cache.text_heuristic) == len(cache.text_exact) == m or not _increasing(cache.text_keys):
         return None
     return cache
+
+
+def _increasing(values: array[int]) -> bool:
+    """Each value above the one before (compared in C: a hook's call loads the cache whole)."""
+    return all(map(operator.lt, values, islice(values, 1, None)))
 
 
 def content_key(message: Message) -> int:

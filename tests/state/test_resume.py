@@ -354,3 +354,153 @@ def test_an_unterminated_last_line_is_not_settled(tmp_path, new_process):
     cache_path(f"{path}.ctxstate.json").unlink()
     assert _run(path, out) == got
 
+
+
+# ------------------------------------------------------------------- the resume point (the streamed route)
+# (docs/concepts/state.md#the-settled-prefix): run from the command line reads a file in two passes; its
+# first pass starts where the last call's cleaner settled its last part, after the bytes before it are
+# proven unchanged, carrying what the read carries over them. Each call as in a new process.
+
+def _streamed_lines(fmt: str, lines: list[bytes] = LINES) -> list[bytes]:
+    """``lines`` (openai) written in ``fmt`` and cleaned there (nothing left to repair), one record a line."""
+    from ctxcompact.clean import clean
+    from ctxcompact.formats.jsonl import read_transcript, write_transcript
+
+    if fmt == "openai":
+        return lines
+    written = b"".join(write_transcript(read_transcript(b"".join(lines), "openai").transcript, fmt))
+    return list(write_transcript(clean(read_transcript(written, fmt).transcript).transcript))
+
+
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The offset of every line the streamed route parses (pass 1 and pass 2)."""
+    from ctxcompact import streaming
+
+    offsets: list[int] = []
+    real = streaming.parse_record
+
+    def spy(fmt, obj, index, lineno, raw, offset, *rest):  # type: ignore[no-untyped-def]
+        offsets.append(offset)
+        return real(fmt, obj, index, lineno, raw, offset, *rest)
+
+    monkeypatch.setattr(streaming, "parse_record", spy)
+    return offsets
+
+
+def _resume_at(path: Path) -> int:
+    from ctxcompact.tokens.cache import from_bytes
+
+    kept = from_bytes(cache_path(f"{path}.ctxstate.json").read_bytes(), None)
+    assert kept is not None
+    return kept.resume_at
+
+
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fmt=st.sampled_from(["openai", "anthropic"]), data=st.data(),
+       exact_opt=st.sampled_from(["tiktoken", "none"]), window=st.sampled_from([400_000, 30_000]),
+       first_try=st.sampled_from([2, 5, 64]))
+def test_any_split_of_appends_from_the_resume_point_gives_the_cold_answer(
+        tmp_path, new_process, monkeypatch, fmt, data, exact_opt, window, first_try):
+    """Every format pass 1 reads (genai and codex are read held), each call in a new process, the cleaner
+    settling parts often (a small first try) or seldom: a call that resumes answers as a call from scratch
+    does (outputs, states, reports, repairs), below the threshold and across compactions, with the format
+    given or detected."""
+    from ctxcompact.clean import Cleaner
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", first_try)
+    lines = _streamed_lines(fmt)
+    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(lines)), min_size=2,
+                                         max_size=4))))
+    opts = {"exact": exact_opt, "window": window, "format": data.draw(st.sampled_from([fmt, "auto"])),
+            "hold": False}
+    cached = _sequence(tmp_path, lines, cuts, cold=False, **opts)
+    cold = _sequence(tmp_path, lines, cuts, cold=True, **opts)
+    assert cached == cold
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_second_streamed_call_parses_only_what_follows_the_resume_point(tmp_path, new_process, parsed,
+                                                                           fmt):
+    lines = _streamed_lines(fmt, [orjson.dumps(m) + b"\n" for m in gen.messages(11, 400_000)])
+    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(lines[:-5]))
+    first = _run(path, out, hold=False)
+    assert len(set(parsed)) == len(lines) - 5  # every line, the first time
+    at = _resume_at(path)
+    assert at > 0
+    after = sum(1 for n in range(len(lines) - 5) if len(b"".join(lines[:n])) >= at)
+    parsed.clear()
+    new_process.update(schema=0)
+    path.write_bytes(b"".join(lines))
+    got = _run(path, out, hold=False)
+    assert min(parsed) == at  # nothing before the resume point is parsed, by either pass
+    assert len(set(parsed)) == after + 5 < len(lines) // 2
+    assert new_process["schema"] == 5  # the lines from the resume point to the settled prefix's end: proven
+    cache_path(f"{path}.ctxstate.json").unlink()
+    Path(f"{path}.ctxstate.json").write_bytes(b"")
+    Path(f"{path}.ctxstate.json").unlink()
+    cold = _run(path, out, hold=False)
+    assert got == cold and first[0] != got[0]
+
+
+@pytest.mark.parametrize("change", ["edited byte", "truncated", "rewritten, same length",
+                                    "cache of another format", "counted without tiktoken"])
+def test_a_changed_prefix_is_read_whole_on_the_streamed_route(tmp_path, new_process, parsed, monkeypatch,
+                                                               change):
+    from ctxcompact.clean import Cleaner
+    from ctxcompact.tokens.cache import from_bytes
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", 4)
+    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
+    state = Path(f"{path}.ctxstate.json")
+    path.write_bytes(b"".join(LINES[:40]))
+    _run(path, out, hold=False)
+    assert _resume_at(path) > 0
+    data = bytearray(b"".join(LINES[:44]))
+    if change == "edited byte":
+        i = data.index(b'"content":"') + 11
+        data[i] = ord("Q") if data[i] != ord("Q") else ord("R")  # same length, same offsets
+    elif change == "truncated":
+        data = bytearray(b"".join(LINES[:20]))
+    elif change == "rewritten, same length":  # every text's first character, all through the file
+        data = bytearray()
+        for line in LINES[:44]:
+            at = line.find(b'"content":"') + 11
+            first = line[at:at + 1]
+            other = b"R" if first == b"Q" else b"Q"
+            data += line if at < 11 or not first.isalpha() else line[:at] + other + line[at + 1:]
+        assert len(data) == len(b"".join(LINES[:44])) and data != b"".join(LINES[:44])
+    path.write_bytes(bytes(data))
+    kw = {}
+    if change == "cache of another format":
+        kept = from_bytes(cache_path(state).read_bytes(), None)
+        assert kept is not None and kept.resume is not None
+        kept.key = ("anthropic", *kept.key[1:])  # as if the same bytes had been read as another format
+        cache_path(state).write_bytes(kept.to_bytes())
+    elif change == "counted without tiktoken":
+        kw = {"exact": "none"}
+    state.unlink()  # the state would (rightly) refuse a rewritten prefix; the cache alone must not trust it
+    parsed.clear()
+    new_process.update(schema=0)
+    got = _run(path, out, hold=False, **kw)
+    n = 20 if change == "truncated" else 44
+    assert min(parsed) == 0 and len(set(parsed)) == n  # every line, from the start
+    assert new_process["schema"] == n
+    cache_path(state).unlink()
+    assert _run(path, out, hold=False, **kw) == got
+
+
+def test_the_resume_point_outlives_a_call_that_settles_nothing_new(tmp_path, new_process, parsed):
+    """A call whose appends settle no part keeps the point it started at: the next call resumes too."""
+    lines = [orjson.dumps(m) + b"\n" for m in gen.messages(11, 400_000)]
+    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
+    ends = [len(lines) - 3, len(lines) - 2, len(lines) - 2, len(lines)]
+    got, first = [], []
+    for end in ends:
+        path.write_bytes(b"".join(lines[:end]))
+        parsed.clear()
+        got.append(_run(path, out, hold=False))
+        first.append(min(parsed))
+    assert first[0] == 0 and min(first[1:]) > 0  # every call after the first started at a resume point
+    assert got == _sequence(tmp_path, lines, ends, cold=True, hold=False)
