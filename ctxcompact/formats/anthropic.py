@@ -38,7 +38,7 @@ from ..model import (
     anthropic_prompt_tokens,
 )
 from ..reader import encode_json, json_type_name
-from .base import Format, Layout, block_types, link_result_names, str_field
+from .base import Format, Layout, block_types, link_result_name, link_result_names, str_field
 
 ROLES = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT}
 _KNOWN = {"role", "content"}
@@ -248,11 +248,7 @@ class AnthropicFormat(Format):
 
     def finish_stream(self) -> Callable[[Record], None]:
         names: dict[str, str] = {}
-
-        def one(rec: Record) -> None:
-            link_result_names([rec], names)
-
-        return one
+        return lambda rec: link_result_name(rec, names)
 
     # -- writing ---------------------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from ..model import (
     Usage,
 )
 from ..reader import json_type_name
-from .base import Format, Layout, block_types, link_result_names
+from .base import Format, Layout, block_types, link_result_name, link_result_names
 
 ROLES = {
     "system": Role.SYSTEM,
@@ -311,11 +311,7 @@ class OpenAIFormat(Format):
 
     def finish_stream(self) -> Callable[[Record], None]:
         names: dict[str, str] = {}
-
-        def one(rec: Record) -> None:
-            link_result_names([rec], names)
-
-        return one
+        return lambda rec: link_result_name(rec, names)
 
     # -- writing ---------------------------------------------------------------------------------------
 
