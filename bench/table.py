@@ -20,6 +20,11 @@ Nothing fails on a missed target.
     python bench/all.py --table                      # the whole table, 20 MB shapes, RSS at 100 MB
     python bench/table.py --mb 2 --big-mb 0 --runs 1 # a quick check that everything runs
     python bench/table.py --shapes mid --rows compacting,heuristic
+    python bench/table.py --rows heuristic,exact --against /tmp/main-src   # also another source tree's code
+
+``--against DIR`` also times the compacting, heuristic and exact rows with the ctxcompact of the source tree
+DIR (``PYTHONPATH=DIR``; e.g. ``git archive main | tar -x -C DIR``) in the same run, on the same inputs and
+against the same baselines, and prints its row beside this tree's.
 """
 
 from __future__ import annotations
@@ -116,7 +121,9 @@ def _grow(src: Path, dst: Path) -> None:
 
 
 def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | None,
-                log: Callable[[str], None]) -> dict[str, Cell]:
+                log: Callable[[str], None], against: Path | None = None) -> dict[str, Cell]:
+    """The cells of ``shape``; with ``against``, also ``<row>@against``: the row with that tree's code."""
+    other = child_env(PYTHONPATH=str(against)) if against is not None else None
     src = shape_file(shape, mb)
     work = OUT / f"table_{shape}"
     shutil.rmtree(work, ignore_errors=True)
@@ -166,6 +173,15 @@ def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | N
             log(f"{shape}: the compacting run did not say it compacted: {said!r}")
         cells["compacting"] = _ratio("compacting", compacting, estimate)
         log(f"{shape} compacting: {cells['compacting'].detail}")
+        if other is not None:
+            c_other = Case("compacting run @against", ctxcompact(
+                "run", str(base), "--state", str(work / "co.state.json"), "--window", WINDOW, "-o",
+                str(work / "co1.jsonl")), env=other)
+            e_other = Case("estimate @against", ctxcompact("estimate", str(base), "--no-state", "--window",
+                                                            WINDOW), env=other)
+            _alternate(c_other, e_other, runs, _snapshot(work, "co.state.json*"), warmup=False)
+            cells["compacting@against"] = _ratio("compacting", c_other, e_other)
+            log(f"{shape} compacting @against: {cells['compacting@against'].detail}")
         restore = _snapshot(work, "c.state.json*")  # as the compacting run left it
         after = Case("after", ctxcompact("run", str(grown), "--state", str(work / "c.state.json"), "--window",
                                          WINDOW, "-o", str(work / "c2.jsonl")))
@@ -179,8 +195,13 @@ def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | N
         none = Case("estimate --exact none",
                     ctxcompact("estimate", str(base), "--no-state", "--exact", "none"))
         floor = Case("orjson line parse", [PY, "-c", FLOOR, str(base)])
-        measure([none, floor], runs)
+        none_other = Case("estimate --exact none @against",
+                          ctxcompact("estimate", str(base), "--no-state", "--exact", "none"), env=other)
+        measure([none, floor, *([none_other] if other is not None else [])], runs)
         cells["heuristic"] = _ratio("heuristic", none, floor, invert=True)
+        if other is not None:
+            cells["heuristic@against"] = _ratio("heuristic", none_other, floor, invert=True)
+            log(f"{shape} heuristic @against: {cells['heuristic@against'].detail}")
         if none.ok:
             cells["heuristic"].detail += f" · {size_mb / none.wall:.0f} MB/s"
         log(f"{shape} heuristic: {cells['heuristic'].detail}")
@@ -194,8 +215,13 @@ def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | N
             env = child_env(TIKTOKEN_CACHE_DIR=str(fill_cache()))
             exact = Case("estimate", ctxcompact("estimate", str(base), "--no-state"), env=env)
             tt = Case("ttok", [str(ttok), "-m", "gpt-4o"], stdin=base, env=env)
-            measure([exact, tt], runs)
+            others = [] if against is None else [Case("estimate @against", ctxcompact(
+                "estimate", str(base), "--no-state"), env={**env, "PYTHONPATH": str(against)})]
+            measure([exact, tt, *others], runs)
             cells["exact"] = _ratio("exact", exact, tt, invert=True)
+            if others:
+                cells["exact@against"] = _ratio("exact", others[0], tt, invert=True)
+                log(f"{shape} exact @against: {cells['exact@against'].detail}")
         log(f"{shape} exact: {cells['exact'].detail}")
 
     if "rss" in rows:
@@ -246,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--shapes", default="small,mid,huge,agent")
     ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--against", type=Path, help="also time the ctxcompact of this source tree, row by row")
     args = ap.parse_args(argv)
     shapes = args.shapes.split(",")
     rows = set(args.rows.split(","))
@@ -270,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     header(f"issue 25's table: {args.mb:g} MB per shape, medians of {args.runs}")
     # first, while this process is smallest (see above)
     per_rec = {e: per_record(e) for e in ("tiktoken", "none")} if "per_record" in rows else {}
-    results = {s: bench_shape(s, args.mb, args.runs, rows, ttok, log) for s in shapes}
+    results = {s: bench_shape(s, args.mb, args.runs, rows, ttok, log, args.against) for s in shapes}
     if "rss" in rows and args.big_mb:
         for s in shapes:
             big = big_rss(s, args.big_mb)
@@ -290,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
             what, target = TARGETS[key][0], TARGETS[key][1]
         cells = [results[s][key].text() if key in results[s] else "" for s in shapes]
         print("| " + " | ".join([what, *cells, target]) + " |")
+        if any(f"{key}@against" in results[s] for s in shapes):
+            cells = [results[s][f"{key}@against"].text() if f"{key}@against" in results[s] else ""
+                     for s in shapes]
+            print("| " + " | ".join([f"{what}, with {args.against}", *cells, target]) + " |")
     if "per_record" in rows:
         for exact, cell in per_rec.items():
             what = f"peak RSS per record of `run --exact {exact}` (200,000 two-field lines)"

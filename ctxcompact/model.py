@@ -292,9 +292,12 @@ def token_text(message: Message) -> tuple[list[str], int]:
     token-bearing text of opaque blocks. Images and other binary parts add :data:`IMAGE_TOKENS` each.
     Both the heuristic and the exact counters use this one function, so they always measure the same thing.
     """
+    blocks = message.blocks
+    if len(blocks) == 1 and type(blocks[0]) is TextBlock:  # most messages: one text, nothing to walk
+        return [blocks[0].text], 0
     texts: list[str] = []
     fixed = 0
-    stack: list[Block] = list(reversed(message.blocks))
+    stack: list[Block] = list(reversed(blocks))
     while stack:
         b = stack.pop()
         if isinstance(b, (TextBlock, ThinkingBlock)):
@@ -313,4 +316,4 @@ def token_text(message: Message) -> tuple[list[str], int]:
 
 def message_chars(message: Message) -> int:
     texts, _ = token_text(message)
-    return sum(len(t) for t in texts)
+    return sum(map(len, texts))

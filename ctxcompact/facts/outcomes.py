@@ -87,21 +87,33 @@ def is_inspection(command: str) -> bool:
     return True
 
 
-_ERROR_LINE = re.compile(
-    r"Traceback \(most recent call last\)"
-    r"|^[^\S\n]*(?:[\w.]*(?:Error|Exception)|error|ERROR|fatal|FATAL)(?:\[\w+\])?:"  # not \s: linear
-    r"|\bFAILED\b|\b[1-9]\d* (?:failed|errors?)\b|\bexit(?:ed with)? (?:code|status):? ?[1-9]\d*\b"
-    r"|\bExit code:? [1-9]\d*\b|command not found|No such file or directory|npm ERR!|\bpanicked at\b"
-    r"|^[^\S\n]*[\w.-]+ failed:",
-    re.M,
+# The alternatives of _ERROR_LINE, each with substrings one of which any match of it holds: a text is searched
+# only for the alternatives whose substrings it has (:func:`error_in`; on a coding agent's outputs 4x faster
+# than the whole pattern, which tries its every branch at every line and word).
+_ERROR_PARTS = (
+    (("Traceback (most recent call last)",), r"Traceback \(most recent call last\)"),
+    (("Error", "Exception", "error", "ERROR", "fatal", "FATAL"),
+     r"^[^\S\n]*(?:[\w.]*(?:Error|Exception)|error|ERROR|fatal|FATAL)(?:\[\w+\])?:"),  # not \s: linear
+    (("FAILED",), r"\bFAILED\b"),
+    ((" failed", " error"), r"\b[1-9]\d* (?:failed|errors?)\b"),
+    (("exit",), r"\bexit(?:ed with)? (?:code|status):? ?[1-9]\d*\b"),
+    (("Exit code",), r"\bExit code:? [1-9]\d*\b"),
+    (("command not found",), r"command not found"),
+    (("No such file or directory",), r"No such file or directory"),
+    (("npm ERR!",), r"npm ERR!"),
+    (("panicked at",), r"\bpanicked at\b"),
+    ((" failed:",), r"^[^\S\n]*[\w.-]+ failed:"),
 )
+_ERROR_LINE = re.compile("|".join(pattern for _, pattern in _ERROR_PARTS), re.M)
+_ERROR_SCANS = tuple((hints, re.compile(pattern, re.M)) for hints, pattern in _ERROR_PARTS)
 _EXC_LINE = re.compile(r"^\s*([\w.]*(?:Error|Exception|Exit|Interrupt|Failure)\b.*)$")
 
 
+def error_in(text: str) -> bool:
+    """``_ERROR_LINE.search(text)`` found a match: some alternative of it matches, searched only where its
+    substrings are."""
+    return any(any(h in text for h in hints) and rx.search(text) is not None for hints, rx in _ERROR_SCANS)
 
-# Substrings without which _ERROR_LINE cannot match: a fast test that skips the regex for most outputs.
-_ERROR_HINTS = ("Traceback", "rror", "ERROR", "xception", "FAILED", "failed", "xit", "not found",
-                "No such file", "ERR!", "panicked", "fatal", "FATAL")
 
 FailureCheck = Callable[[ToolResult, bool], bool]
 
@@ -116,7 +128,7 @@ def result_is_error(result: ToolResult, shell_like: bool) -> bool:
     if result.succeeded is not None or result.synthetic or not shell_like:
         return False
     text = result.text()[:200_000]
-    return any(h in text for h in _ERROR_HINTS) and bool(_ERROR_LINE.search(text))
+    return error_in(text)
 
 
 # Search commands exit 1 when nothing matched (grep, rg, ag, ack: their documented exit status).
@@ -251,9 +263,10 @@ class ErrorSeen:
     resolved_by: str | None = None  # "rerun" or "assistant"
 
 
+# the look-ahead holds the phrases' first letters (the same matches, faster: see rules._RULE_WORDS)
 _RESOLVED_WORDS = re.compile(
-    r"\b(?:fixed|resolved|now pass(?:es)?|all (?:\d+ )?tests pass(?:ed)?|tests? (?:now )?pass(?:es|ed)?"
-    r"|passing|"
+    r"\b(?=[frnatpwisg])(?:fixed|resolved|now pass(?:es)?|all (?:\d+ )?tests pass(?:ed)?"
+    r"|tests? (?:now )?pass(?:es|ed)?|passing|"
     r"works now|now works|is working|succeeded|green)\b",
     re.I,
 )

@@ -38,7 +38,7 @@ from ..model import (
     anthropic_prompt_tokens,
 )
 from ..reader import encode_json, json_type_name
-from .base import Format, Layout, block_types, link_result_names, str_field
+from .base import Format, Layout, block_types, link_result_name, link_result_names, str_field
 
 ROLES = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT}
 _KNOWN = {"role", "content"}
@@ -247,12 +247,8 @@ class AnthropicFormat(Format):
         return link_result_names(records)
 
     def finish_stream(self, names: dict[str, str] | None = None) -> Callable[[Record], None]:
-        names = {} if names is None else names
-
-        def one(rec: Record) -> None:
-            link_result_names([rec], names)
-
-        return one
+        carried: dict[str, str] = {} if names is None else names
+        return lambda rec: link_result_name(rec, carried)
 
     # -- writing ---------------------------------------------------------------------------------------
 

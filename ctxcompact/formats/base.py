@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock
+from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,18 +171,21 @@ def link_result_names(records: list[Record], names: dict[str, str] | None = None
     """Give each tool result the name of the call it answers (OpenAI tool messages and Anthropic
     tool_result blocks do not name their tool; placeholders, summaries and reports want it). ``names``: the
     calls of the records before (a stream carries it from part to part)."""
-    from ..model import ToolCall, ToolResult
-
     names = {} if names is None else names
     for rec in records:
-        if rec.message is None:
-            continue
-        for b in rec.message.blocks:
-            if isinstance(b, ToolCall):
-                names.setdefault(b.id, b.name)
-            elif isinstance(b, ToolResult) and b.name is None and b.call_id in names:
-                b.name = names[b.call_id]
+        link_result_name(rec, names)
     return records
+
+
+def link_result_name(rec: Record, names: dict[str, str]) -> None:
+    """:func:`link_result_names` of one record (a stream's reader calls it per record)."""
+    if rec.message is None:
+        return
+    for b in rec.message.blocks:
+        if isinstance(b, ToolCall):
+            names.setdefault(b.id, b.name)
+        elif isinstance(b, ToolResult) and b.name is None and b.call_id in names:
+            b.name = names[b.call_id]
 
 
 def new_record(message: Message, origin: Origin, meta: dict[str, Any] | None = None) -> Record:

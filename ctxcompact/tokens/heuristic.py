@@ -27,10 +27,7 @@ def chars_tokens(chars: int) -> int:
 def message_tokens(message: Message) -> int:
     """Heuristic tokens of one message: ``ceil(chars / 4)`` + the fixed cost of its binary parts."""
     texts, fixed = token_text(message)
-    chars = 0
-    for t in texts:
-        chars += len(t)
-    return (chars + 3) // 4 + fixed
+    return (sum(map(len, texts)) + 3) // 4 + fixed
 
 
 def messages_tokens(messages: Iterable[Message]) -> list[int]:
