@@ -14,11 +14,9 @@ Pure functions over :class:`~ctxcompact.model.Record` lists (records without a m
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING
-
-# ``timeline`` is also a submodule's name: bound here, the function wins (as a lazy name it would lose to
-# the submodule once that is imported)
-from .timeline import timeline
 
 if TYPE_CHECKING:
     from .calls import call_index, command_of, decode_args
@@ -52,7 +50,7 @@ if TYPE_CHECKING:
         typed_text,
         user_requests,
     )
-    from .timeline import LastAction, describe_call, last_assistant_action
+    from .timeline import LastAction, describe_call, last_assistant_action, timeline
     from .todos import Todo, is_open, latest_todo_list, load_todos_file, open_todos, todo_list_from_call
 
 # The facts' modules load on first use of a name here (a run below the threshold needs few of them):
@@ -69,9 +67,23 @@ _LAZY = {
     "open_todos": "todos", "output_text": "outcomes", "path_tokens": "files", "paths_of_call": "files",
     "resolution_evidence": "outcomes", "resolves": "outcomes", "result_is_error": "outcomes",
     "rules_in_text": "rules", "shorten": "text", "strip_injected": "text", "success_keys": "outcomes",
-    "todo_list_from_call": "todos", "typed_text": "text", "user_requests": "text",
+    "timeline": "timeline", "todo_list_from_call": "todos", "typed_text": "text", "user_requests": "text",
     "user_rules": "rules",
 }
+
+
+class _Facts(types.ModuleType):
+    """This package, whose name ``timeline`` is the function: importing the submodule of that name binds the
+    module here (the import system's ``setattr``), which would hide the function; that binding is refused.
+    (Bound eagerly instead, it would load the submodule and its five neighbours on every run: ~10 ms.)"""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "timeline" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facts
 
 
 def __getattr__(name: str) -> object:

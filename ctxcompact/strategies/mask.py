@@ -59,7 +59,6 @@ from ..budget import Budget
 from ..errors import ExitCode
 from ..facts.handoff import in_flight_start
 from ..facts.text import typed_text
-from ..facts.timeline import describe_call
 from ..formats import get_format
 from ..model import (
     Block,
@@ -162,6 +161,8 @@ def _weight(blocks: list[Any]) -> int:
 
 def placeholder_text(call: ToolCall | None, tool: str | None, chars: int) -> str:
     """``[tool result cleared: name(main argument), N chars; call again to see it]``."""
+    from ..facts.timeline import describe_call  # here: the module loads five of facts' (a run need not)
+
     brief = describe_call(call, _BRIEF_LIMIT) if call is not None else tool or "tool"
     return f"{PLACEHOLDER_PREFIX}{brief}, {chars:,} chars; call again to see it]"
 

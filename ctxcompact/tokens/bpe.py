@@ -3,9 +3,9 @@
 
 Building ``tiktoken.Encoding`` costs most of a small run: parsing the ~200k ranks (0.12 s) and the Rust
 encoder's own set-up (0.15-0.27 s), for a 30 KB log that takes a few milliseconds to encode. This module
-counts the same tokens in Python: the same split pattern (run by the ``regex`` module, which tiktoken itself
-depends on), then tiktoken's byte-pair merge (``_byte_pair_merge`` in tiktoken's ``src/lib.rs``: merge the
-adjacent pair of lowest rank, the leftmost on a tie, until no pair has a rank). The count is the number of
+counts the same tokens in Python: the same split pattern, then tiktoken's byte-pair merge
+(``_byte_pair_merge`` in tiktoken's ``src/lib.rs``: merge the adjacent pair of lowest rank, the leftmost on a
+tie, until no pair has a rank). The count is the number of
 parts left, identical to ``len(encoding.encode_ordinary(text))`` (tests/tokens/test_tokens.py checks it
 against tiktoken on random text and on every sample).
 
@@ -16,9 +16,18 @@ building a 200k-entry dict. It is written atomically from the verified rank file
 time the ranks are parsed, carries the rank file's pinned SHA-256 and its own, and is ignored (then rebuilt)
 when either does not match.
 
+The split pattern runs on the standard library's ``re`` (about 4x faster here than the ``regex`` module,
+whose import alone costs ~18 ms), which has no ``\\p{…}`` classes. So the pattern is matched against a
+classified copy of the text (:func:`classify`): each character beyond ASCII replaced by a private-use stand-in
+of its class (``unicodedata``: Lu, Ll, Lt, Lm, Lo, M, N, White_Space, other), and :func:`translate` writes
+each class as its ASCII members and its stand-in. The copy has the text's length, so the pieces are the
+text's slices at the same places. Python 3.10's ``re`` has no possessive quantifiers (cl100k's pattern uses
+them): there, that pattern runs on ``regex`` as it is.
+
 Text this path is not sure of is left to tiktoken (:func:`count` returns None): a character the Python
-``unicodedata`` tables (the oldest Unicode version among ``regex``, tiktoken and Python) do not assign, where
-the ``\\p{…}`` classes of the two regex engines could disagree, or a lone surrogate.
+``unicodedata`` tables (the oldest Unicode version among ``regex``, tiktoken and Python) do not assign or
+class differently from later versions, where the ``\\p{…}`` classes of the engines could disagree, or a lone
+surrogate.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import threading
 import unicodedata
 import zlib
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -212,54 +222,171 @@ def _bpe_len(piece: bytes, get: Lookup) -> int:
     return parts
 
 
-def _sure(text: str) -> bool:
-    """Whether both regex engines agree on every character's class: ASCII, or assigned in Python's tables."""
-    if text.isascii():
-        return True
+WHITE_SPACE = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""Unicode's White_Space as a character-class body: tiktoken's ``\\s`` (Python's ``isspace`` also takes
+\\x1c-\\x1f)."""
+
+MERGE_COST = 30
+"""A byte merged by :func:`_bpe_len` (a piece not seen before and not a token) costs about as much as this
+many characters split and looked up (docs/measurements/performance.md#a-hooks-call)."""
+
+# Each character beyond ASCII stands, in the classified text, for a private-use character of its class
+_CLASS_OF = {"Lu": "\ue000", "Ll": "\ue001", "Lt": "\ue002", "Lm": "\ue003", "Lo": "\ue004", "Mn": "\ue005",
+             "Mc": "\ue005", "Me": "\ue005", "Nd": "\ue006", "Nl": "\ue006", "No": "\ue006"}
+_SPACE, _OTHER = "\ue007", "\ue008"
+_KEEP = "\u017f"  # ſ (Ll) stays itself: it matches the contractions' s case-insensitively, in both engines
+_MEMBERS = {"L": "A-Za-z\ue000-\ue004\u017f", "Lu": "A-Z\ue000", "Ll": "a-z\ue001\u017f", "Lt": "\ue002",
+            "Lm": "\ue003", "Lo": "\ue004", "M": "\ue005", "N": "0-9\ue006"}
+_WHITE = "\t-\r " + _SPACE
+_NON_ASCII_WHITE = frozenset(c for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
+                             + "".join(map(chr, range(0x2000, 0x200B))))
+# Characters whose category changed after Unicode 14 (Python 3.11's tables; found against regex 2026.11's):
+# the engines may class them apart, so a text holding one is left to tiktoken, like an unassigned one
+_CHANGED = frozenset("\u0295\U0001171e")
+
+
+def translate(pattern: str) -> str:
+    """``pattern`` (tiktoken's, for the ``regex`` module) for ``re`` on a classified text (:func:`classify`):
+    each ``\\p{X}`` as the ASCII members of X and its stand-in, ``\\s`` and ``\\S`` as White_Space."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            kind = pattern[i + 1]
+            if kind == "p":
+                close = pattern.index("}", i)
+                body = _MEMBERS[pattern[i + 3:close]]
+                i = close + 1
+            elif kind in "sS":
+                if in_class and kind == "S":
+                    raise ValueError(f"cannot translate \\S inside a class: {pattern!r}")
+                body = _WHITE
+                i += 2
+            else:
+                out.append(pattern[i:i + 2])
+                i += 2
+                continue
+            out.append(body if in_class else ("[^" if kind == "S" else "[") + body + "]")
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_stand_in: dict[int, str] = {}  # a character beyond ASCII -> its stand-in (str.translate's table)
+
+
+def classify(text: str) -> str | None:
+    """``text`` with each character beyond ASCII replaced by its class's stand-in (same length, so a piece
+    of it is the piece of ``text`` at the same place), or None when this path is not sure of ``text``: a
+    character Python's tables do not assign (where the ``\\p{…}`` classes of the engines, of several Unicode
+    versions, could disagree) or one whose class changed since."""
+    table = _stand_in
     category = unicodedata.category
-    return all(category(c) != "Cn" for c in set(text) if c > "\x7f")
+    for c in set(text):
+        if c > "\x7f" and ord(c) not in table:
+            cat = category(c)
+            if cat == "Cn" or c in _CHANGED:
+                return None
+            table[ord(c)] = (_SPACE if c in _NON_ASCII_WHITE else c if c in _KEEP
+                             else _CLASS_OF.get(cat, _OTHER))
+    return text.translate(table)
 
 
 class Counter:
     """Counts of one encoding: the split pattern, the rank lookup, and a memo of the pieces seen."""
 
     def __init__(self, pattern: str, get: Lookup) -> None:
-        import regex
+        import re
 
-        self._findall: Callable[[str], list[str]] = regex.compile(pattern).findall
-        self._get = get
-        self._memo: dict[str, int] = {}
+        try:
+            self._split: Callable[[str], list[str]] = re.compile(translate(pattern)).findall
+            self._classify = True
+        except re.error:  # Python 3.10's re has no possessive quantifiers: the regex module, as it is
+            import regex
+
+            self._split = regex.compile(pattern).findall
+            self._classify = False
+        self._memo = _Memo(get)
+        self.chars = 0  # the characters counted
+
+    @property
+    def work(self) -> int:
+        """What this counter has done, in characters split and looked up (a byte merged counts MERGE_COST)."""
+        return self.chars + MERGE_COST * self._memo.merged
+
+    def _findall(self, text: str) -> list[str] | None:
+        """The pre-tokens of ``text`` (tiktoken's split), or None when this path is not sure of ``text``."""
+        if text.isascii() or not self._classify:
+            if not text.isascii() and classify(text) is None:
+                return None
+            return self._split(text)
+        classified = classify(text)
+        if classified is None:
+            return None
+        ends = list(accumulate(map(len, self._split(classified))))
+        if (ends[-1] if ends else 0) != len(text):  # the pattern covers every character; never trust less
+            return None
+        return list(map(text.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
     def count(self, text: str) -> int | None:
         """``len(encode_ordinary(text))``, or None when this path is not sure of ``text``."""
-        if not _sure(text):
+        pieces = self._findall(text)
+        if pieces is None:
             return None
-        memo, get = self._memo, self._get
-        n = 0
+        self.chars += len(text)
         try:
-            for piece in self._findall(text):
-                c = memo.get(piece)
-                if c is None:
-                    b = piece.encode("utf-8")
-                    c = 1 if get(b) is not None else _bpe_len(b, get)
-                    if len(memo) < 200_000 and len(piece) <= 1024:  # a long piece is not kept
-                        memo[piece] = c
-                n += c
+            return sum(map(self._memo.__getitem__, pieces))
         except UnicodeEncodeError:  # a lone surrogate: tiktoken replaces it, let it
             return None
-        return n
 
-    def count_all(self, texts: Sequence[str]) -> list[int] | None:
+    def count_all(self, texts: Sequence[str], budget: int | None = None) -> list[int] | None:
+        """The count of each text, or None when this path is not sure of one, or once :attr:`work` passes
+        ``budget``."""
         out = []
         for t in texts:
             c = self.count(t)
-            if c is None:
+            if c is None or (budget is not None and self.work > budget):
                 return None
             out.append(c)
         return out
 
 
+class _Memo(dict[str, int]):
+    """A piece's token count by the piece; a miss (``__missing__``) merges it. Looked up from C
+    (``map(memo.__getitem__, pieces)``), a piece seen before costs no Python frame."""
+
+    def __init__(self, get: Lookup) -> None:
+        super().__init__()
+        self._get = get
+        self.merged = 0  # bytes given to _bpe_len
+
+    def __missing__(self, piece: str) -> int:
+        get = self._get
+        b = piece.encode("utf-8")
+        if get(b) is not None:
+            c = 1
+        else:
+            c = _bpe_len(b, get)
+            self.merged += len(b)
+        if len(self) < 200_000 and len(piece) <= 1024:  # a long piece is not kept
+            self[piece] = c
+        return c
+
+
 _counters: dict[str, Counter] = {}
+
+
+def work_done(name: str) -> int:
+    """:attr:`Counter.work` of encoding ``name``'s counter in this process (0 before it is made)."""
+    c = _counters.get(name)
+    return c.work if c is not None else 0
 _lock = threading.Lock()
 
 

@@ -86,12 +86,13 @@ ENCODINGS = tuple(_SPEC)
 _cache: dict[str, tiktoken.Encoding] = {}
 _lock = threading.Lock()
 
-# Up to this many characters in all (one process, every call together), and while tiktoken is not loaded,
-# tokens/bpe.py counts: its pure Python merge is slower per character than tiktoken's, but needs no Encoding
-# (docs/measurements/performance.md#a-hooks-call). Past it, building the Encoding pays for itself: a run that
-# counts many texts (a sliding window's roll-ups, a summary fitted again and again) changes gear once.
-PURE_MAX_CHARS = 400_000
-_pure_chars = 0  # what tokens/bpe.py has counted in this process
+# Up to this much work in all (one process, every call together: characters split and looked up, a byte
+# merged counting bpe.MERGE_COST), and while tiktoken is not loaded, tokens/bpe.py counts: per character it
+# is slower than tiktoken, but it needs no Encoding (about 0.35 s to build). Past it, building the Encoding
+# pays for itself: the work is where the two break even on ordinary text, and a text of pieces seen nowhere
+# before (CJK, base64: ~30x the work per character) changes gear as early as its cost says, not after a
+# fixed number of characters (docs/measurements/performance.md#a-hooks-call).
+PURE_MAX_WORK = 2_000_000
 
 # A text that may hold a pre-token longer than LONG_PIECE characters is counted by tokens/bpe.py's heap
 # merge, never by tiktoken (docs/measurements/performance.md#counting-that-never-goes-quadratic). tiktoken's
@@ -207,14 +208,11 @@ def _bpe_counter(name: str) -> bpe.Counter:
 
 
 def _pure_counts(texts: Sequence[str], name: str) -> list[int] | None:
-    """Counts by tokens/bpe.py when ``texts`` are small and tiktoken is not loaded yet: the same counts
-    without the cost of building the Encoding; None leaves them to tiktoken."""
-    global _pure_chars
-    total = sum(map(len, texts))
-    if name in _cache or name not in _SPEC or _pure_chars + total > PURE_MAX_CHARS:
+    """Counts by tokens/bpe.py while its work stays under :data:`PURE_MAX_WORK` and tiktoken is not loaded:
+    the same counts without the cost of building the Encoding; None leaves them to tiktoken."""
+    if name in _cache or name not in _SPEC or bpe.work_done(name) + sum(map(len, texts)) > PURE_MAX_WORK:
         return None
-    _pure_chars += total
-    return _bpe_counter(name).count_all(texts)
+    return _bpe_counter(name).count_all(texts, PURE_MAX_WORK)
 
 
 # Longest prefix wins. OpenAI's tiktoken.model table maps these families the same way.

@@ -12,11 +12,13 @@ import orjson
 import pytest
 
 # Never on a hook's call below the threshold: the schema checker (only for a line that does not conform),
-# tiktoken (small inputs are counted without it), the SDKs, the message-list API's asyncio, the process
-# pool, the evaluation, and the summarizers (only a compaction needs them).
-HEAVY = ("jsonschema", "tiktoken", "anthropic", "openai", "asyncio", "concurrent.futures",
+# tiktoken (small inputs are counted without it), the regex module (tokens/bpe.py splits with re), the SDKs,
+# the message-list API's asyncio, the process pool, the evaluation, the summarizers and the facts a summary
+# is made of (only a compaction needs them).
+HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "concurrent.futures",
          "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch", "ctxcompact.recall",
-         "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive", "ctxcompact.facts.gather")
+         "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive", "ctxcompact.facts.gather",
+         "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes", "ctxcompact.facts.files")
 
 PROBE = """
 import json, runpy, sys
@@ -99,3 +101,17 @@ def test_api_names_resolve_lazily() -> None:
     import ctxcompact.facts.timeline  # noqa: F401  (a submodule named like an exported function)
 
     assert callable(facts.timeline) and callable(api.evaluate)
+
+
+def test_a_one_megabyte_record_below_the_threshold_is_counted_without_tiktoken(tmp_path: Path) -> None:
+    """The pure counter's budget is work, not 400k characters: a 1 MB tool result of ordinary words (the
+    bench's `huge` shape) costs about a character each, far less than building tiktoken's Encoding."""
+    src = tmp_path / "session.jsonl"
+    _session(src, 2, False)
+    words = "read the file and run the tests then fix the error in the module " * 16_000
+    with src.open("ab") as f:
+        f.write(orjson.dumps({"role": "user", "content": words}) + b"\n")
+    out = tmp_path / "out.jsonl"
+    code, modules = _loaded(["run", str(src), "--window", "100000000", "--no-state", "-o", str(out)])
+    assert code in (0, None) and len(words) > 1_000_000
+    assert "tiktoken" not in modules and "ctxcompact.tokens.bpe" in modules

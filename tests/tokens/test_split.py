@@ -1,0 +1,112 @@
+"""tokens/bpe.py splits text with the standard library's ``re`` on a classified copy of it: the pieces are the
+``regex`` module's on tiktoken's own pattern, for both encodings; the pure path's work budget hands a costly
+text to tiktoken; a damaged rank table is rebuilt, never used."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxcompact.tokens import bpe, exact
+
+# the characters where the two engines could part: White_Space beyond ASCII and the ASCII controls that are
+# not, ſ (the contractions' s, case-insensitively), every letter class, marks, numbers of other scripts, the
+# stand-ins themselves (private use), CJK, an emoji, and the characters whose class changed after Unicode 14
+_TRICKY = ("\x85\xa0\u1680\u2000\u200a\u200b\u2028\u2029\u202f\u205f\u3000\x1c\x1f\x0b\x0c\r\n\t ſKkSs'"
+           "AaZz09ǅʰªÀàΔδ\u0301\u0903\u20dd٣Ⅻ½中文😀\ue000\ue005\ue008\uf8ff" "ʕ\U0001171e"
+           "'sdtmlvreSDTMLVRE.,;:!?-_/\\\"")
+_TEXT = (st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+         | st.text(alphabet=_TRICKY, max_size=60)
+         | st.text(st.characters(min_codepoint=0x80, max_codepoint=0x3000, blacklist_categories=("Cs",)),
+                   max_size=40))
+
+
+@pytest.fixture(scope="module", params=exact.ENCODINGS)
+def split(request):
+    name = request.param
+    pattern = exact._SPEC[name][0]
+    return bpe.Counter(pattern, lambda b: None), regex.compile(pattern)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_TEXT)
+def test_the_split_is_the_regex_modules(split, text: str) -> None:
+    counter, engine = split
+    pieces = counter._findall(text)
+    unsure = any(unicodedata.category(c) == "Cn" or c in bpe._CHANGED for c in text)
+    if pieces is None:
+        assert unsure  # only a character the tables may disagree on is left to tiktoken
+    else:
+        assert not unsure and pieces == engine.findall(text)
+
+
+def test_every_character_class_in_context(split) -> None:
+    """Each character of the first planes' assigned ones (every 5th) in the contexts where its class
+    decides the split: after a letter, before an upper-case one, after an apostrophe, around spaces."""
+    counter, engine = split
+    contexts = ("a{}b", "{}A", "A{}a", "x'{}", "'{}{}", "1{}2", "{} \n", " {}  x", "{}'s", "DON'{}")
+    for cp in range(0x80, 0x20000, 5):
+        c = chr(cp)
+        if unicodedata.category(c) in ("Cn", "Cs") or c in bpe._CHANGED:
+            continue
+        for form in contexts:
+            text = form.format(c, c)
+            assert counter._findall(text) == engine.findall(text), (hex(cp), form)
+
+
+def test_the_translation_writes_out_every_class() -> None:
+    for name in exact.ENCODINGS:
+        out = bpe.translate(exact._SPEC[name][0])
+        assert "\\p" not in out and "\\s" not in out and "\\S" not in out
+    with pytest.raises(ValueError):
+        bpe.translate(r"[^\S]")
+
+
+def test_the_work_budget_hands_a_costly_text_to_tiktoken() -> None:
+    """CJK without spaces is merged piece by piece (~30x the work of a word seen before): past the budget
+    the pure path gives up, whatever the number of characters."""
+    counter = exact._bpe_counter("o200k_base")
+    cjk = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(2000))
+    start = counter.work
+    assert counter.count_all([cjk], budget=start + 10) is None
+    assert counter.work - start >= bpe.MERGE_COST * len(cjk)  # merged bytes weigh more than characters
+    words = "the same words again and again " * 100
+    before = counter.work
+    assert counter.count_all([words], budget=before + 10 * len(words)) is not None
+    assert counter.work - before < 2 * len(words)  # pieces seen before cost a character each
+
+
+def test_a_damaged_rank_table_is_rebuilt_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "cl100k_base"
+    sha = exact.EXPECTED_SHA256[name]
+    monkeypatch.setenv("CTXCOMPACT_CACHE_DIR", str(tmp_path))
+    path = bpe.table_path(name, sha)
+    parse_calls = []
+
+    def parse() -> dict[bytes, int]:
+        parse_calls.append(1)
+        return exact.parse_ranks(exact._read_ranks_file(name))
+
+    def fresh() -> bpe.Counter:
+        bpe._counters.pop(name, None)
+        return bpe.counter(name, exact._SPEC[name][0], sha, parse)
+
+    try:
+        good = fresh()
+        assert parse_calls == [1] and path.is_file()
+        want = good.count("hello wörld, ſome text")
+        whole = path.read_bytes()
+        for damaged in (whole[: len(whole) // 2], whole[:-1], whole + b"\0", b""):
+            path.write_bytes(damaged)  # truncated, one byte short, one too many, empty
+            assert bpe.load_table(path, sha) is None
+            assert fresh().count("hello wörld, ſome text") == want
+            assert path.read_bytes() == whole  # written again, whole
+        assert len(parse_calls) == 5  # each damaged table made the counter parse the ranks again
+        assert fresh().count("hello") is not None and len(parse_calls) == 5  # the rebuilt one is used
+    finally:
+        bpe._counters.pop(name, None)
