@@ -139,7 +139,8 @@ def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | N
         _clean_prefix(src, 250_000, small)
         help_ = Case("--help", ctxcompact("--help"))
         run_small = Case(f"run {small.stat().st_size / 1e3:.0f} KB",
-                         ctxcompact("run", str(small), "--no-state", "-o", str(work / "small.out.jsonl")))
+                         ctxcompact("run", str(small), "--no-state", "--window", WINDOW_BIG,
+                                    "-o", str(work / "small.out.jsonl")))
         measure([run_small, help_], max(runs, 5))
         cells["startup"] = _ratio("startup", run_small, help_)
         log(f"{shape} startup: {cells['startup'].detail}")
