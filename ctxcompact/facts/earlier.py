@@ -67,8 +67,13 @@ def earlier_summaries(records: Sequence[Record]) -> list[EarlierSummary]:
 def carried_text(records: Sequence[Record], prior: str | None = None) -> str | None:
     """The readable earlier summaries of ``records`` as one text, oldest first, each verbatim; one already
     inside ``prior`` (the state's summary, which the output carried into the log) is not repeated."""
+    return carried(earlier_summaries(records), prior)
+
+
+def carried(found: Sequence[EarlierSummary], prior: str | None = None) -> str | None:
+    """:func:`carried_text` of the earlier summaries found (:func:`earlier_summary` of each record)."""
     texts: list[str] = []
-    for s in earlier_summaries(records):
+    for s in found:
         body = s.text.strip()
         if not body or (prior and _body(prior) and _body(prior) in body) or body in texts:
             continue

@@ -27,6 +27,7 @@ from ..model import (
     ThinkingBlock,
     is_interruption_message,
 )
+from .calls import scan
 from .text import (
     ANSWERED,
     IN_PROGRESS,
@@ -136,11 +137,21 @@ def in_flight_start(records: Sequence[Record]) -> int | None:
 def instructions_in_force(records: Sequence[Record]) -> list[str]:
     """The text of each active skill or slash-command expansion (records the parser flagged
     :data:`~ctxcompact.model.INSTRUCTIONS`), without its injected parts, oldest first, each once."""
-    out: list[str] = []
-    for rec in records:
+    return scan(InstructionScan(), records)
+
+
+class InstructionScan:
+    """:func:`instructions_in_force` read record by record."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+
+    def feed(self, rec: Record) -> None:
         if not rec.meta.get(INSTRUCTIONS) or rec.message is None:
-            continue
+            return
         text = strip_injected(rec.message.text())
-        if text and text not in out:
-            out.append(text)
-    return out
+        if text and text not in self.out:
+            self.out.append(text)
+
+    def result(self) -> list[str]:
+        return self.out
