@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..facts.gather import FactFeed
 from ..facts.todos import Todo
 from ..model import Record
 
@@ -35,6 +36,9 @@ class SummaryRequest:
     #: the assistant's answer to the latest request, quoted in the message written after the summary (the
     #: request was answered): the summary does not repeat it under its findings
     answer_in_continuation: str | None = None
+    #: the facts of the records to summarize, read as they came (a streamed run: ``records`` is then empty
+    #: and only the extractive summarizer takes the request)
+    feed: FactFeed | None = None
 
 
 @dataclass(slots=True)
