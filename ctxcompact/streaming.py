@@ -173,6 +173,7 @@ class _Reading:
         self.records = 0
         self.repairs: list[Repair] = []
         self.started: Callable[[Format], None] = lambda fmt: None  # told the format once it is known
+        self.parsed: Callable[[Record], None] | None = None  # told each record as read, before cleaning
 
     def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
         head: list[tuple[int, int, bytes, Any]] = []
@@ -195,6 +196,8 @@ class _Reading:
             rec = parse_record(fmt, obj, self.records, lineno, raw, offset, self.schema, refuse,
                                self.remember)
             assert rec is not None and cleaner is not None and finish is not None
+            if self.parsed is not None:
+                self.parsed(rec)
             finish(rec)
             self.records += 1
             return cleaner.feed(rec)
@@ -341,3 +344,7 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
     if hashing.nbytes != counted.nbytes or hashing.hash.digest() != counted.digest:
         raise InputError(f"{path} changed while it was read; run again")
+
+
+# pass 2 of a compaction (compaction_stream) reads the file as these passes do
+Hashing, Held, Reading = _Hashing, _Held, _Reading
