@@ -115,10 +115,14 @@ class CallsSoFar(Mapping[str, ToolCall]):
     lookup answers as over the whole list unless a later record gives the id a call (a result read before
     its call, or an id used again after a result looked it up): ``exact`` says none did."""
 
-    def __init__(self) -> None:
+    def __init__(self, forget: bool = False) -> None:
         self.calls: dict[str, ToolCall] = {}
         self.asked: set[str] = set()
         self.exact = True
+        #: ``forget``: a call answered is dropped after its record (``answered``), so what is held is the
+        #: calls not yet answered; a later lookup of it makes the index inexact
+        self.forget = forget
+        self.just_asked: list[str] = []
 
     def add(self, rec: Record) -> None:
         if rec.message is not None:
@@ -127,12 +131,26 @@ class CallsSoFar(Mapping[str, ToolCall]):
                     self.exact = False
                 self.calls[call.id] = call
 
-    def __getitem__(self, key: str) -> ToolCall:
+    def answered(self) -> None:
+        """After a record: forget the calls its results looked up (with ``forget``)."""
+        if self.forget:
+            for key in self.just_asked:
+                self.calls.pop(key, None)
+        self.just_asked.clear()
+
+    def _ask(self, key: str) -> None:
+        if self.forget:
+            if key in self.asked and key not in self.just_asked:
+                self.exact = False  # asked again after its call was forgotten
+            self.just_asked.append(key)
         self.asked.add(key)
+
+    def __getitem__(self, key: str) -> ToolCall:
+        self._ask(key)
         return self.calls[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        self.asked.add(key)
+        self._ask(key)
         return self.calls.get(key, default)
 
     def __iter__(self) -> Iterator[str]:

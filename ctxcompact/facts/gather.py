@@ -16,6 +16,8 @@ from .identifiers import IdentifierScan
 from .outcomes import CommandScan, ErrorScan, EvidenceScan, failure_checker
 from .rules import ProjectRuleScan, rules_of
 from .store import (
+    MAX_COMMANDS,
+    MAX_TIMELINE,
     CommandFact,
     Entry,
     ErrorFact,
@@ -71,8 +73,16 @@ class FactFeed:
     else they are indexed as the records come, which answers as the whole list does unless a result comes
     before its call or an id is used again (``complete`` says whether ``facts`` equals :func:`gather`'s)."""
 
-    def __init__(self, calls: Mapping[str, ToolCall] | None = None) -> None:
-        self.index = CallsSoFar() if calls is None else None
+    def __init__(self, calls: Mapping[str, ToolCall] | None = None, *, bounded: bool = False) -> None:
+        self.index = CallsSoFar(forget=bounded) if calls is None else None
+        #: ``bounded``: what ``store.merge`` with no earlier facts would drop is dropped as the records
+        #: come (the calls once answered, the oldest timeline steps, the older runs of commands), so what
+        #: is held does not grow with them; the facts then equal :func:`gather`'s as merged:
+        #: ``merge(Facts(), feed.facts()) == merge(Facts(), gather(records))``
+        self.bounded = bounded
+        self.last_at = 0  # the last input position fed: trimming needs them in order
+        self.trimmed = False
+        self.ordered = True
         lookup: Mapping[str, ToolCall] = calls if calls is not None else self.index  # type: ignore[assignment]
         # a result is read only in its own record: the memo is emptied after each (the ids of records
         # already dropped may be reused)
@@ -93,13 +103,15 @@ class FactFeed:
             self.files, self.commands, self.errors, self.todos, self.action, self.evidence, self.timeline,
             self.statements, self.identifiers, self.project, self.instructions)
         self.earlier: list[EarlierSummary] = []
-        self.called: dict[str, int] = {}  # the input position of each tool call, by id
         self.subagent_lines = False  # a subagent's lines: their runs are read over the whole list
+        if bounded:
+            self.commands.ids = set()
 
     @property
     def complete(self) -> bool:
         """Whether :meth:`facts` without the records equals :func:`gather` of every record fed."""
-        return not self.subagent_lines and (self.index is None or self.index.exact)
+        return (not self.subagent_lines and (self.index is None or self.index.exact)
+                and (self.ordered or not self.trimmed))
 
     def feed(self, rec: Record) -> None:
         if self.index is not None:
@@ -113,12 +125,25 @@ class FactFeed:
             found = earlier_summary(rec)
             if found is not None:
                 self.earlier.append(found)
-            if rec.message is not None:
-                for c in rec.message.tool_calls():
-                    self.called[c.id] = rec.index
             if isinstance(rec.meta.get(SUBAGENT_MESSAGE), Message):
                 self.subagent_lines = True
         self.failed.clear()
+        if self.index is not None:
+            self.index.answered()
+        if self.bounded:
+            self._trim(rec.index)
+
+    def _trim(self, at: int) -> None:
+        if at < max(self.last_at, 0):
+            self.ordered = False  # merge orders by position: what was dropped may have been kept
+        self.last_at = max(self.last_at, at)
+        if not self.ordered:
+            return
+        if len(self.timeline.out) >= 4 * MAX_TIMELINE:
+            self.trimmed |= _keep_last(self.timeline.out, MAX_TIMELINE)
+        if len(self.commands.runs) >= 4 * MAX_COMMANDS:
+            self.commands.keep_last(2 * MAX_COMMANDS)
+            self.trimmed = True
 
     def facts(self, latest_request: str | None = None, todos: Sequence[Todo] | None = None,
               prior_summary: str | None = None, records: Sequence[Record] | None = None) -> NewFacts:
@@ -142,8 +167,9 @@ class FactFeed:
         if self.subagent_lines and records is None:
             raise ValueError("a subagent's lines were fed: FactFeed.facts needs the records")
         runs = subagent_runs(records) if self.subagent_lines and records is not None else []
+        called = _call_positions(records) if runs and records is not None else {}
         for i, run in enumerate(runs):  # their files join the list, marked as theirs
-            at = self.called.get(run.call_id, i) if run.call_id is not None else i
+            at = called.get(run.call_id, i) if run.call_id is not None else i
             subagents.append(SubagentFact(run.task, run.tool, tuple(run.changed),
                                           tuple(SubagentError(e.text, e.resolved) for e in run.errors),
                                           run.result, at))
@@ -171,6 +197,24 @@ class FactFeed:
                         claimed_fixed=claimed)
 
 
+def _keep_last(entries: list[tuple[int, str]], cap: int) -> bool:
+    """Drop the oldest of ``entries`` (in input order) that ``store.merge`` drops with no earlier facts
+    (``_entries_merged``: the last ``cap`` distinct (position, text) by position): cut between two
+    positions, at least ``cap`` distinct ones kept. Whether any was dropped."""
+    c = len(entries) - 2 * cap
+    while c > 0 and entries[c - 1][0] == entries[c][0]:
+        c -= 1
+    if c <= 0 or len(set(entries[c:])) < cap:
+        return False
+    del entries[:c]
+    return True
+
+
 def _finding(text: str, limit: int = FINDING_CHARS) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def _call_positions(records: Sequence[Record]) -> dict[str, int]:
+    """The input position of each tool call, by id."""
+    return {c.id: rec.index for rec in records if rec.message is not None for c in rec.message.tool_calls()}

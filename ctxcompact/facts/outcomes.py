@@ -39,18 +39,35 @@ class CommandScan:
         self.outcome: dict[str, bool] = {}  # the last result of each call decides (as over the whole list)
         self.runs: list[tuple[CommandRun, str]] = []
         self.n = 0
+        #: the calls of ``runs`` (facts.gather.FactFeed's ``bounded``: only their outcomes are kept)
+        self.ids: set[str] | None = None
 
     def feed(self, rec: Record) -> None:
         i, self.n = self.n, self.n + 1
         if rec.message is None:
             return
         for res in rec.message.tool_results():
-            if not res.synthetic:
+            if not res.synthetic and (self.ids is None or res.call_id in self.ids):
                 self.outcome[res.call_id] = not call_failed(self.calls.get(res.call_id), res, self.failed)
         for call in rec.message.tool_calls():
             cmd = command_of(call)
             if cmd is not None:
                 self.runs.append((CommandRun(cmd, call.name, None, i, rec.index), call.id))
+                if self.ids is not None:
+                    self.ids.add(call.id)
+
+    def keep_last(self, commands: int) -> None:
+        """Keep the latest run of each of the last ``commands`` commands, and their outcomes: what
+        ``store.merge`` keeps of them with no earlier facts (for runs in input order)."""
+        latest: dict[str, tuple[CommandRun, str]] = {}
+        for run, call_id in self.runs:
+            latest.pop(run.command, None)
+            latest[run.command] = (run, call_id)
+        self.runs = list(latest.values())[-commands:]
+        ids = {call_id for _, call_id in self.runs}
+        self.outcome = {k: v for k, v in self.outcome.items() if k in ids}
+        if self.ids is not None:
+            self.ids = ids
 
     def result(self) -> list[CommandRun]:
         for run, call_id in self.runs:

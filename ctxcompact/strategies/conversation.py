@@ -87,7 +87,7 @@ class Reader:
     latest: Record | None = None
     window: list[Record] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
-    feed: FactFeed = field(default_factory=FactFeed)
+    feed: FactFeed = field(default_factory=lambda: FactFeed(bounded=True))
     todos: TodoScan = field(default_factory=TodoScan)
     walls: list[int] = field(default_factory=list)  # positions of the walls in the window
     last_stop: int = -1  # position in the window of the last record status_stops
