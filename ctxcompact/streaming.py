@@ -8,7 +8,9 @@ integers per message are kept (the counts: the calibration from recorded usage n
 Pass 1 (:func:`count_file`) reads, validates, cleans, counts and decides: ``estimate`` of a large file is that
 pass. ``run`` from the command line (``engine.run(hold=False)``) takes it at any size; when the context
 passes through, pass 2 (:func:`written_lines`) reads the same bytes again and writes each settled part as
-it comes. A compaction reads the file held, with pass 1's counts.
+it comes. A compaction of the default path is made in pass 2 too (:mod:`.compaction_stream`: the records
+read again into the conversation reader and the fact feed); any other reads the file held, with pass 1's
+counts.
 
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
 ``estimate`` (it also says what masking would free), a state beyond a calibration (a covered prefix, events,

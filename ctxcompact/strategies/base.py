@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..budget import Budget
 from ..context import Context
@@ -26,7 +26,9 @@ from ..report import EstimateReport
 from ..state import State
 from ..summarizers.base import SummaryResult
 from ..tokens.counts import Counts, count_records
-from .conversation import Conversation
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
 
 Warn = Callable[[str], None]
 

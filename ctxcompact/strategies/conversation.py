@@ -24,13 +24,16 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..facts.earlier import opaque_of
-from ..facts.gather import FactFeed
 from ..facts.handoff import flight_skips, status_stops, turn_goes_on
 from ..facts.text import typed_text
 from ..facts.todos import Todo, TodoScan, is_open
 from ..model import Origin, Record, Role
+
+if TYPE_CHECKING:
+    from ..facts.gather import FactFeed
 
 
 def _wall(rec: Record) -> bool:
@@ -87,7 +90,7 @@ class Reader:
     latest: Record | None = None
     window: list[Record] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
-    feed: FactFeed = field(default_factory=lambda: FactFeed(bounded=True))
+    feed: FactFeed = field(default_factory=lambda: _feed())
     todos: TodoScan = field(default_factory=TodoScan)
     walls: list[int] = field(default_factory=list)  # positions of the walls in the window
     last_stop: int = -1  # position in the window of the last record status_stops
@@ -142,6 +145,12 @@ class Reader:
             system=self.system, opaque=self.opaque, carried=self.carried, latest_record=self.latest,
             window=self.window, todos=[t for t in self.todos.result() or [] if is_open(t)],
             records=self.records if self.hold else None, feed=None if self.hold else self.feed)
+
+
+def _feed() -> FactFeed:
+    from ..facts.gather import FactFeed  # the facts' modules load only when a compaction reads them
+
+    return FactFeed(bounded=True)
 
 
 def held(records: Sequence[Record]) -> Conversation:

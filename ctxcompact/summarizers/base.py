@@ -11,11 +11,13 @@ import abc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..facts.gather import FactFeed
 from ..facts.todos import Todo
 from ..model import Record
+
+if TYPE_CHECKING:
+    from ..facts.gather import FactFeed  # loaded only by a compaction
 
 
 @dataclass(slots=True)
