@@ -62,12 +62,19 @@ class _Lines:
         return self.lines + (1 if self.last not in (b"", b"\n") else 0)
 
 
-def read_conversation(path: Path, counted: Counted, opts: Options) -> tuple[Context, Conversation]:
+def read_conversation(path: Path, counted: Counted,
+                      opts: Options) -> tuple[Context, Conversation, dict[int, int]]:
     """Pass 2 for a compaction: the context as the strategy sees it (no records held: its counts of the
-    input) and the conversation read record by record. Only the bytes pass 1 read are read, and they must be
-    the same (else an InputError: the file changed)."""
+    input), the conversation read record by record, and the position in the context of each record it
+    holds (``id(record) -> position``: pass 1's counts of them are not made again). Only the bytes pass 1
+    read are read, and they must be the same (else an InputError: the file changed)."""
     reading = Reading(path, opts, counted.format, schema=False)
-    reader = Reader(hold=False)
+    positions: dict[int, int] = {}
+
+    def dropped(rec: Record) -> None:
+        positions.pop(id(rec), None)
+
+    reader = Reader(hold=False, dropped=dropped)
     spans: list[tuple[int, int]] = []  # the system lines, as context.build_context notes them
 
     def parsed(rec: Record) -> None:
@@ -76,12 +83,15 @@ def read_conversation(path: Path, counted: Counted, opts: Options) -> tuple[Cont
 
     reading.parsed = parsed
     changed = f"{path} changed while it was read; run again"
+    seen = 0  # records of the cleaned context so far: the position of the next in pass 1's counts
     with open_input(path) as stream:
         lines = _Lines(stream)
         hashing = Hashing(lines, counted.nbytes)  # type: ignore[arg-type]
         try:
             for part in reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
                 for rec in part:
+                    positions[id(rec)] = seen
+                    seen += 1
                     reader.add(rec)
         except Held as held:
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
@@ -90,7 +100,7 @@ def read_conversation(path: Path, counted: Counted, opts: Options) -> tuple[Cont
     ctx = Context(transcript=Transcript(counted.format, [], str(path)), input_records=reading.records,
                   covered=0, input_bytes=counted.nbytes, input_lines=lines.count, system_spans=spans,
                   repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
-    return ctx, reader.conversation()
+    return ctx, reader.conversation(), positions
 
 
 def check_unchanged(path: Path, counted: Counted) -> None:

@@ -66,7 +66,7 @@ from .streaming import (
 )
 from .summarizers import summarizer_for
 from .tokens.cache import CountCache
-from .tokens.counts import Counts, check_exact, count_key, count_records
+from .tokens.counts import Counts, check_exact, count_key
 
 
 def stderr_warn(message: str) -> None:
@@ -381,9 +381,9 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
     cache = counted.cache
     try:
         with progress("reading the conversation again"):
-            ctx, conversation = read_conversation(path, counted, opts)
+            ctx, conversation, positions = read_conversation(path, counted, opts)
             si = StrategyInput(ctx, opts, report.budget, state, report, said.append,
-                               lambda records: count_records(records, opts, cache), conversation)
+                               counter(ctx, counted.counts, opts, cache, positions), conversation)
             result = RunResult(
                 transcript=ctx.transcript, output_format=counted.format, compacted=False,
                 tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,

@@ -22,7 +22,7 @@ never separates a tool call from its result: the work in flight is read whole fr
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -93,6 +93,8 @@ class Reader:
     feed: FactFeed = field(default_factory=lambda: _feed())
     todos: TodoScan = field(default_factory=TodoScan)
     walls: list[int] = field(default_factory=list)  # positions of the walls in the window
+    #: told each record the conversation no longer holds (a streamed run forgets what it knew of it)
+    dropped: Callable[[Record], None] = lambda rec: None
     last_stop: int = -1  # position in the window of the last record status_stops
     last_unskipped: int = -1  # of the last record flight_skips does not pass
 
@@ -109,6 +111,8 @@ class Reader:
             if kept[0] is rec:
                 return  # kept as it is: not part of what is summarized
         if typed_text(rec) is not None:
+            if self.latest is not None and not any(r is self.latest for r in self.window):
+                self.dropped(self.latest)  # (already out of the window: nothing holds it now)
             self.latest = rec
         self.todos.feed(rec)
         if self.hold:
@@ -135,6 +139,8 @@ class Reader:
         if not self.hold:
             for rec in self.window[:cut]:
                 self.feed.feed(rec)
+                if rec is not self.latest:
+                    self.dropped(rec)
         del self.window[:cut]
         self.walls = [w - cut for w in self.walls[k:]]
         self.last_stop -= cut
