@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
+from .compaction_stream import check_unchanged, may_compact_streamed, read_conversation
 from .context import Context, build_context
 from .errors import OutputError, StateError, SummarizerError, UsageError
 from .formats import get_format
@@ -53,6 +54,7 @@ from .state import record_real_tokens as record_in_state
 from .state.cache import cache_path, load_counts, save_counts
 from .strategies import get_strategy, reapply_all
 from .strategies.base import StrategyInput, Written
+from .strategies.conversation import Unstreamable
 from .streaming import (
     CacheLoader,
     Counted,
@@ -229,6 +231,11 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
         if (counted is not None and not counted.report.over_threshold
                 and may_write_streamed(counted.format, opts)):
             return _pass_through(path, counted, opts, state, state_path, output, warn)
+        if counted is not None and counted.report.over_threshold and may_compact_streamed(counted.format,
+                                                                                            opts):
+            streamed = _compact_streamed(path, counted, opts, state, state_path, output, warn)
+            if streamed is not None:
+                return streamed
     inp = InputData.load(path)
     if inp.document is not None:
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
@@ -303,26 +310,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens, estimate=report,
         repairs=ctx.repairs, problems=ctx.problems, state=state or new_state(ctx.input_format),
         state_path=state_path, context=ctx.transcript)
-    outcome = get_strategy(opts.strategy).apply(si)
-    if outcome is not None:
-        result.transcript, result.outcome, result.compacted = outcome.transcript, outcome, outcome.compacted
-    # what we write, estimated as the next request will be: the base for the next calibration (the records
-    # kept from the context are not counted again: si.count)
-    out_counts = si.count(result.transcript.records)
-    in_base = report.exact if report.exact is not None else report.heuristic
-    dropped = result.compacted and sum(out_counts.base) >= in_base
-    if dropped:
-        # A compaction that does not shrink the context (a large system prompt over a short conversation)
-        # would repeat on every call: keep the context as it was and let the size check below speak.
-        warn("compaction would not make the context smaller; passing it through")
-        result.transcript, result.outcome, result.compacted = ctx.transcript, None, False
-        out_counts = si.count(result.transcript.records)
-        report.would_compact, report.projected_tokens_after = False, report.calibrated.tokens
-    cal = report.calibrated
-    result.tokens_after = cal.project(sum(out_counts.base)) if result.compacted else cal.tokens
-    if not dry_run:
-        result.output_format = output_format(opts, result.transcript, warn)
-    judge_fit(result, out_counts, budget, decided_upfront=not dropped)
+    out_counts = _apply_strategy(si, result, dry_run)
     fmt = get_format(ctx.input_format)
     if as_log and result.output_format == ctx.input_format and (
             result.summary is not None or (result.compacted and fmt.layout.agent_log)):
@@ -337,7 +325,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     if dry_run:
         return result
     assert result.state is not None
-    _update_state(result.state, inp, ctx, result, out_counts)
+    _update_state(result.state, inp.path, inp.data, ctx, result, out_counts)
     _write_both(result, output, state_path)
     if cache is not None:
         # what the next call may take as read (docs/concepts/state.md#the-settled-prefix)
@@ -345,6 +333,74 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     if cache_file is not None and cache is not None:
         # after the state, under its lock (docs/concepts/state.md#the-count-cache)
         save_counts(cache_file, cache)
+    return result
+
+
+def _apply_strategy(si: StrategyInput, result: RunResult, dry_run: bool, *, held: bool = True) -> Counts:
+    """The strategy applied to ``si`` and judged: ``result`` says what to write; returns the counts of it.
+    ``held=False`` (a streamed compaction, :mod:`.compaction_stream`): Unstreamable where the context itself
+    would be written."""
+    report, warn = si.report, si.warn
+    outcome = get_strategy(si.opts.strategy).apply(si)
+    if not held and (outcome is None or not outcome.compacted):
+        raise Unstreamable("the context passes through")
+    if outcome is not None:
+        result.transcript, result.outcome, result.compacted = outcome.transcript, outcome, outcome.compacted
+    # what we write, estimated as the next request will be: the base for the next calibration (the records
+    # kept from the context are not counted again: si.count)
+    out_counts = si.count(result.transcript.records)
+    in_base = report.exact if report.exact is not None else report.heuristic
+    dropped = result.compacted and sum(out_counts.base) >= in_base
+    if dropped:
+        if not held:
+            raise Unstreamable("the compaction would not make the context smaller")
+        # A compaction that does not shrink the context (a large system prompt over a short conversation)
+        # would repeat on every call: keep the context as it was and let the size check below speak.
+        warn("compaction would not make the context smaller; passing it through")
+        result.transcript, result.outcome, result.compacted = si.ctx.transcript, None, False
+        out_counts = si.count(result.transcript.records)
+        report.would_compact, report.projected_tokens_after = False, report.calibrated.tokens
+    cal = report.calibrated
+    result.tokens_after = cal.project(sum(out_counts.base)) if result.compacted else cal.tokens
+    if not dry_run:
+        result.output_format = output_format(si.opts, result.transcript, warn)
+    judge_fit(result, out_counts, si.budget, decided_upfront=not dropped)
+    return out_counts
+
+
+def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State | None,
+                      state_path: Path | None, output: Path | BinaryIO | None,
+                      warn: Warn) -> RunResult | None:
+    """Over the threshold: the compaction made in pass 2 without holding the file (:mod:`.compaction_stream`),
+    or None where only the held route gives what it gives (nothing said or written then)."""
+    report = counted.report
+    said: list[str] = []  # told only if this route writes: the held route says it all again otherwise
+    ignored = ignored_usage_warning(report.calibrated)
+    if ignored is not None:
+        said.append(ignored)
+    cache = counted.cache
+    try:
+        with progress("reading the conversation again"):
+            ctx, conversation, positions = read_conversation(path, counted, opts)
+            si = StrategyInput(ctx, opts, report.budget, state, report, said.append,
+                               counter(ctx, counted.counts, opts, cache, positions), conversation)
+            result = RunResult(
+                transcript=ctx.transcript, output_format=counted.format, compacted=False,
+                tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens,
+                estimate=report, repairs=counted.repairs, problems=[],
+                state=state or new_state(counted.format), state_path=state_path)
+            out_counts = _apply_strategy(si, result, False, held=False)
+    except Unstreamable:
+        return None
+    for message in said:
+        warn(message)
+    report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
+    assert result.state is not None
+    _update_state(result.state, path, path, ctx, result, out_counts)
+    check_unchanged(path, counted)  # the fingerprint was read from the file: the bytes summarized
+    _write_both(result, output, state_path)
+    if state_path is not None and cache is not None:
+        save_counts(cache_path(state_path), cache)  # after the state, under its lock
     return result
 
 
@@ -405,11 +461,12 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
         written.forget()
 
 
-def _update_state(state: State, inp: InputData, ctx: Context, result: RunResult, out_counts: Counts) -> None:
-    _note_input(state, inp.path, ctx.input_format)
+def _update_state(state: State, path: Path | None, data: bytes | Path, ctx: Context, result: RunResult,
+                  out_counts: Counts) -> None:
+    _note_input(state, path, ctx.input_format)
     outcome = result.outcome
     if outcome is not None and outcome.compacted:
-        outcome.commit(state, Written(ctx=ctx, data=inp.data, tokens_before=result.tokens_before,
+        outcome.commit(state, Written(ctx=ctx, data=data, tokens_before=result.tokens_before,
                                       tokens_after=result.tokens_after, counts=out_counts))
         add_compaction(
             state, strategy=outcome.strategy, tokens_before=result.tokens_before,

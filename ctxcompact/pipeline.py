@@ -126,19 +126,21 @@ def _anthropic_count(transcript: Transcript, opts: Options) -> int:
         )
 
 
-def counter(ctx: Context, counts: Counts, opts: Options,
-            cache: CountCache | None) -> Callable[[list[Record]], Counts]:
+def counter(ctx: Context, counts: Counts, opts: Options, cache: CountCache | None,
+            positions: dict[int, int] | None = None) -> Callable[[list[Record]], Counts]:
     """The counter a strategy is given (``StrategyInput.count``), which the engine counts its output with too:
     the context's counts, already made, for the context and for each of its records in another list (a
     compaction's kept tail); anything else counted with the run's estimator and count cache. Each record is
-    counted once per call."""
+    counted once per call. ``positions``: ``id(record) -> its position in the context`` for the records
+    kept of a context not held (a streamed compaction's)."""
     context = ctx.transcript.records
-    at: dict[int, int] = {}  # id(record) -> its position in the context (records are not changed in place)
+    # id(record) -> its position in the context (records are not changed in place)
+    at: dict[int, int] = positions if positions is not None else {}
 
     def count(records: list[Record]) -> Counts:
         if records is context:
             return counts
-        if not at:
+        if not at and positions is None:
             at.update((id(r), i) for i, r in enumerate(context))
         todo = [r for r in records if id(r) not in at]
         fresh = count_records(todo, opts, cache) if todo else None

@@ -8,7 +8,9 @@ integers per message are kept (the counts: the calibration from recorded usage n
 Pass 1 (:func:`count_file`) reads, validates, cleans, counts and decides: ``estimate`` of a large file is that
 pass. ``run`` from the command line (``engine.run(hold=False)``) takes it at any size; when the context
 passes through, pass 2 (:func:`written_lines`) reads the same bytes again and writes each settled part as
-it comes. A compaction reads the file held, with pass 1's counts.
+it comes. A compaction of the default path is made in pass 2 too (:mod:`.compaction_stream`: the records
+read again into the conversation reader and the fact feed); any other reads the file held, with pass 1's
+counts.
 
 A second call does not read again what the last one read (docs/concepts/state.md#the-settled-prefix): the
 count cache keeps where the last part the cleaner settled begins (a line within the settled prefix) and what
@@ -379,6 +381,7 @@ class _Reading:
         self.mark: _Mark | None = None if start is None else _Mark(
             start.at, start.hash.copy(), start.line, start.records, len(start.names), start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
+        self.parsed: Callable[[Record], None] | None = None  # told each record as read, before cleaning
 
     def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
         # the lines read before the format is decided (with, to mark where a part settles among them, the
@@ -410,6 +413,8 @@ class _Reading:
             rec = parse_record(fmt, obj, self.records, lineno, raw, offset,
                                self.schema and offset + len(raw) > self.checked_from, refuse, self.remember)
             assert rec is not None and cleaner is not None and finish is not None
+            if self.parsed is not None:
+                self.parsed(rec)
             finish(rec)
             self.records += 1
             part = cleaner.feed(rec)
@@ -622,3 +627,7 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
         if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
             raise InputError(f"{path} changed while it was read; run again")
+
+
+# pass 2 of a compaction (compaction_stream) reads the file as these passes do
+Hashing, Held, Reading = _Hashing, _Held, _Reading

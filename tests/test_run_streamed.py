@@ -49,6 +49,7 @@ def _run(src: Path, work: Path, hold: bool, window: int, **kw: Any) -> tuple[Any
     except CtxCompactError as exc:
         return "error", type(exc).__name__, str(exc).replace(str(work), "W")
     written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())  # made lines say when
+    written = written.replace(str(work).encode(), b"W")  # (--cite-source names the input)
     state = _state(Path(f"{path}.ctxstate.json"))
     return (written, state, r.exit_code, r.compacted, r.tokens_before, r.tokens_after, r.warnings, said,
             [str(x) for x in r.repairs], [str(p) for p in r.problems])
@@ -179,3 +180,66 @@ def test_the_options_give_the_held_run(kw: dict[str, Any], tmp_path: Path) -> No
             held = _run(SAMPLES / f"{name}.jsonl", tmp_path / f"{name}held{i}", True, window, **kw)
             streamed = _run(SAMPLES / f"{name}.jsonl", tmp_path / f"{name}streamed{i}", False, window, **kw)
             assert streamed == held, (name, window)
+
+
+def test_a_compaction_streams_where_it_may(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default path (threshold, extractive, an openai log, no state beyond a calibration) compacts in
+    pass 2 without holding the file (compaction_stream), the held route's output and state byte for byte;
+    what it may not take (--prune, another summarizer, an agent's own log) is read held, as before."""
+    from ctxcompact import compaction_stream
+
+    read: list[Path] = []
+    real = compaction_stream.read_conversation
+    monkeypatch.setattr(engine, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
+    src = SAMPLES / "openai-long.jsonl"
+    for kw in ({}, {"exact": "none"}, {"cite_source": True}, {"instructions": "keep the ports"}):
+        read.clear()
+        streamed = _run(src, tmp_path / f"s{len(kw)}{sorted(kw)}", False, 3_000, **kw)
+        assert len(read) == 1 and streamed[3], kw  # compacted, in pass 2
+        assert streamed == _run(src, tmp_path / f"h{len(kw)}{sorted(kw)}", True, 3_000, **kw)
+    read.clear()
+    for kw in ({"prune": True}, {"strategy": "sliding-window"}):
+        _run(src, tmp_path / f"o{sorted(kw)}", False, 3_000, **kw)
+    assert read == []
+
+
+def _agent_log(path: Path, n: int) -> Path:
+    """``n`` lines of a tool loop over a few files and commands (as a real session repeats them)."""
+    lines = [orjson.dumps({"role": "system", "content": "be brief"}),
+             orjson.dumps({"role": "user", "content": "fix the build; never touch setup.py"})]
+    for i in range(n // 3):
+        args = orjson.dumps({"command": f"pytest tests/test_m{i % 40}.py -q"}).decode()
+        lines += [orjson.dumps({"role": "assistant", "content": f"Running the tests of m{i % 40}.",
+                                "tool_calls": [{"id": f"call_{i}", "type": "function",
+                                                "function": {"name": "bash", "arguments": args}}]}),
+                  orjson.dumps({"role": "tool", "tool_call_id": f"call_{i}",
+                                "content": f"{i % 7} passed in 0.{i % 10}s\n" * 8}),
+                  orjson.dumps({"role": "assistant", "content": f"Module m{i % 40} is fine."})]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _peak_compacting(path: Path, hold: bool) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        r = engine.run(path, Options(window=20_000, use_state=False, exact="none"),
+                       output=path.with_suffix(".out"), hold=hold, warn=lambda m: None)
+        assert r.compacted
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_of_a_compaction_does_not_grow_with_the_file(tmp_path: Path) -> None:
+    """Peak traced memory of a compacting run on N and 4N lines of a tool loop: the streamed run's grows by
+    little per added record (pass 1's counts, the ids of the calls answered), the held run's by the records
+    (so the test can fail); and both write the same."""
+    n = 5_001
+    small, big = _agent_log(tmp_path / "small.jsonl", n), _agent_log(tmp_path / "big.jsonl", 4 * n)
+    _peak_compacting(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
+    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
+    held = (_peak_compacting(big, True) - _peak_compacting(small, True)) / (3 * n)
+    assert streamed < 128, f"{streamed:.0f} B per record (held: {held:.0f})"
+    assert held > 8 * 128, held
+    assert _run(big, tmp_path / "s", False, 20_000) == _run(big, tmp_path / "h", True, 20_000)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
 from ..model import Record, ToolCall
 
 _T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 
 
@@ -82,6 +83,23 @@ def decode_args(call: ToolCall) -> Any:
 
 
 
+class Scanner(Protocol[_T_co]):
+    """A fact read record by record: ``feed`` each record in order, then ``result()``. Every list function
+    of the fact modules is its scanner fed the whole list (:func:`scan`), so a reader that streams the
+    records (facts.gather.FactFeed) applies the same rules."""
+
+    def feed(self, rec: Record) -> None: ...
+
+    def result(self) -> _T_co: ...
+
+
+def scan(scanner: Scanner[_T], records: Iterable[Record]) -> _T:
+    """``scanner`` fed every record of ``records``, its result."""
+    for rec in records:
+        scanner.feed(rec)
+    return scanner.result()
+
+
 def call_index(records: Iterable[Record]) -> dict[str, ToolCall]:
     """Tool calls by id (the last one wins for a duplicated id)."""
     calls: dict[str, ToolCall] = {}
@@ -90,6 +108,56 @@ def call_index(records: Iterable[Record]) -> dict[str, ToolCall]:
             for call in rec.message.tool_calls():
                 calls[call.id] = call
     return calls
+
+
+class CallsSoFar(Mapping[str, ToolCall]):
+    """:func:`call_index` of the records fed so far (``add`` each record before its results are read). A
+    lookup answers as over the whole list unless a later record gives the id a call (a result read before
+    its call, or an id used again after a result looked it up): ``exact`` says none did."""
+
+    def __init__(self, forget: bool = False) -> None:
+        self.calls: dict[str, ToolCall] = {}
+        self.asked: set[str] = set()
+        self.exact = True
+        #: ``forget``: a call answered is dropped after its record (``answered``), so what is held is the
+        #: calls not yet answered; a later lookup of it makes the index inexact
+        self.forget = forget
+        self.just_asked: list[str] = []
+
+    def add(self, rec: Record) -> None:
+        if rec.message is not None:
+            for call in rec.message.tool_calls():
+                if call.id in self.asked:
+                    self.exact = False
+                self.calls[call.id] = call
+
+    def answered(self) -> None:
+        """After a record: forget the calls its results looked up (with ``forget``)."""
+        if self.forget:
+            for key in self.just_asked:
+                self.calls.pop(key, None)
+        self.just_asked.clear()
+
+    def _ask(self, key: str) -> None:
+        if self.forget:
+            if key in self.asked and key not in self.just_asked:
+                self.exact = False  # asked again after its call was forgotten
+            self.just_asked.append(key)
+        self.asked.add(key)
+
+    def __getitem__(self, key: str) -> ToolCall:
+        self._ask(key)
+        return self.calls[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._ask(key)
+        return self.calls.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.calls)
+
+    def __len__(self) -> int:
+        return len(self.calls)
 
 
 def strings(value: Any) -> list[str]:

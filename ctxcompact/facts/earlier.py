@@ -67,8 +67,13 @@ def earlier_summaries(records: Sequence[Record]) -> list[EarlierSummary]:
 def carried_text(records: Sequence[Record], prior: str | None = None) -> str | None:
     """The readable earlier summaries of ``records`` as one text, oldest first, each verbatim; one already
     inside ``prior`` (the state's summary, which the output carried into the log) is not repeated."""
+    return carried(earlier_summaries(records), prior)
+
+
+def carried(found: Sequence[EarlierSummary], prior: str | None = None) -> str | None:
+    """:func:`carried_text` of the earlier summaries found (:func:`earlier_summary` of each record)."""
     texts: list[str] = []
-    for s in earlier_summaries(records):
+    for s in found:
         body = s.text.strip()
         if not body or (prior and _body(prior) and _body(prior) in body) or body in texts:
             continue
@@ -89,21 +94,22 @@ def opaque_records(records: Sequence[Record]) -> list[Record]:
     readable earlier summary (a ``compaction`` item inside a Codex ``replacement_history``) comes out as a
     record of its own (no line: the output format writes the item as it was), so the readable part is
     summarized and carried while the encrypted one is kept, never dropped."""
-    out: list[Record] = []
-    for r in records:
-        if r.origin is not Origin.INPUT or not r.meta.get(EARLIER_SUMMARY) or r.message is None:
-            continue
-        if r.meta.get(OPAQUE_SUMMARY):
-            out.append(r)
-            continue
-        for b in r.message.blocks:
-            if isinstance(b, OpaqueBlock) and b.kind == "compaction" and isinstance(b.raw, dict) \
-                    and "encrypted_content" in b.raw:
-                out.append(dataclasses.replace(
-                    r, raw=None, data=None, dirty=True, usage=None,
-                    message=Message(Role.ASSISTANT, [b], source_role="compaction"),
-                    meta={EARLIER_SUMMARY: "openai", OPAQUE_SUMMARY: True}))
-    return out
+    return [o for r in records for o in opaque_of(r)]
+
+
+def opaque_of(r: Record) -> list[Record]:
+    """:func:`opaque_records` of one record: ``[r]`` itself when it is an encrypted summary, the encrypted
+    parts nested in it as records of their own, or nothing."""
+    if r.origin is not Origin.INPUT or not r.meta.get(EARLIER_SUMMARY) or r.message is None:
+        return []
+    if r.meta.get(OPAQUE_SUMMARY):
+        return [r]
+    return [dataclasses.replace(r, raw=None, data=None, dirty=True, usage=None,
+                                message=Message(Role.ASSISTANT, [b], source_role="compaction"),
+                                meta={EARLIER_SUMMARY: "openai", OPAQUE_SUMMARY: True})
+            for b in r.message.blocks
+            if isinstance(b, OpaqueBlock) and b.kind == "compaction" and isinstance(b.raw, dict)
+            and "encrypted_content" in b.raw]
 
 
 #: how much earlier-summary text the facts keep (the newest part when more; the summary fits its budget)

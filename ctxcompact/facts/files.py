@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..model import Origin, Record, ToolCall
-from .calls import command_of, decode_args, per_call, quoted_spans, strings, writes_files
+from .calls import command_of, decode_args, per_call, quoted_spans, scan, strings, writes_files
 
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
@@ -219,6 +219,7 @@ class FileTouch:
     last_index: int = 0  # index in the records of the last touch (for ordering by recency)
     changed: bool = False  # a call that changes files touched it (calls.writes_files)
     change: str | None = None  # what the last change did (change_note), when a call changed it
+    at: int = -1  # the input position (``Record.index``) of the last touch
 
 
 CHANGE_CHARS = 160
@@ -286,22 +287,33 @@ def change_note(call: ToolCall, path: str) -> str | None:
 def files_touched(records: Sequence[Record]) -> list[FileTouch]:
     """Files tool calls touched (:func:`paths_of_call`), in order of first appearance. Names in what the
     user or the assistant wrote are not files anyone touched (``Next.js`` in a sentence)."""
-    found: dict[str, FileTouch] = {}
+    return scan(FileScan(), records)
 
-    for i, rec in enumerate(records):
+
+class FileScan:
+    """:func:`files_touched` read record by record."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, FileTouch] = {}
+        self.n = 0
+
+    def feed(self, rec: Record) -> None:
+        i, self.n = self.n, self.n + 1
         if rec.message is None or rec.origin is not Origin.INPUT:
-            continue
+            return
+        found = self.found
         for call in rec.message.tool_calls():
             changes = None
             for p in paths_of_call(call):
                 ft = found.setdefault(p, FileTouch(p))
                 if call.name not in ft.tools:
                     ft.tools.append(call.name)
-                ft.last_index = i
+                ft.last_index, ft.at = i, rec.index
                 if changes is None:
                     changes = writes_files(call)
                 ft.changed = ft.changed or changes
                 if changes:
                     ft.change = change_note(call, p) or ft.change
-    return list(found.values())
 
+    def result(self) -> list[FileTouch]:
+        return list(self.found.values())

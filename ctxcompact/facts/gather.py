@@ -4,17 +4,20 @@ ready for :func:`.store.merge`: ``merge(old, gather(records, …))`` is the stor
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ..model import Record
-from .calls import once_per_call
-from .earlier import MAX_INSTRUCTION_CHARS, carried_text
-from .files import files_touched
-from .handoff import instructions_in_force
-from .identifiers import identifiers
-from .outcomes import commands_run, errors_seen, failure_checker, resolution_evidence
-from .rules import project_rules, rules_of
+from ..model import SUBAGENT_MESSAGE, Message, Record, ToolCall
+from .calls import CallsSoFar, Scanner, call_index, once_per_call
+from .earlier import MAX_INSTRUCTION_CHARS, EarlierSummary, carried, earlier_summary
+from .files import FileScan
+from .handoff import InstructionScan
+from .identifiers import IdentifierScan
+from .outcomes import CommandScan, ErrorScan, EvidenceScan, failure_checker
+from .rules import ProjectRuleScan, rules_of
 from .store import (
+    MAX_COMMANDS,
+    MAX_TIMELINE,
     CommandFact,
     Entry,
     ErrorFact,
@@ -26,9 +29,9 @@ from .store import (
     TodoFact,
 )
 from .subagents import subagent_runs
-from .text import user_requests
-from .timeline import answers, conclusions, last_assistant_action, timeline_entries
-from .todos import Todo, latest_todo_list
+from .text import typed_text
+from .timeline import ActionScan, StatementScan, TimelineScan
+from .todos import Todo, TodoScan
 
 # Per-entry lengths kept in the store (the summary may show less).
 GOAL_CHARS = 2000
@@ -53,55 +56,158 @@ def gather(records: Sequence[Record], latest_request: str | None = None,
     better (else the last typed message here); ``todos``: open todos from ``--todos`` (else the last todo
     list in the records, when there is one); ``prior_summary``: the state's summary, not taken again as an
     earlier summary when the log carries it (facts.earlier.carried_text)."""
-    with once_per_call():  # the passes below each read every call's command and paths: work them out once
-        return _gather(list(records), latest_request, todos, prior_summary)
+    records = list(records)
+    with once_per_call():  # the scans below each read every call's command and paths: work them out once
+        feed = FactFeed(call_index(records))
+        for rec in records:
+            feed.feed(rec)
+        return feed.facts(latest_request, todos, prior_summary, records)
 
 
-def _gather(records: list[Record], latest_request: str | None, todos: Sequence[Todo] | None,
-            prior_summary: str | None) -> NewFacts:
-    pos = [r.index for r in records]
-    typed = [t for _, t in user_requests(records)]
-    latest = latest_request or (typed[-1] if typed else None)
-    goals = tuple(dict.fromkeys(goal_text(t) for t in typed if t != latest))
-    files = [FileFact(f.path, tuple(f.tools), pos[f.last_index], f.changed, f.change)
-             for f in sorted(files_touched(records), key=lambda f: f.last_index)]
-    failed = failure_checker()  # several passes below look at the same results
-    commands = tuple(CommandFact(c.command, c.ok, pos[c.index]) for c in commands_run(records, failed))
-    errors = tuple(ErrorFact(e.tool, e.command, e.text, e.key, e.resolved, pos[e.index])
-                   for e in errors_seen(records, failed))
-    found = list(todos) if todos else latest_todo_list(records)
-    # the whole latest list: its open items, and what it says is done (the summary shows those while it fits)
-    todo_facts = tuple(TodoFact(t.content, t.status) for t in found or [])
-    action = last_assistant_action(records, ACTION_CHARS)
-    keys, claimed = resolution_evidence(records, failed)
-    subagents: list[SubagentFact] = []
-    runs = subagent_runs(records)
-    called = _call_positions(records) if runs else {}
-    for i, run in enumerate(runs):  # their files join the list, marked as theirs
-        at = called.get(run.call_id, i) if run.call_id is not None else i
-        subagents.append(SubagentFact(run.task, run.tool, tuple(run.changed),
-                                      tuple(SubagentError(e.text, e.resolved) for e in run.errors),
-                                      run.result, at))
-        files += [FileFact(p, (f"{run.tool} subagent",), at, True) for p in run.changed]
-    facts = Facts(
-        goals=goals,
-        rules=tuple(rules_of(typed)),
-        files=tuple(files),
-        commands=commands,
-        errors=errors,
-        todos=todo_facts,
-        timeline=tuple(Entry(t, at) for at, t in timeline_entries(records, TIMELINE_CHARS, failed)),
-        findings=tuple(Entry(_finding(t), at) for at, t in answers(records)),
-        decisions=tuple(Entry(_finding(t, DECISION_CHARS), at) for at, t in conclusions(records)),
-        identifiers=tuple(Entry(t, at) for at, t in identifiers(records)),
-        instructions=tuple(dict.fromkeys(
-            t[:MAX_INSTRUCTION_CHARS] for t in [*project_rules(records), *instructions_in_force(records)])),
-        subagents=tuple(subagents),
-        last_action=action.render() if action else None,
-        latest_request=latest,
-        earlier=carried_text(records, prior_summary),
-    )
-    return NewFacts(facts, todos_seen=found is not None, success_keys=frozenset(keys), claimed_fixed=claimed)
+class FactFeed:
+    """:func:`gather` read record by record (docs/concepts/summary.md#what-a-summary-keeps): ``feed`` each
+    record in order, then ``facts``. Each fact module's scanner reads the record as it comes (the same scans
+    :func:`gather` runs, so the same rules); what is held is what the facts are made of, not the records.
+
+    ``calls``: the tool calls by id over the whole list (:func:`.calls.call_index`), when the caller has it;
+    else they are indexed as the records come, which answers as the whole list does unless a result comes
+    before its call or an id is used again (``complete`` says whether ``facts`` equals :func:`gather`'s)."""
+
+    def __init__(self, calls: Mapping[str, ToolCall] | None = None, *, bounded: bool = False) -> None:
+        self.index = CallsSoFar(forget=bounded) if calls is None else None
+        #: ``bounded``: what ``store.merge`` with no earlier facts would drop is dropped as the records
+        #: come (the calls once answered, the oldest timeline steps, the older runs of commands), so what
+        #: is held does not grow with them; the facts then equal :func:`gather`'s as merged:
+        #: ``merge(Facts(), feed.facts()) == merge(Facts(), gather(records))``
+        self.bounded = bounded
+        self.last_at = 0  # the last input position fed: trimming needs them in order
+        self.trimmed = False
+        self.ordered = True
+        lookup: Mapping[str, ToolCall] = calls if calls is not None else self.index  # type: ignore[assignment]
+        # a result is read only in its own record: the memo is emptied after each (the ids of records
+        # already dropped may be reused)
+        self.failed = failure_checker()
+        self.typed: list[str] = []  # what a person typed, oldest first
+        self.files = FileScan()
+        self.commands = CommandScan(lookup, self.failed)
+        self.errors = ErrorScan(lookup, self.failed)
+        self.todos = TodoScan()
+        self.action = ActionScan(ACTION_CHARS)
+        self.evidence = EvidenceScan(lookup, self.failed)
+        self.timeline = TimelineScan(lookup, TIMELINE_CHARS, self.failed)
+        self.statements = StatementScan()
+        self.identifiers = IdentifierScan()
+        self.project = ProjectRuleScan()
+        self.instructions = InstructionScan()
+        self.scans: tuple[Scanner[Any], ...] = (
+            self.files, self.commands, self.errors, self.todos, self.action, self.evidence, self.timeline,
+            self.statements, self.identifiers, self.project, self.instructions)
+        self.earlier: list[EarlierSummary] = []
+        self.subagent_lines = False  # a subagent's lines: their runs are read over the whole list
+        if bounded:
+            self.commands.ids = set()
+
+    @property
+    def complete(self) -> bool:
+        """Whether :meth:`facts` without the records equals :func:`gather` of every record fed."""
+        return (not self.subagent_lines and (self.index is None or self.index.exact)
+                and (self.ordered or not self.trimmed))
+
+    def feed(self, rec: Record) -> None:
+        if self.index is not None:
+            self.index.add(rec)
+        with once_per_call():
+            text = typed_text(rec)
+            if text is not None:
+                self.typed.append(text)
+            for s in self.scans:
+                s.feed(rec)
+            found = earlier_summary(rec)
+            if found is not None:
+                self.earlier.append(found)
+            if isinstance(rec.meta.get(SUBAGENT_MESSAGE), Message):
+                self.subagent_lines = True
+        self.failed.clear()
+        if self.index is not None:
+            self.index.answered()
+        if self.bounded:
+            self._trim(rec.index)
+
+    def _trim(self, at: int) -> None:
+        if at < max(self.last_at, 0):
+            self.ordered = False  # merge orders by position: what was dropped may have been kept
+        self.last_at = max(self.last_at, at)
+        if not self.ordered:
+            return
+        if len(self.timeline.out) >= 4 * MAX_TIMELINE:
+            self.trimmed |= _keep_last(self.timeline.out, MAX_TIMELINE)
+        if len(self.commands.runs) >= 4 * MAX_COMMANDS:
+            self.commands.keep_last(2 * MAX_COMMANDS)
+            self.trimmed = True
+
+    def facts(self, latest_request: str | None = None, todos: Sequence[Todo] | None = None,
+              prior_summary: str | None = None, records: Sequence[Record] | None = None) -> NewFacts:
+        """The facts of the records fed (:func:`gather`'s arguments); ``records``: every record fed, needed
+        only when a subagent's lines were among them."""
+        typed = self.typed
+        latest = latest_request or (typed[-1] if typed else None)
+        goals = tuple(dict.fromkeys(goal_text(t) for t in typed if t != latest))
+        files = [FileFact(f.path, tuple(f.tools), f.at, f.changed, f.change)
+                 for f in sorted(self.files.result(), key=lambda f: f.last_index)]
+        commands = tuple(CommandFact(c.command, c.ok, c.at) for c in self.commands.result())
+        errors = tuple(ErrorFact(e.tool, e.command, e.text, e.key, e.resolved, e.at)
+                       for e in self.errors.result())
+        found = list(todos) if todos else self.todos.result()
+        # the whole latest list: its open items, and what it says is done (the summary shows those while
+        # it fits)
+        todo_facts = tuple(TodoFact(t.content, t.status) for t in found or [])
+        action = self.action.result()
+        keys, claimed = self.evidence.result()
+        subagents: list[SubagentFact] = []
+        if self.subagent_lines and records is None:
+            raise ValueError("a subagent's lines were fed: FactFeed.facts needs the records")
+        runs = subagent_runs(records) if self.subagent_lines and records is not None else []
+        called = _call_positions(records) if runs and records is not None else {}
+        for i, run in enumerate(runs):  # their files join the list, marked as theirs
+            at = called.get(run.call_id, i) if run.call_id is not None else i
+            subagents.append(SubagentFact(run.task, run.tool, tuple(run.changed),
+                                          tuple(SubagentError(e.text, e.resolved) for e in run.errors),
+                                          run.result, at))
+            files += [FileFact(p, (f"{run.tool} subagent",), at, True) for p in run.changed]
+        said = self.statements.result()
+        facts = Facts(
+            goals=goals,
+            rules=tuple(rules_of(typed)),
+            files=tuple(files),
+            commands=commands,
+            errors=errors,
+            todos=todo_facts,
+            timeline=tuple(Entry(t, at) for at, t in self.timeline.result()),
+            findings=tuple(Entry(_finding(t), at) for at, t in said.answers),
+            decisions=tuple(Entry(_finding(t, DECISION_CHARS), at) for at, t in said.conclusions),
+            identifiers=tuple(Entry(t, at) for at, t in self.identifiers.result()),
+            instructions=tuple(dict.fromkeys(
+                t[:MAX_INSTRUCTION_CHARS] for t in [*self.project.result(), *self.instructions.result()])),
+            subagents=tuple(subagents),
+            last_action=action.render() if action else None,
+            latest_request=latest,
+            earlier=carried(self.earlier, prior_summary),
+        )
+        return NewFacts(facts, todos_seen=found is not None, success_keys=frozenset(keys),
+                        claimed_fixed=claimed)
+
+
+def _keep_last(entries: list[tuple[int, str]], cap: int) -> bool:
+    """Drop the oldest of ``entries`` (in input order) that ``store.merge`` drops with no earlier facts
+    (``_entries_merged``: the last ``cap`` distinct (position, text) by position): cut between two
+    positions, at least ``cap`` distinct ones kept. Whether any was dropped."""
+    c = len(entries) - 2 * cap
+    while c > 0 and entries[c - 1][0] == entries[c][0]:
+        c -= 1
+    if c <= 0 or len(set(entries[c:])) < cap:
+        return False
+    del entries[:c]
+    return True
 
 
 def _finding(text: str, limit: int = FINDING_CHARS) -> str:

@@ -27,6 +27,7 @@ from ..model import (
     ThinkingBlock,
     is_interruption_message,
 )
+from .calls import scan
 from .text import (
     ANSWERED,
     IN_PROGRESS,
@@ -87,31 +88,54 @@ def request_status(records: Sequence[Record]) -> RequestStatus:
     after = records[start:]
     answer: list[str] = []
     for rec in reversed(after):
-        if is_interruption(rec):
-            if answer:
-                break  # the assistant replied after the interruption
-            return RequestStatus(INTERRUPTED_STATUS)
-        if _is_noise(rec):
-            continue
-        msg = rec.message
-        assert msg is not None
-        if msg.role is not Role.ASSISTANT or msg.tool_calls():
-            break  # a result the model has not answered yet, or calls in flight
-        text = _assistant_text(rec)
-        if text:
-            answer.append(text)
-        elif not all(isinstance(b, ThinkingBlock) for b in msg.blocks):
-            break
+        if status_stops(rec):
+            if is_interruption(rec) and not answer:
+                return RequestStatus(INTERRUPTED_STATUS)
+            break  # the assistant replied after the interruption; a result the model has not answered
+            # yet; calls in flight
+        if not _is_noise(rec):
+            text = _assistant_text(rec)
+            if text:
+                answer.append(text)
     if answer:
         return RequestStatus(ANSWERED, "\n\n".join(reversed(answer)))
     return RequestStatus(IN_PROGRESS)
+
+
+def status_stops(rec: Record) -> bool:
+    """Whether :func:`request_status`, reading back from the end, stops at ``rec``: an interruption, or
+    anything but noise, an assistant's text and its thinking (the records before it do not matter)."""
+    if is_interruption(rec):
+        return True
+    if _is_noise(rec):
+        return False
+    msg = rec.message
+    assert msg is not None
+    if msg.role is not Role.ASSISTANT or msg.tool_calls():
+        return True
+    return not _assistant_text(rec) and not all(isinstance(b, ThinkingBlock) for b in msg.blocks)
+
+
+def flight_skips(rec: Record) -> bool:
+    """A record :func:`in_flight_start` reads past, back from the end, to the turn whose calls are in
+    flight: a result, or noise that is not an interruption."""
+    return _is_result(rec) or (_is_noise(rec) and not is_interruption(rec))
+
+
+def turn_goes_on(rec: Record) -> bool:
+    """A record that may belong to the same model turn as the one after it (a format that writes a turn as
+    a line per block): an assistant message a model wrote, or an input line with no message."""
+    msg = rec.message
+    if msg is None:
+        return rec.origin is Origin.INPUT
+    return msg.role is Role.ASSISTANT and not is_machine_reply(rec)
 
 
 def in_flight_start(records: Sequence[Record]) -> int | None:
     """The position in ``records`` of the first record of the work in flight (the last assistant turn, when
     it made tool calls and only their results, pending or there, follow it), or None."""
     i = len(records) - 1
-    while i >= 0 and (_is_result(records[i]) or (_is_noise(records[i]) and not is_interruption(records[i]))):
+    while i >= 0 and flight_skips(records[i]):
         i -= 1
     if i < 0:
         return None
@@ -119,14 +143,7 @@ def in_flight_start(records: Sequence[Record]) -> int | None:
     if msg is None or msg.role is not Role.ASSISTANT or not msg.tool_calls():
         return None
     # one model turn may span several lines (split turns: a line per block, results after the last call)
-    while i > 0:
-        prev = records[i - 1]
-        pm = prev.message
-        if pm is None and prev.origin is Origin.INPUT:
-            i -= 1
-            continue
-        if pm is None or pm.role is not Role.ASSISTANT or is_machine_reply(prev):
-            break
+    while i > 0 and turn_goes_on(records[i - 1]):
         i -= 1
     while i < len(records) and records[i].message is None:
         i += 1  # the tail begins at a message
@@ -136,11 +153,21 @@ def in_flight_start(records: Sequence[Record]) -> int | None:
 def instructions_in_force(records: Sequence[Record]) -> list[str]:
     """The text of each active skill or slash-command expansion (records the parser flagged
     :data:`~ctxcompact.model.INSTRUCTIONS`), without its injected parts, oldest first, each once."""
-    out: list[str] = []
-    for rec in records:
+    return scan(InstructionScan(), records)
+
+
+class InstructionScan:
+    """:func:`instructions_in_force` read record by record."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+
+    def feed(self, rec: Record) -> None:
         if not rec.meta.get(INSTRUCTIONS) or rec.message is None:
-            continue
+            return
         text = strip_injected(rec.message.text())
-        if text and text not in out:
-            out.append(text)
-    return out
+        if text and text not in self.out:
+            self.out.append(text)
+
+    def result(self) -> list[str]:
+        return self.out

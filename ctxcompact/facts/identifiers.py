@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 
 from ..model import Origin, Record, Role
-from .calls import all_strings, decode_args, strings
+from .calls import all_strings, decode_args, scan, strings
 from .outcomes import output_text
 from .text import typed_text
 
@@ -91,23 +91,32 @@ def names_in(text: str) -> set[str]:
 def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
     """The identifiers of ``records`` as (input position of their last use, text), the most recently used
     last, at most :data:`MAX_PER_RUN` (the module docstring says which)."""
-    shown: set[str] = set()  # names the tools printed
-    printed: dict[str, int] = {}  # name -> how many tool results printed it
-    printed_at: dict[str, int] = {}  # name -> position of the last result that printed it
-    used: dict[str, int] = {}  # name -> position of its last use by the assistant or the user
-    said: set[str] = set()  # names used in prose (the assistant's text, what the user typed)
-    urls: dict[str, int] = {}
-    for rec in records:
+    return scan(IdentifierScan(), records)
+
+
+class IdentifierScan:
+    """:func:`identifiers` read record by record: what each name was seen doing is kept, not the records."""
+
+    def __init__(self) -> None:
+        self.shown: set[str] = set()  # names the tools printed
+        self.printed: dict[str, int] = {}  # name -> how many tool results printed it
+        self.printed_at: dict[str, int] = {}  # name -> position of the last result that printed it
+        self.used: dict[str, int] = {}  # name -> position of its last use by the assistant or the user
+        self.said: set[str] = set()  # names used in prose (the assistant's text, what the user typed)
+        self.urls: dict[str, int] = {}
+
+    def feed(self, rec: Record) -> None:
         msg = rec.message
         if msg is None or rec.origin is not Origin.INPUT:
-            continue
+            return
+        printed, printed_at, urls, used = self.printed, self.printed_at, self.urls, self.used
         at = rec.index
         for res in msg.tool_results():
             if res.synthetic:
                 continue
             out = output_text(res)[:OUTPUT_CHARS]
             names = names_in(out)
-            shown |= names
+            self.shown |= names
             for name in names:
                 printed[name] = printed.get(name, 0) + 1
                 printed_at[name] = at
@@ -131,22 +140,25 @@ def identifiers(records: Sequence[Record]) -> list[tuple[int, str]]:
             prose = typed_text(rec) or ""
         if prose:
             names = names_in(prose)
-            said |= names
+            self.said |= names
             written.append(prose)
         for text in written:
             for name in names_in(text):
                 used[name] = at
-    found = {u: at for u, at in urls.items() if len(u) <= MAX_URL_CHARS}
-    found.update((n, at) for n, at in used.items() if n in shown and n in said)
-    # by position, then text: a set's order varies from run to run (hash seeds), the summary must not
-    first = sorted(found.items(), key=lambda kv: (kv[1], kv[0]))[-MAX_PER_RUN:]
-    room = max(MAX_CALL_ONLY, MAX_PER_RUN - len(first))
-    calls_only = sorted(((n, at) for n, at in used.items()
-                         if n in shown and n not in said and n not in found),
-                        key=lambda kv: (kv[1], kv[0]))[-room:]
-    taken = {n for n, _ in first} | {n for n, _ in calls_only}
-    often = sorted((n for n, k in printed.items() if k >= REPEATED and n not in taken and n not in used),
-                   key=lambda n: (-printed[n], n))[:MAX_REPEATED]
-    ranked = sorted(first + calls_only + [(n, printed_at[n]) for n in often], key=lambda kv: (kv[1], kv[0]))
-    return [(at, text) for text, at in ranked]
 
+    def result(self) -> list[tuple[int, str]]:
+        shown, said, used, printed = self.shown, self.said, self.used, self.printed
+        found = {u: at for u, at in self.urls.items() if len(u) <= MAX_URL_CHARS}
+        found.update((n, at) for n, at in used.items() if n in shown and n in said)
+        # by position, then text: a set's order varies from run to run (hash seeds), the summary must not
+        first = sorted(found.items(), key=lambda kv: (kv[1], kv[0]))[-MAX_PER_RUN:]
+        room = max(MAX_CALL_ONLY, MAX_PER_RUN - len(first))
+        calls_only = sorted(((n, at) for n, at in used.items()
+                             if n in shown and n not in said and n not in found),
+                            key=lambda kv: (kv[1], kv[0]))[-room:]
+        taken = {n for n, _ in first} | {n for n, _ in calls_only}
+        often = sorted((n for n, k in printed.items() if k >= REPEATED and n not in taken and n not in used),
+                       key=lambda n: (-printed[n], n))[:MAX_REPEATED]
+        ranked = sorted(first + calls_only + [(n, self.printed_at[n]) for n in often],
+                        key=lambda kv: (kv[1], kv[0]))
+        return [(at, text) for text, at in ranked]

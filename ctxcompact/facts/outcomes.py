@@ -4,13 +4,13 @@ resolved it, and the shell commands run with their outcome."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
 
 from ..model import Origin, Record, Role, ToolCall, ToolResult
-from .calls import call_index, command_of, is_content_tool, is_shell_call, quoted_spans, writes_files
+from .calls import call_index, command_of, is_content_tool, is_shell_call, quoted_spans, scan, writes_files
 from .files import paths_of_call
 from .text import shorten
 
@@ -20,29 +20,59 @@ class CommandRun:
     command: str
     tool: str
     ok: bool | None  # None: no result seen
-    index: int
+    index: int  # its record's place in the records read
+    at: int = -1  # its record's input position (``Record.index``)
 
 
 
 def commands_run(records: Sequence[Record], failed: FailureCheck | None = None) -> list[CommandRun]:
     """Shell commands the agent ran, in order, each with whether its result looked successful."""
-    calls = call_index(records)
-    outcome: dict[str, bool] = {}
-    for rec in records:
+    return scan(CommandScan(call_index(records), failed), records)
+
+
+class CommandScan:
+    """:func:`commands_run` read record by record (``calls``: the tool calls by id, :func:`.calls.call_index`
+    or one built as the records come); ``result()`` once every record is fed."""
+
+    def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
+        self.calls, self.failed = calls, failed
+        self.outcome: dict[str, bool] = {}  # the last result of each call decides (as over the whole list)
+        self.runs: list[tuple[CommandRun, str]] = []
+        self.n = 0
+        #: the calls of ``runs`` (facts.gather.FactFeed's ``bounded``: only their outcomes are kept)
+        self.ids: set[str] | None = None
+
+    def feed(self, rec: Record) -> None:
+        i, self.n = self.n, self.n + 1
         if rec.message is None:
-            continue
+            return
         for res in rec.message.tool_results():
-            if not res.synthetic:
-                outcome[res.call_id] = not call_failed(calls.get(res.call_id), res, failed)
-    out: list[CommandRun] = []
-    for i, rec in enumerate(records):
-        if rec.message is None:
-            continue
+            if not res.synthetic and (self.ids is None or res.call_id in self.ids):
+                self.outcome[res.call_id] = not call_failed(self.calls.get(res.call_id), res, self.failed)
         for call in rec.message.tool_calls():
             cmd = command_of(call)
             if cmd is not None:
-                out.append(CommandRun(cmd, call.name, outcome.get(call.id), i))
-    return out
+                self.runs.append((CommandRun(cmd, call.name, None, i, rec.index), call.id))
+                if self.ids is not None:
+                    self.ids.add(call.id)
+
+    def keep_last(self, commands: int) -> None:
+        """Keep the latest run of each of the last ``commands`` commands, and their outcomes: what
+        ``store.merge`` keeps of them with no earlier facts (for runs in input order)."""
+        latest: dict[str, tuple[CommandRun, str]] = {}
+        for run, call_id in self.runs:
+            latest.pop(run.command, None)
+            latest[run.command] = (run, call_id)
+        self.runs = list(latest.values())[-commands:]
+        ids = {call_id for _, call_id in self.runs}
+        self.outcome = {k: v for k, v in self.outcome.items() if k in ids}
+        if self.ids is not None:
+            self.ids = ids
+
+    def result(self) -> list[CommandRun]:
+        for run, call_id in self.runs:
+            run.ok = self.outcome.get(call_id)
+        return [run for run, _ in self.runs]
 
 
 # Programs that only read or inspect (docs/concepts/summary.md#repeated-commands): a command made only of
@@ -147,18 +177,27 @@ def call_failed(call: ToolCall | None, result: ToolResult, failed: FailureCheck 
     return not (cmd and _SEARCH.match(cmd) and "|" not in cmd and not output_text(result).strip())
 
 
-def failure_checker() -> FailureCheck:
+def failure_checker() -> FailureMemo:
     """:func:`result_is_error` remembering its answers, for several passes over the same live records
-    (keyed by object identity, so use it only while those records are alive)."""
-    memo: dict[tuple[int, bool], bool] = {}
+    (keyed by object identity, so use it only while those records are alive, or ``clear`` it)."""
+    return FailureMemo()
 
-    def check(result: ToolResult, shell_like: bool) -> bool:
+
+class FailureMemo:
+    """:func:`result_is_error` with its answers kept by the result's identity (:func:`failure_checker`)."""
+
+    def __init__(self) -> None:
+        self.memo: dict[tuple[int, bool], bool] = {}
+
+    def __call__(self, result: ToolResult, shell_like: bool) -> bool:
         key = (id(result), shell_like)
-        if key not in memo:
-            memo[key] = result_is_error(result, shell_like)
-        return memo[key]
+        if key not in self.memo:
+            self.memo[key] = result_is_error(result, shell_like)
+        return self.memo[key]
 
-    return check
+    def clear(self) -> None:
+        """Forget every answer: the results they were about may be gone, their identities reused."""
+        self.memo.clear()
 
 
 _PYTEST_E = re.compile(r"^(?:E\s+)?([\w.]*(?:Error|Exception|Failed)\b.*|assert\b.*)$")
@@ -258,9 +297,10 @@ class ErrorSeen:
     command: str | None
     text: str  # the telling line
     key: str  # what a later success must match to resolve it (call_key): the command, the file, the tool
-    index: int
+    index: int  # its record's place in the records read
     resolved: bool = False
     resolved_by: str | None = None  # "rerun" or "assistant"
+    at: int = -1  # its record's input position (``Record.index``)
 
 
 # the look-ahead holds the phrases' first letters (the same matches, faster: see rules._RULE_WORDS)
@@ -325,13 +365,23 @@ def errors_seen(records: Sequence[Record], failed: FailureCheck | None = None) -
     """Failed tool results in order, each marked resolved when a later call on the same command, tool or
     file succeeded (:func:`call_key`, :func:`success_keys`), or a later assistant message says it is
     fixed."""
-    failed = failed or result_is_error
-    calls = call_index(records)
-    errors: list[ErrorSeen] = []
-    for i, rec in enumerate(records):
+    return scan(ErrorScan(call_index(records), failed), records)
+
+
+class ErrorScan:
+    """:func:`errors_seen` read record by record (``calls`` as for :class:`CommandScan`)."""
+
+    def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
+        self.calls, self.failed = calls, failed or result_is_error
+        self.errors: list[ErrorSeen] = []
+        self.n = 0
+
+    def feed(self, rec: Record) -> None:
+        i, self.n = self.n, self.n + 1
         msg = rec.message
         if msg is None:
-            continue
+            return
+        errors = self.errors
         if (msg.role is Role.ASSISTANT and rec.origin is Origin.INPUT and errors
                 and claims_resolution(msg.text())):
             for e in errors:
@@ -340,17 +390,19 @@ def errors_seen(records: Sequence[Record], failed: FailureCheck | None = None) -
         for res in msg.tool_results():
             if res.synthetic:
                 continue
-            call = calls.get(res.call_id)
+            call = self.calls.get(res.call_id)
             name = call.name if call else (res.name or "tool")
-            if call_failed(call, res, failed):
+            if call_failed(call, res, self.failed):
                 errors.append(ErrorSeen(name, command_of(call) if call else None, error_text(res),
-                                        call_key(call, name), i))
+                                        call_key(call, name), i, at=rec.index))
             elif call is not None:
                 keys = success_keys(call)
                 for e in errors:
                     if not e.resolved and resolves(keys, e.key, e.tool):
                         e.resolved, e.resolved_by = True, "rerun"
-    return errors
+
+    def result(self) -> list[ErrorSeen]:
+        return self.errors
 
 
 def resolution_evidence(records: Sequence[Record],
@@ -358,23 +410,32 @@ def resolution_evidence(records: Sequence[Record],
     """What in ``records`` resolves errors seen before them: the keys (:func:`success_keys`) of successful
     results, for :func:`resolves`, and whether an assistant message says a problem is fixed. Used to carry
     errors across compactions."""
-    failed = failed or result_is_error
-    calls = call_index(records)
-    keys: set[str] = set()
-    claimed = False
-    for rec in records:
+    return scan(EvidenceScan(call_index(records), failed), records)
+
+
+class EvidenceScan:
+    """:func:`resolution_evidence` read record by record (``calls`` as for :class:`CommandScan`)."""
+
+    def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
+        self.calls, self.failed = calls, failed or result_is_error
+        self.keys: set[str] = set()
+        self.claimed = False
+
+    def feed(self, rec: Record) -> None:
         msg = rec.message
         if msg is None:
-            continue
+            return
         if msg.role is Role.ASSISTANT and rec.origin is Origin.INPUT and claims_resolution(msg.text()):
-            claimed = True
+            self.claimed = True
         for res in msg.tool_results():
-            call = calls.get(res.call_id)
+            call = self.calls.get(res.call_id)
             if call is None or res.synthetic:
                 continue
-            if not call_failed(call, res, failed):
-                keys |= success_keys(call)
-    return keys, claimed
+            if not call_failed(call, res, self.failed):
+                self.keys |= success_keys(call)
+
+    def result(self) -> tuple[set[str], bool]:
+        return self.keys, self.claimed
 
 
 # --------------------------------------------------------------------------------------------------------

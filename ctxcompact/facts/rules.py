@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ..model import Origin, Record, Role, TextBlock
+from .calls import scan
 from .text import user_requests
 
 # the look-ahead holds the words' first letters: most words fail it at once instead of being tried against
@@ -89,11 +90,19 @@ def project_rules(records: Sequence[Record]) -> list[str]:
     CLAUDE.md contents): one text per file, ``Rules of AGENTS.md (…)`` then its sentences with a rule word,
     verbatim, at most :data:`MAX_PROJECT_RULES`. Not typed by the user: they stand with the instructions in
     force, not with the user's rules."""
-    out: list[str] = []
-    for rec in records:
+    return scan(ProjectRuleScan(), records)
+
+
+class ProjectRuleScan:
+    """:func:`project_rules` read record by record."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+
+    def feed(self, rec: Record) -> None:
         msg = rec.message
         if msg is None or msg.role is not Role.USER or rec.origin is not Origin.INPUT:
-            continue
+            return
         for block in msg.blocks:
             if not isinstance(block, TextBlock) or "instructions" not in block.text:
                 continue
@@ -105,6 +114,8 @@ def project_rules(records: Sequence[Record]) -> list[str]:
             if rules:
                 listed = "\n".join(f"- {r}" for r in rules)
                 text = f"Rules of {where} (a project instruction file):\n{listed}"
-                if text not in out:
-                    out.append(text)
-    return out
+                if text not in self.out:
+                    self.out.append(text)
+
+    def result(self) -> list[str]:
+        return self.out

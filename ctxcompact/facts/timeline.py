@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..model import Origin, Record, Role, ToolCall
-from .calls import call_index, command_of, decode_args
+from ..model import Message, Origin, Record, Role, ToolCall
+from .calls import call_index, command_of, decode_args, scan
 from .files import paths_of_call
 from .outcomes import FailureCheck, call_failed, error_text, result_is_error
 from .text import is_machine_reply, shorten, typed_text
@@ -54,23 +54,36 @@ def last_assistant_action(records: Sequence[Record], text_limit: int = 500) -> L
     records right before it that belong to the same step (a format that writes a message's text and its
     calls as separate lines: nothing else between them). Text and calls are never stitched together from
     messages further apart."""
-    step: list[Record] = []
-    for rec in reversed(records):
+    return scan(ActionScan(text_limit), records)
+
+
+class ActionScan:
+    """:func:`last_assistant_action` read record by record: the assistant's messages since the last record
+    that ends a step (a result, a user message, a reply no model wrote), and the step before, in case
+    nothing the assistant did follows that record. Only those messages are held."""
+
+    def __init__(self, text_limit: int = 500) -> None:
+        self.text_limit = text_limit
+        self.step: list[Message] = []  # messages with text or calls since the last record that ends a step
+        self.before: list[Message] = []  # the last step that record ended
+
+    def feed(self, rec: Record) -> None:
         msg = rec.message
         if msg is None or rec.origin is not Origin.INPUT:
-            continue
+            return
         if msg.role is Role.ASSISTANT and not is_machine_reply(rec):
-            if step or msg.text().strip() or msg.tool_calls():
-                step.append(rec)
-        elif step:
-            break  # a result, a user message or a machine reply: the step began after it
-    text = " ".join(r.message.text().strip() for r in reversed(step)
-                    if r.message is not None and r.message.text().strip())
-    calls = [describe_call(c) for r in reversed(step) if r.message is not None
-             for c in r.message.tool_calls()]
-    if not text and not calls:
-        return None
-    return LastAction(shorten(text, text_limit) if text else None, calls)
+            if msg.text().strip() or msg.tool_calls():  # an empty message adds nothing to a step
+                self.step.append(msg)
+        elif self.step:
+            self.before, self.step = self.step, []
+
+    def result(self) -> LastAction | None:
+        step = self.step or self.before
+        text = " ".join(m.text().strip() for m in step if m.text().strip())
+        calls = [describe_call(c) for m in step for c in m.tool_calls()]
+        if not text and not calls:
+            return None
+        return LastAction(shorten(text, self.text_limit) if text else None, calls)
 
 
 def answers(records: Sequence[Record]) -> list[tuple[int, str]]:
@@ -78,24 +91,55 @@ def answers(records: Sequence[Record]) -> list[tuple[int, str]]:
     and its last text at the end unless it made tool calls with it or after it (the turn is still going: that
     text is said along the way, :func:`conclusions`). What it concluded, decided or delivered, whole (the
     caller caps the length)."""
-    out: list[tuple[int, str]] = []
-    pending: tuple[int, str] | None = None
-    working = False  # the assistant made calls with or after the pending text
-    for rec in records:
+    return scan(StatementScan(), records).answers
+
+
+@dataclass(slots=True)
+class Statements:
+    answers: list[tuple[int, str]]  # :func:`answers`
+    conclusions: list[tuple[int, str]]  # :func:`conclusions`
+
+
+class StatementScan:
+    """:func:`answers` and :func:`conclusions` read record by record: each assistant text waits as the
+    pending answer until a request a person typed makes it one, or a later text shows it was said along the
+    way (then it is a conclusion if it states something)."""
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, str]] = []
+        self.along: list[tuple[int, str]] = []  # texts said along the way that state something
+        self.pending: tuple[int, str] | None = None
+        self.working = False  # the assistant made calls with or after the pending text
+
+    def feed(self, rec: Record) -> None:
         msg = rec.message
         if msg is None or rec.origin is not Origin.INPUT:
-            continue
+            return
         if msg.role is Role.ASSISTANT and not is_machine_reply(rec):
             said = msg.text().strip()
             if said:
-                pending, working = (rec.index, said), False
-            working = working or bool(msg.tool_calls())
-        elif msg.role is Role.USER and pending is not None and typed_text(rec) is not None:
-            out.append(pending)
-            pending = None
-    if pending is not None and not working:
-        out.append(pending)
-    return out
+                if self.pending is not None:
+                    self._said_along(self.pending)
+                self.pending, self.working = (rec.index, said), False
+            self.working = self.working or bool(msg.tool_calls())
+        elif msg.role is Role.USER and self.pending is not None and typed_text(rec) is not None:
+            self.answers.append(self.pending)
+            self.pending = None
+
+    def _said_along(self, said: tuple[int, str]) -> None:
+        if states_something(said[1]):
+            self.along.append(said)
+
+    def result(self) -> Statements:
+        answers, along = list(self.answers), list(self.along)
+        if self.pending is not None:
+            if self.working:
+                if states_something(self.pending[1]):
+                    along.append(self.pending)
+            else:
+                answers.append(self.pending)
+        final = {at for at, _ in answers}  # (records that share a position share its fate)
+        return Statements(answers, [(at, t) for at, t in along if at not in final])
 
 
 # A sentence that only says what the assistant is about to do ("Let me read the file.", "Now I'll run the
@@ -140,17 +184,7 @@ def conclusions(records: Sequence[Record]) -> list[tuple[int, str]]:
     an answer (:func:`answers`: the last text before a request and at the end) and that state something
     (:func:`states_something`). A decision taken inside a tool loop ("the graph tools are not exposed in this
     session, so I'm falling back to rg") is a fact of its own, not only a timeline step."""
-    final = {at for at, _ in answers(records)}
-    out: list[tuple[int, str]] = []
-    for rec in records:
-        msg = rec.message
-        if msg is None or rec.origin is not Origin.INPUT or rec.index in final:
-            continue
-        if msg.role is Role.ASSISTANT and not is_machine_reply(rec):
-            said = msg.text().strip()
-            if said and states_something(said):
-                out.append((rec.index, said))
-    return out
+    return scan(StatementScan(), records).conclusions
 
 
 def timeline(records: Sequence[Record], entry_limit: int = 160,
@@ -163,14 +197,23 @@ def timeline_entries(records: Sequence[Record], entry_limit: int = 160,
                      failed: FailureCheck | None = None) -> list[tuple[int, str]]:
     """One short line per step, oldest first, with the input position it was read at: user requests,
     assistant statements, tool calls (grouped per message), failures, todo updates."""
-    failed = failed or result_is_error
-    calls = call_index(records)
-    out: list[tuple[int, str]] = []
-    for rec in records:
+    return scan(TimelineScan(call_index(records), entry_limit, failed), records)
+
+
+class TimelineScan:
+    """:func:`timeline_entries` read record by record (``calls``: the tool calls by id, as for
+    :class:`.outcomes.CommandScan`)."""
+
+    def __init__(self, calls: Mapping[str, ToolCall], entry_limit: int = 160,
+                 failed: FailureCheck | None = None) -> None:
+        self.calls, self.entry_limit, self.failed = calls, entry_limit, failed or result_is_error
+        self.out: list[tuple[int, str]] = []
+
+    def feed(self, rec: Record) -> None:
         msg = rec.message
         if msg is None or rec.origin is not Origin.INPUT:
-            continue
-        at = rec.index
+            return
+        at, out, entry_limit = rec.index, self.out, self.entry_limit
         if msg.role is Role.USER:
             typed = typed_text(rec)
             if typed:
@@ -183,9 +226,11 @@ def timeline_entries(records: Sequence[Record], entry_limit: int = 160,
             if descs:
                 out.append((at, shorten("Ran " + ", ".join(descs), entry_limit)))
         for res in msg.tool_results():
-            call = calls.get(res.call_id)
+            call = self.calls.get(res.call_id)
             if call is None or res.synthetic:
                 continue
-            if call_failed(call, res, failed):
+            if call_failed(call, res, self.failed):
                 out.append((at, shorten(f"{call.name} failed: {error_text(res)}", entry_limit)))
-    return out
+
+    def result(self) -> list[tuple[int, str]]:
+        return self.out

@@ -13,7 +13,7 @@ import orjson
 from ..errors import UsageError
 from ..model import Record, ToolCall
 from ..paths import read_side_file
-from .calls import decode_args, squash
+from .calls import decode_args, scan, squash
 
 
 @dataclass(slots=True)
@@ -68,15 +68,25 @@ def todo_list_from_call(call: ToolCall) -> list[Todo] | None:
 
 def latest_todo_list(records: Iterable[Record]) -> list[Todo] | None:
     """The list written by the last todo-tool call that carries one (all statuses); None if there is none."""
-    found: list[Todo] | None = None
-    for rec in records:
+    return scan(TodoScan(), records)
+
+
+class TodoScan:
+    """:func:`latest_todo_list` read record by record."""
+
+    def __init__(self) -> None:
+        self.found: list[Todo] | None = None
+
+    def feed(self, rec: Record) -> None:
         if rec.message is None:
-            continue
+            return
         for call in rec.message.tool_calls():
             todos = todo_list_from_call(call)
             if todos is not None:
-                found = todos
-    return found
+                self.found = todos
+
+    def result(self) -> list[Todo] | None:
+        return self.found
 
 
 def is_open(todo: Todo) -> bool:

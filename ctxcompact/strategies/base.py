@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..budget import Budget
 from ..context import Context
@@ -25,6 +26,9 @@ from ..report import EstimateReport
 from ..state import State
 from ..summarizers.base import SummaryResult
 from ..tokens.counts import Counts, count_records
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
 
 Warn = Callable[[str], None]
 
@@ -39,6 +43,9 @@ class StrategyInput:
     warn: Warn
     #: the run's counter, bound to its count cache: records it has counted are not counted again
     counter: Callable[[list[Record]], Counts] | None = None
+    #: the context read record by record (strategies.conversation), when the run streams: ``ctx`` then
+    #: holds no records
+    conversation: Conversation | None = None
 
     def count(self, records: list[Record]) -> Counts:
         """Each record's tokens with the run's estimator (``tokens.counts.count_records``)."""
@@ -54,7 +61,7 @@ class Written:
     """What a run is about to write, for a strategy's commit to record."""
 
     ctx: Context
-    data: bytes  # the whole input, as read (for fingerprints)
+    data: bytes | Path  # the whole input, as read (for fingerprints), or its file (a streamed run)
     tokens_before: int
     tokens_after: int
     counts: Counts  # of the context written

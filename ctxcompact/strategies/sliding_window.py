@@ -95,6 +95,7 @@ def _commit(state: State, written: Written, new_events: list[Event], end: int, e
     state.set_section(own)
     if state.watermark == 0 and end_offset >= 0:
         data = written.data
+        assert isinstance(data, bytes)  # sliding-window reads the file held
         nl = data.find(b"\n", end_offset + end_length)
         nbytes = len(data) if nl < 0 else nl + 1
         ctx = written.ctx

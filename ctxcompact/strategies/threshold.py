@@ -18,20 +18,18 @@ from typing import Any
 
 from ..budget import Budget
 from ..context import Context
-from ..facts.earlier import opaque_records
 from ..facts.handoff import request_status
 from ..facts.text import (
     IN_PROGRESS,
     attachments,
     continuation_text,
-    latest_request,
-    latest_request_record,
     removed_attachments_note,
     source_note,
+    typed_text,
 )
-from ..facts.todos import load_todos_file, open_todos
+from ..facts.todos import load_todos_file
 from ..formats import get_format
-from ..model import ImageBlock, Origin, Record, Role, Transcript
+from ..model import ImageBlock, Record, Transcript
 from ..options import Options
 from ..progress import progress
 from ..secrets import scrub_credentials, scrub_json
@@ -41,50 +39,34 @@ from ..tokens.calibration import Calibrated
 from ..tokens.counts import count_records, text_cost
 from . import mask
 from .base import Outcome, StrategyInput, Warn, Written
+from .conversation import Conversation, held
 from .masking_state import Masking
 from .tail import Count, Tail, fit, in_flight_records, plan, room
 
 NAME = "threshold"
 
 
-def split_context(records: list[Record]) -> tuple[list[Record], list[Record]]:
-    """The input's system records (kept verbatim) and the conversation to summarize.
-
-    Summaries and continuations written by an earlier compaction are left out of the conversation: the
-    earlier summary reaches the summarizer as prior context instead."""
-    system: list[Record] = []
-    body: list[Record] = []
-    for rec in records:
-        if rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
-            continue
-        if rec.message is not None and rec.message.role is Role.SYSTEM:
-            system.append(rec)
-        else:
-            body.append(rec)
-    return system, body
-
-
 def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, warn: Warn,
             tier: str | None = None, calibrated: Calibrated | None = None,
-            counter: Count | None = None) -> Outcome:
+            counter: Count | None = None, conversation: Conversation | None = None) -> Outcome:
     """Summarize the conversation of ``ctx`` (with the state's summary as prior context), the summary fitted
     to its budget as the window counts (``calibrated``: the run's calibration), keeping the work in flight
     verbatim after the continuation and an encrypted earlier summary as it is (docs/concepts/handoff.md).
-    ``counter``: the run's counter (``StrategyInput.tokens``), with which the tail is fitted."""
-    system, body = split_context(ctx.transcript.records)
-    opaque = opaque_records(body)
-    if opaque:
-        kept = {id(r) for r in opaque}
-        body = [r for r in body if id(r) not in kept]
+    ``counter``: the run's counter (``StrategyInput.tokens``), with which the tail is fitted;
+    ``conversation``: the context read record by record (a streamed run, :mod:`.conversation`), else read
+    from ``ctx``."""
+    conv = conversation if conversation is not None else held(ctx.transcript.records)
+    system, opaque = conv.system, conv.opaque
     prior = state.summary if state is not None else None
-    latest = latest_request(body) or (prior.latest_request if prior is not None else None)
-    status = request_status(body)
+    typed = typed_text(conv.latest_record) if conv.latest_record is not None else None
+    latest = typed or (prior.latest_request if prior is not None else None)
+    status = request_status(conv.window)  # (read on the window: as on the whole conversation)
     in_progress = status.status == IN_PROGRESS
-    flight = in_flight_records(body) if in_progress else []
+    flight = in_flight_records(conv.window) if in_progress else []
     answer = _quoted_answer(status.answer, budget.summary_budget)
     cost = text_cost(opts, calibrated)
     fmt = get_format(ctx.transcript.format)
-    attached, spans = _attached(ctx.transcript.records, body, prior)
+    attached, spans = _attached(conv, prior)
     removed = None
     if not fmt.carries_attachments:  # named instead, never dropped without a word
         removed = removed_attachments_note(attached)
@@ -115,17 +97,19 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         # (docs/concepts/handoff.md#the-work-in-flight); all counted as the run judges its result
         ours = int(budget_tokens / (cal.cost(10_000) / 10_000))
         # cleaning's closing "Understood." after the results is not written, but the next run adds it again
-        closing = body[next(i for i, r in enumerate(body) if r is flight[-1]) + 1:]
+        closing = conv.window[next(i for i, r in enumerate(conv.window) if r is flight[-1]) + 1:]
         # and a compaction must leave less than the context it replaces (else the run passes it through)
         most = cal.base - 1 if cal.base > 0 else None
         placed = plan(flight, count([*head("", continuation_for(flight)), *closing]), ours, ours // 4, budget,
                       cal, count, source, most)
         budget_tokens = min(budget_tokens, cal.cost(placed.summary))
     tail = placed.tail if placed is not None else Tail()
-    summarized = body[: next(i for i, r in enumerate(body) if r is flight[0])] if tail.records else body
-    todos = load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body)
+    at = next(i for i, r in enumerate(conv.window) if r is flight[0]) if tail.records else len(conv.window)
+    summarized, feed = conv.before(at)
+    todos = load_todos_file(opts.todos_file) if opts.todos_file else conv.todos
     request = SummaryRequest(
         records=summarized,
+        feed=feed,
         budget_tokens=budget_tokens,
         prior_summary=prior.text if prior is not None else None,
         prior_facts=prior.facts if prior is not None else None,
@@ -147,7 +131,8 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
             [*head(summary.text, continuation_for(flight)), *closing])
         tail = fit(flight, space, count, source) if tail.trimmed or count(tail.records) > space else tail
         if not tail.records:  # (never more than the summary's own rounding): the turn was summarized
-            summary = summarize(dataclasses.replace(request, records=body), opts, warn)
+            records, feed = conv.before(len(conv.window))
+            summary = summarize(dataclasses.replace(request, records=records, feed=feed), opts, warn)
     continuation = continuation_for(tail.records)
     out = [*head(summary.text, continuation), *tail.records]
     transcript = Transcript(format=ctx.transcript.format, records=out, source=ctx.transcript.source)
@@ -183,19 +168,17 @@ def _quoted_answer(answer: str | None, summary_budget: int) -> str | None:
             f"{answer[len(answer) - (limit - head):].lstrip()}")
 
 
-def _attached(records: list[Record], body: list[Record],
-              prior: Summary | None) -> tuple[list[ImageBlock], list[tuple[int, int]]]:
+def _attached(conv: Conversation, prior: Summary | None) -> tuple[list[ImageBlock], list[tuple[int, int]]]:
     """The images and documents attached to the latest request
     (docs/concepts/handoff.md#the-compacted-context), and the input lines they are read from: the latest
     request's own record, or, when the person typed nothing since the last compaction, what the earlier
     continuation carried."""
-    rec = latest_request_record(body)
+    rec = conv.latest_record
     if rec is not None:
         found = attachments(rec)
         span = [(rec.offset, len(rec.raw))] if found and rec.offset >= 0 and rec.raw else []
         return found, span
-    carried = [b for r in records if r.origin in (Origin.SUMMARY, Origin.CONTINUATION)
-               for b in attachments(r)]
+    carried = [b for r in conv.carried for b in attachments(r)]
     return carried, list(prior.attachment_lines) if prior is not None and carried else []
 
 
@@ -276,7 +259,8 @@ class ThresholdStrategy:
         with progress(f"summarizing with {si.opts.summarizer}"):
             tier = "summary" if si.opts.prune else None
             return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier,
-                           calibrated=si.report.calibrated, counter=si.tokens)
+                           calibrated=si.report.calibrated, counter=si.tokens,
+                           conversation=si.conversation if ctx is si.ctx else None)
 
 
 STRATEGY = ThresholdStrategy()

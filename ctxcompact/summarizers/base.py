@@ -11,10 +11,13 @@ import abc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..facts.todos import Todo
 from ..model import Record
+
+if TYPE_CHECKING:
+    from ..facts.gather import FactFeed  # loaded only by a compaction
 
 
 @dataclass(slots=True)
@@ -35,6 +38,9 @@ class SummaryRequest:
     #: the assistant's answer to the latest request, quoted in the message written after the summary (the
     #: request was answered): the summary does not repeat it under its findings
     answer_in_continuation: str | None = None
+    #: the facts of the records to summarize, read as they came (a streamed run: ``records`` is then empty
+    #: and only the extractive summarizer takes the request)
+    feed: FactFeed | None = None
 
 
 @dataclass(slots=True)

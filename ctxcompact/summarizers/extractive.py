@@ -33,7 +33,10 @@ def facts_of(request: SummaryRequest) -> Facts:
     """The fact store after ``request``: the prior facts (from the state) merged with what its records
     say. The one extraction behind the extractive summary and the check of an LLM summary
     (``summarizers.check``)."""
-    new = gather(request.records, request.latest_request, request.todos or None, request.prior_summary)
+    if request.feed is not None:  # the records were read as they came (facts.gather.FactFeed)
+        new = request.feed.facts(request.latest_request, request.todos or None, request.prior_summary)
+    else:
+        new = gather(request.records, request.latest_request, request.todos or None, request.prior_summary)
     return merge(Facts.from_json(request.prior_facts), new)
 
 

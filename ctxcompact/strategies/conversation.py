@@ -1,0 +1,167 @@
+"""The conversation a compaction summarizes, read record by record (docs/concepts/handoff.md): what
+``threshold.compact`` needs of the context, without needing the whole of it.
+
+A compaction keeps the system records and any encrypted earlier summary, quotes the latest request and its
+attachments, reads the state of that request and the work in flight from the last records, and summarizes
+the rest. :class:`Reader` takes the cleaned context's records in order and keeps exactly that: the system
+and opaque records, the latest request's record, the open todos, and a *window* of the last records. The
+records before the window go to the fact feed (:class:`~ctxcompact.facts.gather.FactFeed`) and are dropped,
+so a streamed run holds the window and the facts, not the file. A held run keeps every record as well (an
+LLM summarizer reads them) and reads the same window: the one code path either way.
+
+**The window.** :func:`~ctxcompact.facts.handoff.request_status` and
+:func:`~ctxcompact.facts.handoff.in_flight_start` read back from the end and stop at records of a kind: the
+window begins at the last record where both are sure to stop (a *wall*: no part of a model turn and no
+assistant message with calls; a later record that is not one :func:`~ctxcompact.facts.handoff.flight_skips`
+passes over; a record at or after it where :func:`~ctxcompact.facts.handoff.status_stops`). Read on the
+window, both give what they give on the whole conversation (tests/test_run_streamed.py checks it on every
+test file); in a tool loop the window is the last call and its results, never more than a turn. A split
+never separates a tool call from its result: the work in flight is read whole from the window.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..facts.earlier import opaque_of
+from ..facts.handoff import flight_skips, status_stops, turn_goes_on
+from ..facts.text import typed_text
+from ..facts.todos import Todo, TodoScan, is_open
+from ..model import Origin, Record, Role
+
+if TYPE_CHECKING:
+    from ..facts.gather import FactFeed
+
+
+def _wall(rec: Record) -> bool:
+    """A record no work in flight reaches back past (and none starts at)."""
+    msg = rec.message
+    return not turn_goes_on(rec) and not (msg is not None and msg.role is Role.ASSISTANT and msg.tool_calls())
+
+
+@dataclass(slots=True)
+class Conversation:
+    """What a compaction reads of a context (:class:`Reader`)."""
+
+    system: list[Record]  # the input's system records, kept verbatim
+    opaque: list[Record]  # encrypted earlier summaries, kept as they are
+    carried: list[Record]  # summaries and continuations of an earlier compaction (from the state)
+    latest_record: Record | None  # the last message a person typed
+    window: list[Record]  # the last records: the latest answer and the work in flight are read here
+    todos: list[Todo]  # open todos of the last todo list
+    #: every record of the conversation (a held context), else None: what came before the window is in
+    #: ``feed``
+    records: list[Record] | None = None
+    feed: FactFeed | None = None
+
+    def before(self, at: int) -> tuple[list[Record], FactFeed | None]:
+        """The conversation before ``window[at]``, to summarize: its records (held), or the feed of its
+        facts (streamed: fed the window's records before ``at``, once; :class:`Unstreamable` when asked
+        again, or when the feed's facts would not be :func:`~ctxcompact.facts.gather.gather`'s)."""
+        if self.records is not None:
+            cut = len(self.records) - len(self.window) + at
+            return self.records[:cut], None
+        feed, self.feed = self.feed, None
+        if feed is None:
+            raise Unstreamable("the conversation is summarized a second time")
+        for rec in self.window[:at]:
+            feed.feed(rec)
+        if not feed.complete:
+            raise Unstreamable("a subagent's lines, or a result read before its call")
+        return [], feed
+
+
+class Unstreamable(Exception):
+    """A streamed compaction cannot give what the held one gives: the run reads the file held instead."""
+
+
+@dataclass(slots=True)
+class Reader:
+    """Reads a context's records in order into a :class:`Conversation`. ``hold``: keep every record (a held
+    context); else the records before the window are fed to a :class:`FactFeed` and dropped."""
+
+    hold: bool
+    system: list[Record] = field(default_factory=list)
+    opaque: list[Record] = field(default_factory=list)
+    carried: list[Record] = field(default_factory=list)
+    latest: Record | None = None
+    window: list[Record] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    feed: FactFeed = field(default_factory=lambda: _feed())
+    todos: TodoScan = field(default_factory=TodoScan)
+    walls: list[int] = field(default_factory=list)  # positions of the walls in the window
+    #: told each record the conversation no longer holds (a streamed run forgets what it knew of it)
+    dropped: Callable[[Record], None] = lambda rec: None
+    last_stop: int = -1  # position in the window of the last record status_stops
+    last_unskipped: int = -1  # of the last record flight_skips does not pass
+
+    def add(self, rec: Record) -> None:
+        if rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
+            self.carried.append(rec)
+            return
+        if rec.message is not None and rec.message.role is Role.SYSTEM:
+            self.system.append(rec)
+            return
+        kept = opaque_of(rec)
+        if kept:
+            self.opaque.extend(kept)
+            if kept[0] is rec:
+                return  # kept as it is: not part of what is summarized
+        if typed_text(rec) is not None:
+            if self.latest is not None and not any(r is self.latest for r in self.window):
+                self.dropped(self.latest)  # (already out of the window: nothing holds it now)
+            self.latest = rec
+        self.todos.feed(rec)
+        if self.hold:
+            self.records.append(rec)
+        at = len(self.window)
+        self.window.append(rec)
+        if _wall(rec):
+            self.walls.append(at)
+        stops, skipped = status_stops(rec), flight_skips(rec)
+        if stops:
+            self.last_stop = at
+        if not skipped:
+            self.last_unskipped = at
+        if stops or not skipped:
+            self._cut()
+
+    def _cut(self) -> None:
+        """Move the window's start to the last wall before the last record flight_skips does not pass, at or
+        before the last record status_stops; what is before it goes to the feed."""
+        k = bisect.bisect_right(self.walls, min(self.last_unskipped - 1, self.last_stop)) - 1
+        if k < 0 or self.walls[k] == 0:
+            return
+        cut = self.walls[k]
+        if not self.hold:
+            for rec in self.window[:cut]:
+                self.feed.feed(rec)
+                if rec is not self.latest:
+                    self.dropped(rec)
+        del self.window[:cut]
+        self.walls = [w - cut for w in self.walls[k:]]
+        self.last_stop -= cut
+        self.last_unskipped -= cut
+
+    def conversation(self) -> Conversation:
+        return Conversation(
+            system=self.system, opaque=self.opaque, carried=self.carried, latest_record=self.latest,
+            window=self.window, todos=[t for t in self.todos.result() or [] if is_open(t)],
+            records=self.records if self.hold else None, feed=None if self.hold else self.feed)
+
+
+def _feed() -> FactFeed:
+    from ..facts.gather import FactFeed  # the facts' modules load only when a compaction reads them
+
+    return FactFeed(bounded=True)
+
+
+def held(records: Sequence[Record]) -> Conversation:
+    """The conversation of a held context."""
+    reader = Reader(hold=True)
+    for rec in records:
+        reader.add(rec)
+    return reader.conversation()
