@@ -346,15 +346,19 @@ class Counter:
         except UnicodeEncodeError:  # a lone surrogate: tiktoken replaces it, let it
             return None
 
-    def count_all(self, texts: Sequence[str], budget: int | None = None) -> list[int] | None:
-        """The count of each text, or None when this path is not sure of one, or once :attr:`work` passes
-        ``budget``."""
-        out = []
+    def count_all(self, texts: Sequence[str], budget: int | None = None) -> list[int | None]:
+        """The count of each text; None for a text this path is not sure of, and for the texts left when
+        :attr:`work` with their characters (the least they can cost) would pass ``budget``. A count
+        finished past the budget (a text that merged much) is kept: throwing it away would pay for the text
+        twice, and loading tiktoken for a few short texts after it costs more than counting them here."""
+        out: list[int | None] = []
+        left = sum(map(len, texts))
         for t in texts:
-            c = self.count(t)
-            if c is None or (budget is not None and self.work > budget):
-                return None
-            out.append(c)
+            if budget is not None and self.work + left > budget:
+                out.extend([None] * (len(texts) - len(out)))
+                break
+            out.append(self.count(t))
+            left -= len(t)
         return out
 
 

@@ -207,9 +207,10 @@ def _bpe_counter(name: str) -> bpe.Counter:
                        lambda: parse_ranks(_read_ranks_file(name)))
 
 
-def _pure_counts(texts: Sequence[str], name: str) -> list[int] | None:
+def _pure_counts(texts: Sequence[str], name: str) -> list[int | None] | None:
     """Counts by tokens/bpe.py while its work stays under :data:`PURE_MAX_WORK` and tiktoken is not loaded:
-    the same counts without the cost of building the Encoding; None leaves them to tiktoken."""
+    the same counts without the cost of building the Encoding. None for the texts it leaves to tiktoken,
+    and None for all of them when it takes none."""
     if name in _cache or name not in _SPEC or bpe.work_done(name) + sum(map(len, texts)) > PURE_MAX_WORK:
         return None
     return _bpe_counter(name).count_all(texts, PURE_MAX_WORK)
@@ -308,16 +309,18 @@ def count_texts(texts: Sequence[str], encoding: str | tiktoken.Encoding = DEFAUL
     """
     if not texts:
         return []
-    if isinstance(encoding, str):
-        pure = _pure_counts(texts, encoding)
-        if pure is not None:
-            return pure
+    pure = _pure_counts(texts, encoding) if isinstance(encoding, str) else None
+    if pure is not None and None not in pure:
+        return pure  # type: ignore[return-value]  # (no None in it)
     enc = _resolve(encoding)
     known = enc.name in _SPEC
     longest = LONG_PIECE  # (read at call time: the tests lower it)
     out: list[int | None] = []
-    for t in texts:  # the heap merge's texts here: it is Python, it holds the GIL
-        out.append(_bpe_counter(enc.name).count(t) if known and may_hold_long_piece(t, longest) else None)
+    for i, t in enumerate(texts):  # the heap merge's texts here: it is Python, it holds the GIL
+        if pure is not None and pure[i] is not None:
+            out.append(pure[i])  # counted by the pure path before it handed over
+        else:
+            out.append(_bpe_counter(enc.name).count(t) if known and may_hold_long_piece(t, longest) else None)
     todo = [i for i, n in enumerate(out) if n is None]
     sizes = [len(t) for t in texts]
     k = _threads() if sum(sizes[i] for i in todo) >= THREADS_FROM_CHARS else 1
@@ -371,8 +374,4 @@ def count_messages(
 
 def count_text(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> int:
     """Token count of one text (ordinary text; special tokens never raise)."""
-    if isinstance(encoding, str):
-        pure = _pure_counts([text], encoding)
-        if pure is not None:
-            return pure[0]
     return count_texts([text], encoding)[0]

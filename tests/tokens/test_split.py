@@ -73,12 +73,33 @@ def test_the_work_budget_hands_a_costly_text_to_tiktoken() -> None:
     counter = exact._bpe_counter("o200k_base")
     cjk = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(2000))
     start = counter.work
-    assert counter.count_all([cjk], budget=start + 10) is None
+    first = counter.count_all([cjk, "after it " * 10], budget=start + len(cjk) + 100)
+    # the text that passed the budget keeps its count; what comes after it is left to tiktoken
+    assert first[1] is None and first[0] is not None and first[0] == counter.count(cjk)
+    assert counter.count_all([cjk], budget=counter.work + len(cjk) - 1) == [None]  # not begun past it
     assert counter.work - start >= bpe.MERGE_COST * len(cjk)  # merged bytes weigh more than characters
     words = "the same words again and again " * 100
     before = counter.work
-    assert counter.count_all([words], budget=before + 10 * len(words)) is not None
+    assert None not in counter.count_all([words], budget=before + 10 * len(words))
     assert counter.work - before < 2 * len(words)  # pieces seen before cost a character each
+
+
+def test_a_text_counted_past_the_budget_is_not_counted_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pure path passes its budget while counting a text: that count is kept and only the texts after
+    it go to tiktoken (before, every count was thrown away and the costly text counted twice)."""
+    name = "cl100k_base"
+    counter = exact._bpe_counter(name)
+    monkeypatch.setattr(exact, "_cache", {k: v for k, v in exact._cache.items() if k != name})
+    monkeypatch.setattr(exact, "PURE_MAX_WORK", counter.work + 20_000)
+    costly = "ok\n" + "\n" * 5_000 + "FAILED"  # one long piece: merged, weighs MERGE_COST a byte
+    rest = ["after it " * 500, "and more"]  # more characters than the budget has left after the costly text
+    seen: list[str] = []
+    real = counter.count
+    monkeypatch.setattr(counter, "count", lambda t: (seen.append(t), real(t))[1])
+    got = exact.count_texts([costly, *rest], name)
+    want = [len(exact._resolve(name).encode_ordinary(t)) for t in (costly, *rest)]
+    assert got == want
+    assert seen.count(costly) == 1
 
 
 def test_a_damaged_rank_table_is_rebuilt_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
