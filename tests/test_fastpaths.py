@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -145,7 +146,8 @@ def _mutate(rnd: random.Random, o):
     return rnd.choice([None, 1, 1.0, True, False, "x", "user", "assistant", [], {}, -1, 0, 2.5, "message"])
 
 
-def test_schema_precheck_agrees_with_jsonschema():
+def _schemas_and_samples() -> tuple[list[str], dict[str, Any], dict[str, Draft202012Validator], list[Any]]:
+    """Our schemas by file name, a jsonschema validator of each, and the decoded sample lines."""
     names = sorted(p.name for p in (Path(schemacheck.__file__).parent / "schemas").glob("*.json"))
     schemas = {n: schemacheck.load(n) for n in names}
     validators = {n: Draft202012Validator(s) for n, s in schemas.items()}
@@ -155,6 +157,11 @@ def test_schema_precheck_agrees_with_jsonschema():
             objs.append(orjson.loads(line))
         except orjson.JSONDecodeError:
             continue  # the broken samples
+    return names, schemas, validators, objs
+
+
+def test_schema_precheck_agrees_with_jsonschema():
+    names, schemas, validators, objs = _schemas_and_samples()
     for p in sorted(DATA.rglob("*.state.json"))[:60]:
         try:
             objs.append(orjson.loads(p.read_bytes()))
@@ -174,15 +181,7 @@ def test_schema_precheck_agrees_with_jsonschema():
 def test_schema_precheck_equals_jsonschema_on_our_schemas():
     """Every keyword of our schemas is one the pre-check knows, so on them its verdict is jsonschema's, both
     ways (a pre-check that said no to a conforming line would only be slower: this catches that too)."""
-    names = sorted(p.name for p in (Path(schemacheck.__file__).parent / "schemas").glob("*.json"))
-    schemas = {n: schemacheck.load(n) for n in names}
-    validators = {n: Draft202012Validator(s) for n, s in schemas.items()}
-    objs = []
-    for line in _lines()[:800]:
-        try:
-            objs.append(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            continue
+    names, schemas, validators, objs = _schemas_and_samples()
     rnd = random.Random(11)
     for o in objs:
         for m in [o] + [_mutate(rnd, o) for _ in range(6)]:
