@@ -37,15 +37,15 @@ def covers(state: State | None) -> bool:
 
 class _FileSpans:
     """A file's bytes by slice, read where sliced (``context``'s lines of the covered prefix, by their
-    spans): never held. A slice past the prefix (a crafted state) is the held route's to read."""
+    spans): never held. A slice from the end (a crafted state) is the held route's to read."""
 
-    def __init__(self, stream: BinaryIO, end: int) -> None:
-        self.stream, self.end = stream, end
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
 
     def __getitem__(self, part: slice) -> bytes:
         start, stop = part.start or 0, part.stop
-        if start < 0 or stop is None or stop > self.end + 1:
-            raise Uncovered("a span outside the covered prefix")
+        if start < 0 or stop is None or stop < 0:
+            raise Uncovered("a span counted from the end")
         self.stream.seek(start)
         return self.stream.read(max(0, stop - start))
 
@@ -76,7 +76,7 @@ class Covered:
         fp = state.fingerprint
         if hashed is None:
             raise Uncovered("shorter than the covered prefix")
-        view = _FileSpans(stream, fp.nbytes)
+        view = _FileSpans(stream)
         try:
             check_fingerprint(state, b"", hashed=(hashed.hexdigest(), fp.nbytes))
             fmt = get_format(covered_format(opts, fp))
@@ -87,9 +87,13 @@ class Covered:
         if glued_to_prefix(view, fp.nbytes):
             raise Uncovered("text appended to the covered prefix's last line")
         s = state.summary
-        made = None if s is None else (s.text, s.continuation, s.latest_request, s.attachment_lines)
-        key = repr((fp.nbytes, fp.sha256, fp.lines, fp.format, fp.system_lines, state.watermark, made))
-        key = hashlib.sha256(key.encode()).hexdigest()
+        made = None if s is None else (s.text, s.continuation, s.latest_request, _spans(s.attachment_lines))
+        at = (fp.nbytes, fp.sha256, fp.lines, fp.format, _spans(fp.system_lines), state.watermark)
+        key = hashlib.sha256(repr((at, made)).encode()).hexdigest()
         assert fp.lines is not None
         return cls(fp.nbytes, hashed, fp.lines + 1, state.watermark, fmt.name, system + summary, spans,
                    bool(summary), key)
+
+
+def _spans(spans: Any) -> list[tuple[int, int]]:
+    return [(int(o), int(n)) for o, n in spans]

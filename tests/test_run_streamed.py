@@ -328,7 +328,7 @@ def test_an_anthropic_log_after_a_compaction_streams(tmp_path: Path, loads: list
 
 
 @pytest.mark.parametrize("case", ["edited prefix", "truncated", "glued to the prefix", "newline then more",
-                                  "system span not a line", "system span past the prefix",
+                                  "system span not a line", "system span past the file",
                                   "system span a user line", "another format given"])
 def test_a_covered_prefix_in_error_is_the_held_routes_error(tmp_path: Path, case: str) -> None:
     """What is wrong with the covered prefix: the held route's error, message and exit code (3 for the
@@ -349,7 +349,7 @@ def test_a_covered_prefix_in_error_is_the_held_routes_error(tmp_path: Path, case
         later = first + b"\n" + b"".join(LONG[n:n + 10])
     elif case.startswith("system span"):
         later = head + b"".join(LONG[n:n + 10])
-        span = {"not a line": [1, 10], "past the prefix": [0, 10**9], "a user line": None}[case[12:]]
+        span = {"not a line": [1, 10], "past the file": [0, 10**9], "a user line": None}[case[12:]]
 
         def edit(state: dict[str, Any]) -> None:
             user = next(i for i, line in enumerate(LONG) if b'"role":"user"' in line)
