@@ -19,8 +19,12 @@ the read carries over the bytes before it (the cleaner's call ids, the calls' na
 copies the bytes before it as they are. The records from there on are read as a call from scratch reads
 them, so it hands out what one would.
 
+A state's covered prefix (a summary's watermark) is read as the held route reads it (:mod:`.covered`): proven
+in the pass that proves the settled prefix, its lead (system records, summary) cleaned first, the lines
+read from its end on.
+
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
-``estimate`` (it also says what masking would free), a state beyond a calibration (a covered prefix, events,
+``estimate`` (it also says what masking would free), a state with layers to apply again (events,
 masking), a strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader
 finishes over the whole file (``Format.finish``: Anthropic names results, Claude Code follows its tree),
 detection that the first lines do not decide, and any line the reader does not take (the held route reports
