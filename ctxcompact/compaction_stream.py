@@ -30,9 +30,8 @@ from .formats.base import Format
 from .model import Record, Role, Transcript
 from .options import Options
 from .paths import open_input
-from .reader import iter_lines_at
 from .strategies.conversation import Conversation, Reader
-from .streaming import Counted, Hashing, Held, Reading
+from .streaming import Counted, Hashing, Held, Reading, begin, lines_at
 
 
 def may_compact_streamed(fmt: str, opts: Options) -> bool:
@@ -67,15 +66,19 @@ def read_conversation(path: Path, counted: Counted,
     """Pass 2 for a compaction: the context as the strategy sees it (no records held: its counts of the
     input), the conversation read record by record, and the position in the context of each record it
     holds (``id(record) -> position``: pass 1's counts of them are not made again). Only the bytes pass 1
-    read are read, and they must be the same (else an InputError: the file changed)."""
-    reading = Reading(path, opts, counted.format, schema=False)
+    read are read, and they must be the same (else an InputError: the file changed). After a state's covered
+    prefix, the lead pass 1 read (its system records, the earlier summary: what the new summary carries
+    forward) comes first, then the records after the prefix, which is not read again."""
+    covered = counted.covered
+    reading = Reading(path, opts, counted.format, schema=False, covered=covered)
     positions: dict[int, int] = {}
 
     def dropped(rec: Record) -> None:
         positions.pop(id(rec), None)
 
     reader = Reader(hold=False, dropped=dropped)
-    spans: list[tuple[int, int]] = []  # the system lines, as context.build_context notes them
+    # the system lines, as context.build_context notes them
+    spans: list[tuple[int, int]] = list(covered.spans) if covered is not None else []
 
     def parsed(rec: Record) -> None:
         if rec.message is not None and rec.message.role is Role.SYSTEM and rec.offset >= 0 and rec.raw:
@@ -84,11 +87,14 @@ def read_conversation(path: Path, counted: Counted,
     reading.parsed = parsed
     changed = f"{path} changed while it was read; run again"
     seen = 0  # records of the cleaned context so far: the position of the next in pass 1's counts
+    at, line = begin(covered, None)
     with open_input(path) as stream:
+        stream.seek(at)
         lines = _Lines(stream)
-        hashing = Hashing(lines, counted.nbytes)  # type: ignore[arg-type]
+        hashing = Hashing(lines, counted.nbytes, at,  # type: ignore[arg-type]
+                          covered.hash.copy() if covered is not None else None)
         try:
-            for part in reading.parts(iter_lines_at(hashing)):  # type: ignore[arg-type]
+            for part in reading.parts(lines_at(hashing, at, line)):
                 for rec in part:
                     positions[id(rec)] = seen
                     seen += 1
@@ -98,7 +104,8 @@ def read_conversation(path: Path, counted: Counted,
     if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
         raise InputError(changed)
     ctx = Context(transcript=Transcript(counted.format, [], str(path)), input_records=reading.records,
-                  covered=0, input_bytes=counted.nbytes, input_lines=lines.count, system_spans=spans,
+                  covered=covered.records if covered is not None else 0, input_bytes=counted.nbytes,
+                  input_lines=line - 1 + lines.count, system_spans=spans,
                   repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
     return ctx, reader.conversation(), positions
 

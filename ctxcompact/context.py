@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .clean import Repair, clean
 from .errors import InputError, Problem, StateError, UsageError
@@ -24,10 +25,17 @@ from .model import EARLIER_SUMMARY, Record, Role, Transcript
 from .options import Options
 from .reader import decode_line
 from .source import InputData, count_lines
-from .state import State, check_fingerprint
+from .state import Fingerprint, State, check_fingerprint
 
 #: re-applies what earlier runs decided beyond the watermark (``strategies.reapply_all``)
 Reapply = Callable[[list[Record], State, str], list[Record]]
+
+
+class Spans(Protocol):
+    """The input's bytes by slice: the input held, or a file read where sliced (``streaming``: the lines of
+    the covered prefix are read by their spans, the file never held)."""
+
+    def __getitem__(self, part: slice, /) -> bytes: ...
 
 
 @dataclass(slots=True)
@@ -46,7 +54,31 @@ class Context:
     input_format: str = "openai"
 
 
-def summary_messages(fmt: Format, state: State, data: bytes) -> list[Record]:
+def covered_format(opts: Options, fp: Fingerprint) -> str:
+    """The format the input after a covered prefix is read as: the state's, when it names one."""
+    if not fp.format:
+        return opts.format
+    if opts.format not in ("auto", fp.format):
+        raise UsageError(f"--format {opts.format} does not match the state's format {fp.format}")
+    return fp.format
+
+
+def covered_system(fmt: Format, fp: Fingerprint, data: Spans) -> tuple[list[Record], list[tuple[int, int]]]:
+    """The system records of the covered prefix, read from the lines the state names, and their spans."""
+    records: list[Record] = []
+    for span in fp.system_lines:
+        records.append(_parse_prefix_line(fmt, data, span, len(records), Role.SYSTEM, "system"))
+    return records, list(fp.system_lines)
+
+
+def glued_to_prefix(data: Spans, prefix_bytes: int) -> bool:
+    """The covered prefix ended on an unterminated line and text was appended to that same line: read
+    whole, as validate reads it, the line is two JSON values glued together (an InputError)."""
+    return (prefix_bytes > 0 and data[prefix_bytes - 1 : prefix_bytes] != b"\n"
+            and data[prefix_bytes : prefix_bytes + 1] != b"")
+
+
+def summary_messages(fmt: Format, state: State, data: Spans) -> list[Record]:
     """The summary (and continuation) of the last compaction as records of ``fmt``, the continuation followed
     by the attachments of the latest request it quotes (read from their lines in the verified prefix)."""
     summary = state.summary
@@ -79,25 +111,17 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         prefix_bytes = fp.nbytes
         covered = state.watermark
         prefix_lines = fp.lines if fp.lines is not None else count_lines(data, prefix_bytes)
-        if fp.format:
-            if fmt_name not in ("auto", fp.format):
-                raise UsageError(f"--format {fmt_name} does not match the state's format {fp.format}")
-            fmt_name = fp.format
+        fmt_name = covered_format(opts, fp)
         fmt = get_format(fmt_name)
         try:
-            for span in fp.system_lines:
-                prefix_system.append(_parse_prefix_line(fmt, data, span, len(prefix_system), Role.SYSTEM,
-                                                         "system"))
-                system_spans.append(span)
+            prefix_system, system_spans = covered_system(fmt, fp, data)
         except StateError:
             if opts.format == "auto" and fp.format:
                 _blame_state_format(data, prefix_bytes, fp.format)  # the clearer reason, when it is that
             raise
         summary_records = summary_messages(fmt, state, data)
 
-    if 0 < prefix_bytes < len(data) and data[prefix_bytes - 1 : prefix_bytes] != b"\n":
-        # the covered prefix ended on an unterminated line and text was appended to that same line: read
-        # whole, as validate reads it, the line is two JSON values glued together
+    if glued_to_prefix(data, prefix_bytes):
         raise InputError(f"line {max(prefix_lines, 1)}: trailing data after the JSON value (a line was "
                          "appended without a newline before it; one JSON value per line)",
                          [Problem(max(prefix_lines, 1), "$", "trailing data after the JSON value "
@@ -175,7 +199,7 @@ def _blame_state_format(data: bytes, start: int, stated: str) -> None:
                          "use --reset-state to start over")
 
 
-def _parse_prefix_line(fmt: Format, data: bytes, span: tuple[int, int], index: int, role: Role,
+def _parse_prefix_line(fmt: Format, data: Spans, span: tuple[int, int], index: int, role: Role,
                        what: str) -> Record:
     """The record at ``span`` of the verified prefix: a system line, or a request whose attachments a
     continuation carries. The offsets come from the state, so they are checked: a whole line, and a message

@@ -219,9 +219,11 @@ def _check_summarizer(opts: Options) -> None:
 def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
               output: Path | BinaryIO | None, warn: Warn) -> RunResult:
     """``run`` of a file without holding it (docs/DESIGN.md, "The flow of `run`"): pass 1 reads, validates,
-    cleans, counts and decides record by record (``streaming.count_file``); a context that passes through is
-    written by pass 2, which reads the same bytes again (``streaming.written_lines``); a compaction reads
-    the file held, with pass 1's counts. Whatever ``streaming`` does not take is read held, as always."""
+    cleans, counts and decides record by record (``streaming.count_file``, after a state's covered prefix
+    too); a context that passes through is written by pass 2, which reads the same bytes again
+    (``streaming.written_lines``); a compaction of the default path is made in pass 2
+    (``_compact_streamed``), any other reads the file held, with pass 1's counts. Whatever ``streaming``
+    does not take is read held, as always."""
     state = load_state(state_path) if state_path is not None and not opts.reset_state else None
     _check_summarizer(opts)
     counted = None

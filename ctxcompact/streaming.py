@@ -19,8 +19,12 @@ the read carries over the bytes before it (the cleaner's call ids, the calls' na
 copies the bytes before it as they are. The records from there on are read as a call from scratch reads
 them, so it hands out what one would.
 
+A state's covered prefix (a summary's watermark) is read as the held route reads it (:mod:`.covered`): proven
+in the pass that proves the settled prefix, its lead (system records, summary) cleaned first, the lines
+read from its end on.
+
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
-``estimate`` (it also says what masking would free), a state beyond a calibration (a covered prefix, events,
+``estimate`` (it also says what masking would free), a state with layers to apply again (events,
 masking), a strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader
 finishes over the whole file (``Format.finish``: Anthropic names results, Claude Code follows its tree),
 detection that the first lines do not decide, and any line the reader does not take (the held route reports
@@ -42,12 +46,13 @@ from typing import Any, BinaryIO
 from .budget import Budget
 from .clean import Cleaner, Repair
 from .context import closes_trailing
+from .covered import Covered, Uncovered, covers
 from .errors import InputError, LineError, Problem
 from .formats import DETECT_LINES, get_format
 from .formats.base import Format
 from .formats.jsonl import parse_record, write_transcript
 from .formats.registry import Detector
-from .model import Record, Transcript
+from .model import EARLIER_SUMMARY, Record, Transcript
 from .options import Options
 from .paths import open_input
 from .pipeline import (
@@ -83,9 +88,9 @@ def may_stream(path: Path, opts: Options, state: State | None, from_bytes: int |
     reading it."""
     if opts.exact == "anthropic" or get_strategy(opts.strategy).estimate_needs_context(opts):
         return False
-    if state is not None and (state.watermark > 0 or state.summary or state.holds_sections()
-                              or state.fingerprint.nbytes > 0):
-        return False  # a covered prefix to check and replace, or layers to apply again
+    if state is not None and (state.holds_sections() or (not covers(state) and (
+            state.watermark > 0 or state.summary or state.fingerprint.nbytes > 0))):
+        return False  # layers to apply again, or a covered prefix of an older state's shape
     try:
         least = STREAMING_FROM_BYTES if from_bytes is None else from_bytes
         return os.path.getsize(path) >= least and Path(path).is_file()
@@ -225,16 +230,20 @@ class _Resume:
     VERSION = 1
 
     @classmethod
-    def proven(cls, cache: CountCache, stream: BinaryIO, opts: Options) -> _Resume | None:
-        """The cache's resume point if the input still starts with the bytes it was kept after (one SHA-256
-        over the settled prefix, which also proves that), for these options; else None."""
-        hashed = cache.prove_stream(stream)
+    def proven(cls, cache: CountCache, hashed: Any, opts: Options,
+               covered: Covered | None) -> _Resume | None:
+        """The cache's resume point if the input still starts with the bytes it was kept after (``hashed``:
+        the SHA-256 state there, from :meth:`CountCache.prove_stream`, None if not), for these options and
+        this covered prefix (kept by a read that began after it, with the same lead); else None."""
         kept = cache.resume
         if hashed is None or not isinstance(kept, dict) or cache.format is None:
             return None
         try:
             if kept["v"] != cls.VERSION or kept["options"] != opts.format or kept["format"] != cache.format:
                 return None  # (a format detected is not a format given: the detection is part of the read)
+            if kept.get("covered") != (covered.key if covered is not None else None) or (
+                    covered is not None and cache.resume_at < covered.at):
+                return None
             if cache.key != count_key(opts, cache.format):
                 return None
             last = kept["last"]
@@ -271,6 +280,8 @@ class Counted:
     verbatim: bool = False
     #: where pass 1 started after a proven prefix (None: at the start): pass 2 starts there too
     resumed: _Resume | None = None
+    #: the state's covered prefix, proven (None: none): both passes read after it, its lead first
+    covered: Covered | None = None
 
 
 class _Hashing:
@@ -331,13 +342,20 @@ class _Hashing:
         return self.nbytes, self.hash.digest()
 
 
-def _lines(hashing: _Hashing, start: _Resume | None) -> Iterator[tuple[int, int, bytes]]:
-    """The stream's lines with their offsets in the file, from ``start`` (its line number) or the start."""
-    if start is None:
+def _lines(hashing: _Hashing, at: int = 0, line: int = 1) -> Iterator[tuple[int, int, bytes]]:
+    """The stream's lines with their offsets in the file, read from offset ``at`` (line number ``line``)."""
+    if at == 0:
         yield from iter_lines_at(hashing)  # type: ignore[arg-type]
         return
-    for lineno, offset, raw in iter_lines_at(hashing, start.line):  # type: ignore[arg-type]
-        yield lineno, offset + start.at, raw
+    for lineno, offset, raw in iter_lines_at(hashing, line):  # type: ignore[arg-type]
+        yield lineno, offset + at, raw
+
+
+def _begin(covered: Covered | None, start: _Resume | None) -> tuple[int, int]:
+    """Where a read begins (offset, line number): a resume point, the covered prefix's end, or the start."""
+    if start is not None:
+        return start.at, start.line
+    return (covered.at, covered.line) if covered is not None else (0, 1)
 
 
 @dataclass(slots=True)
@@ -359,23 +377,26 @@ class _Reading:
     Raises :class:`_Held` where the held route must read the file instead (the module docstring).
 
     ``start``: read from a resume point on (the lines given begin there), carrying what it carries.
-    ``hashing``: the stream being read, to :attr:`mark` where each settled part begins. ``checked_from``:
-    the lines ending before it are proven (the settled prefix): their schema is not checked again."""
+    ``covered``: the state's covered prefix (the lines given begin after it, or after ``start``): its lead
+    is cleaned first, unless ``start`` carries it. ``hashing``: the stream being read, to :attr:`mark`
+    where each settled part begins. ``checked_from``: the lines ending before it are proven (the settled
+    prefix): their schema is not checked again."""
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
-                 remember: bool = True, start: _Resume | None = None,
+                 remember: bool = True, start: _Resume | None = None, covered: Covered | None = None,
                  hashing: _Hashing | None = None) -> None:
         self.path, self.opts, self.schema, self.remember = path, opts, schema, remember
-        name = start.format if start is not None else fmt or (opts.format if opts.format != "auto" else None)
+        name = start.format if start is not None else covered.format if covered is not None else \
+            fmt or (opts.format if opts.format != "auto" else None)
         self.chosen: Format | None = get_format(name) if name else None
-        self.start, self.hashing = start, hashing
-        self.records = 0
+        self.start, self.covered, self.hashing = start, covered, hashing
+        self.records = covered.records if covered is not None else 0
         self.repairs: list[Repair] = []
         self.started: Callable[[Format], None] = lambda fmt: None  # told the format once it is known
         self.checked_from = 0
         self.names: dict[str, str] = {}
         self.cleaner: Cleaner | None = None
-        self.detect = fmt is None  # (pass 2 reads as the format pass 1 found)
+        self.detect = fmt is None and covered is None  # (pass 2 reads as the format pass 1 found)
         #: where the part the cleaner holds begins, if a later read may start there (the resume point this
         #: read starts at, until a part settles after it)
         self.mark: _Mark | None = None if start is None else _Mark(
@@ -413,6 +434,8 @@ class _Reading:
             rec = parse_record(fmt, obj, self.records, lineno, raw, offset,
                                self.schema and offset + len(raw) > self.checked_from, refuse, self.remember)
             assert rec is not None and cleaner is not None and finish is not None
+            if self.covered is not None and self.covered.summary and rec.meta.get(EARLIER_SUMMARY):
+                raise _Held("a record that may carry the state's summary (context.log_carries)")
             if self.parsed is not None:
                 self.parsed(rec)
             finish(rec)
@@ -441,9 +464,15 @@ class _Reading:
             except InputError as err:
                 raise _Held(str(err)) from None  # the held route reports it
 
-        if resumed is not None:
+        if resumed is not None or self.covered is not None:
             assert self.chosen is not None
             cleaner = start(self.chosen)
+        if resumed is None and self.covered is not None and cleaner is not None:
+            for rec in self.covered.lead:  # (no line of its own: a later read may not start in it)
+                part = cleaner.feed(rec)
+                if part:
+                    self.mark = None
+                    yield part
         for lineno, offset, raw in lines:
             try:
                 obj = decode_line(raw, lineno)
@@ -500,7 +529,8 @@ class _Reading:
         assert self.cleaner is not None and self.chosen is not None
         calls, started, settled = self.cleaner.carried()
         return {"v": _Resume.VERSION, "options": self.opts.format, "format": self.chosen.name,
-                "line": mark.line, "records": mark.records, "calls": calls, "started": started,
+                "covered": self.covered.key if self.covered is not None else None, "line": mark.line,
+                "records": mark.records, "calls": calls, "started": started,
                 "settled": settled, "names": dict(islice(self.names.items(), mark.names)),
                 "detector": mark.detector}
 
@@ -524,19 +554,24 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
     try:
         with open_input(path) as stream:
             return _count(path, stream, opts, state, budget, state_path, load_cache, keep)
-    except (_Held, OSError):
+    except (_Held, Uncovered, OSError):
         return None
 
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
            state_path: Path | None, load_cache: CacheLoader | None, keep: bool) -> Counted:
     loaded = load_cache(None) if load_cache is not None else None
-    resume = _Resume.proven(loaded, stream, opts) if loaded is not None else None
-    stream.seek(resume.at if resume is not None else 0)
-    hashing = _Hashing(stream, at=resume.at if resume is not None else 0,
-                       hashed=resume.hash.copy() if resume is not None else None)
+    # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
+    prefix = state.fingerprint.nbytes if state is not None and covers(state) else 0
+    at_hash, covered_hash = (loaded if loaded is not None else CountCache()).prove_stream(stream, prefix)
+    covered = Covered.read(stream, opts, state, covered_hash) if state is not None and prefix else None
+    resume = _Resume.proven(loaded, at_hash, opts, covered) if loaded is not None else None
+    at, _ = _begin(covered, resume)
+    stream.seek(at)
+    hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
+    hashing = _Hashing(stream, at=at, hashed=hashed.copy() if hashed is not None else None)
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
-    reading = _Reading(path, opts, remember=not keep, start=resume, hashing=hashing)
+    reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing)
     totals: list[_Totals] = []
 
     def started(fmt: Format) -> None:
@@ -553,17 +588,23 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
             totals[0].take(resume.totals)
 
     reading.started = started
-    # whether every record comes out as its own line, in order (None: not), and as its very bytes (None: not)
-    last: int | None = resume.last if resume is not None else -1
+    # whether every record comes out as its own line, in order (None: not), and as its very bytes (None: not;
+    # after a covered prefix: its lead as it is, then the lines after it)
+    last: int | None = resume.last if resume is not None else -1 if covered is None else None
     kept = resume.kept if resume is not None else 0
-    plain: int | None = (resume.at if resume.plain else None) if resume is not None else 0
+    plain: int | None = (resume.at if resume.plain else None) if resume is not None else at
+    lead = covered.lead if covered is not None and resume is None else []
     later: dict[str, Any] | None = None  # what a later read resumes with
-    for part in reading.parts(_lines(hashing, resume)):
+    for part in reading.parts(_lines(hashing, *_begin(covered, resume))):
         if reading.finishing and keep and totals[0].cache is not None and reading.mark is not None:
             totals[0].mark()  # every settled part is added: a later read starts after them
             later = {**reading.kept(reading.mark), "last": last, "kept": kept,
                      "plain": plain == reading.mark.at}
         for r in part:
+            if lead:
+                plain = plain if r is lead[0] else None  # (pass 2 writes the lead as it is)
+                lead = lead[1:]
+                continue
             if last is not None and not r.dirty and r.raw is not None and r.offset > last:
                 last, kept = r.offset, kept + 1
             else:
@@ -575,6 +616,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     total.flush()
     assert reading.chosen is not None
     total.stats.records, total.stats.repairs = reading.records, len(reading.repairs)
+    total.stats.covered = covered.records if covered is not None else 0
     encoding = encoding_name(opts) if total.exact is not None else None
     counts = Counts(total.heuristic, total.exact, encoding)
     cal = calibrate_counts(counts, total.usage, opts, state)
@@ -582,9 +624,11 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     verbatim = last is not None and kept == reading.records and not reading.repairs
     digest = hashing.digest()
     if keep and total.cache is not None:
-        # every line read was good (else the held route reads the file): the whole lines are settled
-        total.cache.settled, total.cache.settled_sha256 = hashing.whole_lines()
-        if later is not None and total.marked is not None:
+        # every line read was good (else the held route reads the file): the whole lines are settled (after
+        # a covered prefix, if an earlier call settled it: CountCache.settle_read's rule)
+        settles = total.cache.settles_after(covered.at if covered is not None else 0)
+        total.cache.settled, total.cache.settled_sha256 = hashing.whole_lines() if settles else (0, b"")
+        if later is not None and total.marked is not None and settles:
             later["totals"] = total.marked
         else:
             later = None
@@ -593,7 +637,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         total.cache.resume_sha256 = mark.hash.digest() if mark is not None else b""
         total.cache.resume = later
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
-                   total.cache, verbatim, resume)
+                   total.cache, verbatim, resume, covered)
 
 
 def may_write_streamed(fmt: str, opts: Options) -> bool:
@@ -609,15 +653,21 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
     record as ``formats.jsonl.write_transcript`` writes it: its own bytes when nothing changed it). Only the
     bytes pass 1 read are read, and they must be the same (else an InputError: the file changed); so their
     schema is not checked again. Where pass 1 started after a proven prefix whose cleaned records are its
-    very bytes, those bytes are copied as they are and the reading starts where pass 1's did."""
+    very bytes, those bytes are copied as they are and the reading starts where pass 1's did. After a
+    covered prefix, only the bytes after it are read (pass 1 proved it and read its lead)."""
     start = counted.resumed if counted.resumed is not None and counted.resumed.plain else None
-    reading = _Reading(path, opts, counted.format, schema=False, start=start)
+    covered = counted.covered
+    reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered)
     with open_input(path) as stream:
-        hashing = _Hashing(stream, counted.nbytes)
+        at = _begin(covered, None)[0]
+        stream.seek(at)
+        hashing = _Hashing(stream, counted.nbytes, at, covered.hash.copy() if covered is not None else None)
         try:
             if start is not None:
+                if covered is not None:
+                    yield from write_transcript(Transcript(counted.format, covered.lead, str(path)))
                 yield from hashing.copy(start.at)
-            lines = _lines(hashing, start)
+            lines = _lines(hashing, *_begin(covered, start))
             if counted.verbatim:  # each record written from its own bytes: the lines are the output
                 for _lineno, _offset, raw in lines:
                     yield raw + b"\n"
@@ -630,4 +680,4 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
 
 
 # pass 2 of a compaction (compaction_stream) reads the file as these passes do
-Hashing, Held, Reading = _Hashing, _Held, _Reading
+Hashing, Held, Reading, begin, lines_at = _Hashing, _Held, _Reading, _begin, _lines

@@ -74,11 +74,14 @@ def make_fingerprint(source: Source, *, records: int, nbytes: int, format: str,
 
 
 def check_fingerprint(state: State, input_path_or_bytes: Source, *, format: str | None = None,
-                      state_path: str | os.PathLike[str] | None = None) -> None:
+                      state_path: str | os.PathLike[str] | None = None,
+                      hashed: tuple[str, int] | None = None) -> None:
     """StateError unless the input still starts with the prefix the state covers.
 
     An input that only grew passes; one that is shorter than the covered prefix, or whose prefix bytes
-    changed, does not (exit 3). ``format``, when given, must match the fingerprint's format too."""
+    changed, does not (exit 3). ``format``, when given, must match the fingerprint's format too.
+    ``hashed``: (SHA-256 in hex, bytes hashed) of the input's first ``nbytes`` bytes, when a pass over the
+    input already took it (``streaming``: the prefix is hashed once per call)."""
     fp = state.fingerprint
     who = f"the state {os.fspath(state_path)}" if state_path is not None else "the state"
     if fp.nbytes == 0 and fp.records == 0:
@@ -88,7 +91,7 @@ def check_fingerprint(state: State, input_path_or_bytes: Source, *, format: str 
     if format is not None and fp.format and format != fp.format:
         raise StateError(f"{prefix}: it was made for a {fp.format} transcript, this one is {format}; {fix}")
     try:
-        digest, seen = _hash_prefix(input_path_or_bytes, fp.nbytes)
+        digest, seen = hashed if hashed is not None else _hash_prefix(input_path_or_bytes, fp.nbytes)
     except OSError as exc:
         name = os.fspath(input_path_or_bytes) if isinstance(input_path_or_bytes, (str, os.PathLike)) else "-"
         raise InputError(f"cannot read input {name}: {exc.strerror or exc}") from None

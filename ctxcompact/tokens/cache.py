@@ -85,33 +85,40 @@ class CountCache:
         self.proven, self._hash = n, h
         return n
 
-    def prove_stream(self, stream: BinaryIO) -> Any:
+    def prove_stream(self, stream: BinaryIO, also: int = 0) -> tuple[Any, Any]:
         """:meth:`prove` on a file read from its start (in chunks, never whole), which also proves the resume
         point: the SHA-256 state at ``resume_at`` when the bytes before it are those it was kept with and
-        the settled prefix is proven too, else None. The stream is left anywhere."""
+        the settled prefix is proven too, else None; and the SHA-256 state at ``also`` (a state's covered
+        prefix, hashed in the same pass), None when the file is shorter. The stream is left anywhere."""
         n, at = self.settled, self.resume_at if self.resume is not None else 0
-        h, got, at_hash = hashlib.sha256(), 0, None
+        h, got = hashlib.sha256(), 0
+        at_hash = also_hash = settled_hash = None
         if not 0 < at <= n:
             at = 0
-
-        def upto(end: int) -> None:
-            nonlocal got
-            while got < end:
-                chunk = stream.read(min(1 << 20, end - got))
+        for point in sorted({p for p in (at, n, also) if p > 0}):
+            while got < point:
+                chunk = stream.read(min(1 << 20, point - got))
                 if not chunk:
-                    return
+                    break
                 h.update(chunk)
                 got += len(chunk)
-
-        if n > 0:
-            upto(at)
-            if at and got == at and h.digest() == self.resume_sha256:
+            if got != point:
+                break
+            if point == at and h.digest() == self.resume_sha256:
                 at_hash = h.copy()
-            upto(n)
-        if n <= 0 or got != n or h.digest() != self.settled_sha256:
-            n, h, at_hash = 0, hashlib.sha256(), None
-        self.proven, self._hash = n, h
-        return at_hash
+            if point == also:
+                also_hash = h.copy()
+            if point == n and h.digest() == self.settled_sha256:
+                settled_hash = h.copy()
+        if settled_hash is None:
+            n, settled_hash, at_hash = 0, hashlib.sha256(), None
+        self.proven, self._hash = n, settled_hash
+        return at_hash, also_hash
+
+    def settles_after(self, covered: int) -> bool:
+        """Whether a call that read the input past its first ``covered`` bytes (a summary's prefix, not
+        read) may settle what it read: the covered prefix was itself settled by an earlier call."""
+        return covered == 0 or covered <= self.proven
 
     def settle(self, data: bytes, upto: int) -> None:
         """The input's first ``upto`` bytes are settled: the next call may take them as read and good if it
@@ -128,8 +135,7 @@ class CountCache:
         """After a call that read ``data`` past its first ``covered`` bytes (a summary's prefix, not read):
         settle every whole line when each line read was good (no problem, none dropped) and the covered
         prefix was itself settled by an earlier call; else nothing."""
-        whole = covered == 0 or covered <= self.proven
-        self.settle(data, data.rfind(b"\n") + 1 if good and whole else 0)
+        self.settle(data, data.rfind(b"\n") + 1 if good and self.settles_after(covered) else 0)
 
     def get_proven(self, offset: int) -> tuple[int, tuple[int, int | None]] | None:
         """(digest, counts) kept for the line at ``offset`` of the proven prefix: its bytes are those the

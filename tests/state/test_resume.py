@@ -504,3 +504,53 @@ def test_the_resume_point_outlives_a_call_that_settles_nothing_new(tmp_path, new
         first.append(min(parsed))
     assert first[0] == 0 and min(first[1:]) > 0  # every call after the first started at a resume point
     assert got == _sequence(tmp_path, lines, ends, cold=True, hold=False)
+
+
+# ------------------------------------------------------ after a compaction: the covered prefix, streamed
+# A state with a covered prefix streams too (covered.py): its resume points are those of reads that began
+# after that prefix, with its lead (a point kept under another prefix, or none, is not taken).
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fmt=st.sampled_from(["openai", "anthropic"]), data=st.data(),
+       exact_opt=st.sampled_from(["tiktoken", "none"]), window=st.sampled_from([20_000, 40_000]))
+def test_any_split_of_appends_across_compactions_streamed_gives_the_held_answer(
+        tmp_path, new_process, fmt, data, exact_opt, window):
+    """Each call a new ``run`` (a new process), compacting and passing through in turn: the streamed
+    calls (``hold=False``, from their resume points) answer as held calls from scratch do."""
+    lines = _streamed_lines(fmt, LONG)
+    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(lines)), min_size=3,
+                                         max_size=6))))
+    opts = {"exact": exact_opt, "window": window, "format": data.draw(st.sampled_from([fmt, "auto"]))}
+    streamed = _sequence(tmp_path, lines, cuts, cold=False, hold=False, **opts)
+    held = _sequence(tmp_path, lines, cuts, cold=True, hold=True, **opts)
+    assert streamed == held
+
+
+LONG = [orjson.dumps(m) + b"\n" for m in gen.messages(11, 400_000)]
+
+
+def test_after_a_compaction_a_call_parses_only_what_follows_its_resume_point(tmp_path, new_process,
+                                                                              parsed, monkeypatch):
+    """(The cleaner settles its first part after 64 records: a few here, so that parts settle.)"""
+    from ctxcompact.clean import Cleaner
+    from ctxcompact.tokens.cache import from_bytes
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", 4)
+
+    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
+    ends = [41, 46, 51, 56, 61]  # (compacts at 41, then stays below the threshold)
+    got, reads = [], []
+    for end in ends:
+        path.write_bytes(b"".join(LONG[:end]))
+        parsed.clear()
+        got.append(_run(path, out, window=40_000, hold=False))
+        reads.append(sorted(set(parsed)))
+    state = orjson.loads(Path(f"{path}.ctxstate.json").read_bytes())
+    covered = state["fingerprint"]["bytes"]
+    assert got[0][3] and not any(g[3] for g in got[1:]) and covered > 0  # compacted once, then passed
+    kept = from_bytes(cache_path(f"{path}.ctxstate.json").read_bytes(), None)
+    assert kept is not None and kept.resume_at >= covered
+    assert min(reads[1]) == covered  # the first call after it: from the covered prefix's end
+    for later in reads[2:]:  # the next: from the resume point (past the prefix), a few lines
+        assert min(later) > covered and len(later) < 15, later
+    assert got == _sequence(tmp_path, LONG, ends, cold=True, window=40_000)
