@@ -52,7 +52,7 @@ from ..model import (
     Usage,
 )
 from ..reader import encode_json
-from .base import Format, Layout
+from .base import Finish, Format, Layout, NeedsWhole
 
 SYNTHETIC_ID_PREFIX = "genai-call-"
 _EVENT_KEYS = ("author", "invocationId", "invocation_id", "actions", "usageMetadata", "usage_metadata")
@@ -150,6 +150,51 @@ def _role_name(value: Any) -> str | None:
     """A role as a name to look up (None for an array or object, which no lookup may hash)."""
     return value if isinstance(value, str) else None
 
+class _Finish(Finish):
+    """:meth:`GenaiFormat.finish` one record at a time: calls and responses that have no id are paired by
+    name, in order, under ids ``genai-call-N``. An ADK compaction hides the events before it whose
+    timestamp lies in its range: a reader that streams leaves the file to the held route
+    (:class:`NeedsWhole`), which reads it whole (``whole``: the events it hides are already made
+    message-less)."""
+
+    def __init__(self, kept: Any = None, *, whole: bool = False) -> None:
+        self.n = 0 if kept is None else int(kept["n"])
+        #: the ids of the calls with no id of their own not yet answered, by name
+        self.pending: dict[str, list[str]] = {} if kept is None else {
+            str(k): [str(i) for i in v] for k, v in kept["pending"].items()}
+        self.before: tuple[int, dict[str, list[str]]] | None = None  # (as before the last record: kept)
+        self.whole = whole
+
+    def __call__(self, rec: Record) -> None:
+        self.before = None
+        if "compaction" in rec.meta and not self.whole:
+            raise NeedsWhole("an ADK compaction hides the events before it")
+        if rec.message is None:
+            return
+        for b in rec.message.blocks:
+            if isinstance(b, ToolCall) and not b.id:
+                self._keep()
+                self.n += 1
+                b.id = f"{SYNTHETIC_ID_PREFIX}{self.n}"
+                self.pending.setdefault(b.name, []).append(b.id)
+            elif isinstance(b, ToolResult) and not b.call_id:
+                self._keep()
+                queue = self.pending.get(b.name or "", [])
+                if queue:
+                    b.call_id = queue.pop(0)
+                else:
+                    self.n += 1
+                    b.call_id = f"{SYNTHETIC_ID_PREFIX}{self.n}"
+
+    def _keep(self) -> None:
+        if self.before is None:  # (only a record with a block that has no id changes what is carried)
+            self.before = (self.n, {k: list(v) for k, v in self.pending.items() if v})
+
+    def kept(self) -> Any:
+        n, pending = self.before if self.before is not None else (self.n, self.pending)
+        return {"n": n, "pending": {k: list(v) for k, v in pending.items() if v}}
+
+
 class GenaiFormat(Format):
     name = "genai"
     layout = Layout(results_per_message=False, result_role=Role.USER, alternate=False)
@@ -214,25 +259,13 @@ class GenaiFormat(Format):
                     r.message = None
                     r.usage = None
                     r.meta["inactive"] = "compacted"
-        # Pair calls and responses that have no id by name, in order.
-        pending: dict[str, list[ToolCall]] = {}
-        n = 0
+        pair = _Finish(whole=True)
         for r in records:
-            if r.message is None:
-                continue
-            for b in r.message.blocks:
-                if isinstance(b, ToolCall) and not b.id:
-                    n += 1
-                    b.id = f"{SYNTHETIC_ID_PREFIX}{n}"
-                    pending.setdefault(b.name, []).append(b)
-                elif isinstance(b, ToolResult) and not b.call_id:
-                    queue = pending.get(b.name or "", [])
-                    if queue:
-                        b.call_id = queue.pop(0).id
-                    else:
-                        n += 1
-                        b.call_id = f"{SYNTHETIC_ID_PREFIX}{n}"
+            pair(r)
         return records
+
+    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+        return _Finish(kept)
 
     def dump_message(self, message: Message, record: Record | None = None) -> Any:
         data = record.data if record is not None and isinstance(record.data, dict) else None
