@@ -20,8 +20,9 @@ the whole list), a work in flight that fits nowhere (the whole conversation is s
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .context import Context
 from .errors import InputError
@@ -38,9 +39,11 @@ from .streaming import Counted, Hashing, Held, Reading
 def may_compact_streamed(fmt: str, opts: Options) -> bool:
     """Whether a compaction of a file pass 1 read may be made in pass 2 (the module docstring)."""
     f = get_format(fmt)
+    context = not f.layout.agent_log and type(f).compaction_output is Format.compaction_output
+    # an append-only log: its lines copied, then what the compaction appends (Format.compaction_appended)
+    appended = f.compaction_seen() is not None and type(f).link_records is Format.link_records
     return (opts.strategy == "threshold" and not opts.prune and opts.summarizer == "extractive"
-            and opts.to in (None, fmt) and not f.layout.agent_log
-            and type(f).compaction_output is Format.compaction_output)
+            and opts.to in (None, fmt) and (context or appended))
 
 
 class _Lines:
@@ -62,12 +65,13 @@ class _Lines:
         return self.lines + (1 if self.last not in (b"", b"\n") else 0)
 
 
-def read_conversation(path: Path, counted: Counted,
-                      opts: Options) -> tuple[Context, Conversation, dict[int, int]]:
+def read_conversation(path: Path, counted: Counted, opts: Options,
+                      taken: Any = None) -> tuple[Context, Conversation, dict[int, int]]:
     """Pass 2 for a compaction: the context as the strategy sees it (no records held: its counts of the
     input), the conversation read record by record, and the position in the context of each record it
     holds (``id(record) -> position``: pass 1's counts of them are not made again). Only the bytes pass 1
-    read are read, and they must be the same (else an InputError: the file changed)."""
+    read are read, and they must be the same (else an InputError: the file changed). ``taken``: given each
+    line read (``Format.compaction_seen``)."""
     reading = Reading(path, opts, counted.format, schema=False)
     positions: dict[int, int] = {}
 
@@ -80,6 +84,8 @@ def read_conversation(path: Path, counted: Counted,
     def parsed(rec: Record) -> None:
         if rec.message is not None and rec.message.role is Role.SYSTEM and rec.offset >= 0 and rec.raw:
             spans.append((rec.offset, len(rec.raw)))
+        if taken is not None:
+            taken.add(rec.data, rec.raw)
 
     reading.parsed = parsed
     changed = f"{path} changed while it was read; run again"
@@ -101,6 +107,19 @@ def read_conversation(path: Path, counted: Counted,
                   covered=0, input_bytes=counted.nbytes, input_lines=lines.count, system_spans=spans,
                   repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
     return ctx, reader.conversation(), positions
+
+
+def input_lines(path: Path, counted: Counted) -> Iterator[bytes]:
+    """The input's lines as an append-only log's compaction copies them before what it appends
+    (``formats.jsonl.history_lines``: every line read as a record, as read, each ending in a newline; pass
+    1 read no line it dropped or a result whose call no line makes), read again from the file: only the
+    bytes pass 1 read, and they must be the same (else an InputError: the file changed)."""
+    with open_input(path) as stream:
+        hashing = Hashing(stream, counted.nbytes)
+        for _lineno, _offset, raw in iter_lines_at(hashing):  # type: ignore[arg-type]
+            yield raw + b"\n"
+    if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
+        raise InputError(f"{path} changed while it was read; run again")
 
 
 def check_unchanged(path: Path, counted: Counted) -> None:

@@ -55,12 +55,53 @@ def _run(src: Path, work: Path, hold: bool, window: int, **kw: Any) -> tuple[Any
             [str(x) for x in r.repairs], [str(p) for p in r.problems])
 
 
+#: the real agent logs (tests/data/codex, claude-code, genai) compact at windows of their own size: at 3,000
+#: most of them pass through or do not fit (the work in flight alone is over it)
+AGENT_LOGS = ("codex", "claude-code", "genai")
+AGENT_WINDOWS = (8_000, 20_000, 50_000, 120_000)
+
+
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(p.parents[1])) for p in FILES])
 def test_every_test_file_gives_the_held_run(path: Path, tmp_path: Path) -> None:
-    for i, window in enumerate((1_000_000, 3_000)):  # passes through; compacts (most files)
+    agent = path.parent.name in AGENT_LOGS
+    for i, window in enumerate((1_000_000, 3_000, *(AGENT_WINDOWS if agent else ()))):
         held = _run(path, tmp_path / f"held{i}", True, window)
         streamed = _run(path, tmp_path / f"streamed{i}", False, window)
         assert streamed == held, window
+
+
+AGENT_FILES = [p for p in FILES if p.parent.name in AGENT_LOGS]
+
+
+def _calls(src: Path, work: Path, hold: bool, window: int) -> list[tuple[Any, ...]]:
+    """A first call on the first half of ``src``'s lines, then a second on all of them, with the state and
+    count cache the first left (the hook's calls as the log grows)."""
+    lines = src.read_bytes().splitlines(keepends=True)
+    work.mkdir()
+    path = work / "t.jsonl"
+    got = []
+    for end in (len(lines) // 2, len(lines)):
+        path.write_bytes(b"".join(lines[:end]))
+        out = work / "out.jsonl"
+        said: list[str] = []
+        try:
+            r = engine.run(path, Options(window=window), output=out, warn=said.append, hold=hold)
+        except CtxCompactError as exc:
+            got.append(("error", type(exc).__name__, str(exc).replace(str(work), "W")))
+            continue
+        written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())
+        got.append((written, _state(Path(f"{path}.ctxstate.json")), r.exit_code, r.compacted, r.tokens_before,
+                    r.tokens_after, r.warnings, said, [str(x) for x in r.repairs]))
+    return got
+
+
+@pytest.mark.parametrize("path", AGENT_FILES, ids=[str(p.relative_to(p.parents[1])) for p in AGENT_FILES])
+def test_a_second_call_on_a_real_agent_log_gives_the_held_run(path: Path, tmp_path: Path) -> None:
+    """The second call starts at the first's resume point (codex, genai) and compacts in pass 2 (codex):
+    what the held route writes and keeps, call after call."""
+    for i, window in enumerate((1_000_000, *AGENT_WINDOWS)):
+        held = _calls(path, tmp_path / f"held{i}", True, window)
+        assert _calls(path, tmp_path / f"streamed{i}", False, window) == held, window
 
 
 def test_the_streamed_route_is_taken_and_writes_without_holding(tmp_path: Path,
@@ -201,6 +242,13 @@ def test_a_compaction_streams_where_it_may(tmp_path: Path, monkeypatch: pytest.M
     for kw in ({"prune": True}, {"strategy": "sliding-window"}):
         _run(src, tmp_path / f"o{sorted(kw)}", False, 3_000, **kw)
     assert read == []
+    # a Codex rollout: its lines copied, then the compacted line (CodexFormat.compaction_appended)
+    codex = DATA / "codex" / "agentlogs-codex-crud.jsonl"
+    streamed = _run(codex, tmp_path / "codex-s", False, 8_000)
+    assert read == [tmp_path / "codex-s" / "t.jsonl"] and streamed[3]
+    lines = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', codex.read_bytes())  # (as _run writes them)
+    assert streamed[0].startswith(lines) and b'"type":"compacted"' in streamed[0][len(lines):]
+    assert streamed == _run(codex, tmp_path / "codex-h", True, 8_000)
 
 
 def _agent_log(path: Path, n: int) -> Path:
@@ -239,6 +287,50 @@ def test_memory_of_a_compaction_does_not_grow_with_the_file(tmp_path: Path) -> N
     small, big = _agent_log(tmp_path / "small.jsonl", n), _agent_log(tmp_path / "big.jsonl", 4 * n)
     _peak_compacting(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
     streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
+    held = (_peak_compacting(big, True) - _peak_compacting(small, True)) / (3 * n)
+    assert streamed < 128, f"{streamed:.0f} B per record (held: {held:.0f})"
+    assert held > 8 * 128, held
+    assert _run(big, tmp_path / "s", False, 20_000) == _run(big, tmp_path / "h", True, 20_000)
+
+
+def _codex_log(path: Path, n: int) -> Path:
+    """A Codex rollout of ``n`` items of a tool loop (``_agent_log``'s, as rollout items)."""
+    def item(payload: dict[str, Any]) -> bytes:
+        return orjson.dumps({"timestamp": "2026-01-01T00:00:00.000Z", "type": "response_item",
+                             "payload": payload})
+
+    def text(role: str, words: str) -> dict[str, Any]:
+        kind = "output_text" if role == "assistant" else "input_text"
+        return {"type": "message", "role": role, "content": [{"type": kind, "text": words}]}
+
+    lines = [orjson.dumps({"timestamp": "2026-01-01T00:00:00.000Z", "type": "session_meta",
+                           "payload": {"id": "s-1", "instructions": "be brief"}}),
+             item(text("user", "fix the build; never touch setup.py"))]
+    for i in range(n // 3):
+        args = orjson.dumps({"command": f"pytest tests/test_m{i % 40}.py -q"}).decode()
+        lines += [item({"type": "function_call", "name": "shell", "arguments": args, "call_id": f"call_{i}"}),
+                  item({"type": "function_call_output", "call_id": f"call_{i}",
+                        "output": f"{i % 7} passed in 0.{i % 10}s\n" * 8}),
+                  item(text("assistant", f"Module m{i % 40} is fine."))]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_memory_of_an_agent_log_compaction_does_not_grow_with_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Codex rollout's compaction (its lines copied, then the compacted line) is made in pass 2 too: peak
+    traced memory on N and 4N items grows by little per added record on the streamed route, by the records
+    on the held one (so the test can fail); and both write the same."""
+    from ctxcompact import compaction_stream
+
+    read: list[Path] = []
+    real = compaction_stream.read_conversation
+    monkeypatch.setattr(engine, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
+    n = 5_001
+    small, big = _codex_log(tmp_path / "small.jsonl", n), _codex_log(tmp_path / "big.jsonl", 4 * n)
+    _peak_compacting(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
+    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
+    assert read and all(p in (small, big) for p in read)  # every streamed run compacted in pass 2
     held = (_peak_compacting(big, True) - _peak_compacting(small, True)) / (3 * n)
     assert streamed < 128, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 8 * 128, held

@@ -146,6 +146,19 @@ class Format(abc.ABC):
         compaction after them, the way the agent records its own."""
         return records
 
+    def compaction_seen(self) -> Any | None:
+        """For a format whose :meth:`compaction_output` is the input's lines as read, then
+        :meth:`compaction_appended`: what it takes of those lines, gathered line by line (``add(data,
+        raw)``), so a reader that streams can write that compaction without holding the input
+        (``compaction_stream``). None otherwise."""
+        return None
+
+    def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
+                            post_tokens: int | None = None) -> list[Record] | None:
+        """What :meth:`compaction_output` writes after the input's lines, from what ``seen``
+        (:meth:`compaction_seen`) gathered of them; None when it writes the context itself."""
+        return None
+
     def foreign_type(self, record: Record) -> str | None:
         """The line type of a record that is not part of the conversation and of a type this format does not
         know (a newer client's), which is passed through as it is and not counted; None otherwise."""

@@ -461,10 +461,7 @@ class CodexFormat(Format):
         last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
         after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
         ``total_tokens``, the size of the compacted context (``post_tokens``)."""
-        made = [i for i, r in enumerate(records)  # not an input item (an encrypted summary taken out of one)
-                if r.raw is None and r.data is None and r.message is not None
-                and r.origin is not Origin.INPUT]
-        if not made and not any(r.dirty and r.message is not None for r in records):
+        if not self._compacts(records):
             return records
         history: list[Record] = []
         seen = _Seen()
@@ -473,6 +470,28 @@ class CodexFormat(Format):
         for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
             seen.add(data, raw)
             history.append(Record(index=i, line=i + 1, raw=raw, data=data))
+        after = self.compaction_appended(seen, records, pre_tokens, post_tokens)
+        return records if after is None else [*history, *after]
+
+    def compaction_seen(self) -> _Seen:
+        return _Seen()
+
+    @staticmethod
+    def _made(records: list[Record]) -> list[int]:
+        return [i for i, r in enumerate(records)  # not an input item (an encrypted summary taken out of one)
+                if r.raw is None and r.data is None and r.message is not None
+                and r.origin is not Origin.INPUT]
+
+    def _compacts(self, records: list[Record]) -> bool:
+        return bool(self._made(records)) or any(r.dirty and r.message is not None for r in records)
+
+    def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
+                            post_tokens: int | None = None) -> list[Record] | None:
+        """What :meth:`compaction_output` writes after the input's lines, from what ``seen``
+        (:meth:`compaction_seen`) took of them: the ``compacted`` line, the kept items, the meter."""
+        if not self._compacts(records):
+            return None
+        made = self._made(records)
         end = made[-1] + 1 if made else len(records)
         kept = [r for r in records[end:] if r.raw is not None and r.message is not None]
         kept_raw = {r.raw for r in kept}
@@ -495,8 +514,8 @@ class CodexFormat(Format):
         if seen.usage_record is not None:
             body["latest_token_usage_record"] = seen.usage_record
         stamp = seen.stamp or _now()
-        out = [*history, Record(index=-1, line=0, raw=None, dirty=True,
-                                data={"timestamp": stamp, "type": "compacted", "payload": body}), *kept]
+        out = [Record(index=-1, line=0, raw=None, dirty=True,
+                      data={"timestamp": stamp, "type": "compacted", "payload": body}), *kept]
         meter = seen.meter(post_tokens)
         if meter is not None:
             out.append(Record(index=-1, line=0, raw=None, dirty=True,
