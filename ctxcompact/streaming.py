@@ -22,9 +22,10 @@ them, so it hands out what one would.
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
 ``estimate`` (it also says what masking would free), a state beyond a calibration (a covered prefix, events,
 masking), a strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader
-finishes over the whole file (``Format.finish``: Anthropic names results, Claude Code follows its tree),
-detection that the first lines do not decide, and any line the reader does not take (the held route reports
-it, or drops it with ``--lenient``, as always).
+finishes over the whole file (``Format.finish_stream`` is None: Claude Code follows its tree from the last
+line) or meets a line that hides the lines before it (``formats.base.NeedsWhole``: a Codex ``compacted``
+line, an ADK compaction), detection that the first lines do not decide, and any line the reader does not
+take (the held route reports it, or drops it with ``--lenient``, as always).
 """
 
 from __future__ import annotations
