@@ -11,9 +11,9 @@ same commit. Its output (the system records, the summary and continuation, the w
 Taken for the default path only (:func:`may_compact_streamed`): ``--strategy threshold`` without
 ``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself or
 an append-only log's lines copied then what ``Format.compaction_appended`` makes of what
-``Format.compaction_seen`` took of them line by line (Codex: :func:`input_lines`), no ``--to`` into
-another format. The held route is taken instead for
-anything else, and whenever the streamed one cannot give exactly what it gives
+``Format.compaction_seen`` took of them line by line (Codex, ADK events: :func:`input_lines`), no
+``--to`` into another format. The held route is taken instead for anything else, and whenever the
+streamed one cannot give exactly what it gives
 (:class:`~.strategies.conversation.Unstreamable`): a compaction that would not make the context smaller
 (the context is then written whole), a subagent's lines or a result before its call (the facts read over
 the whole list), a work in flight that fits nowhere (the whole conversation is summarized again).

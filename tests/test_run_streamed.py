@@ -316,18 +316,39 @@ def _codex_log(path: Path, n: int) -> Path:
     return path
 
 
+def _adk_log(path: Path, n: int) -> Path:
+    """ADK events of ``n`` records of a tool loop (``_agent_log``'s, as events with timestamps)."""
+    def event(i: int, role: str, parts: list[dict[str, Any]]) -> bytes:
+        return orjson.dumps({"author": "agent" if role == "model" else "user", "invocationId": f"e-{i // 3}",
+                             "id": f"ev-{i}", "timestamp": 1_700_000_000 + i, "actions": {},
+                             "content": {"role": role, "parts": parts}})
+
+    lines = [event(0, "user", [{"text": "fix the build; never touch setup.py"}])]
+    for i in range(n // 3):
+        call = {"name": "bash", "args": {"command": f"pytest tests/test_m{i % 40}.py -q"}, "id": f"call_{i}"}
+        result = {"output": f"{i % 7} passed in 0.{i % 10}s\n" * 8}
+        out = {"name": "bash", "id": f"call_{i}", "response": result}
+        lines += [event(3 * i + 1, "model", [{"functionCall": call}]),
+                  event(3 * i + 2, "user", [{"functionResponse": out}]),
+                  event(3 * i + 3, "model", [{"text": f"Module m{i % 40} is fine."}])]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize("make", [_codex_log, _adk_log], ids=["codex", "adk-events"])
 def test_memory_of_an_agent_log_compaction_does_not_grow_with_the_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A Codex rollout's compaction (its lines copied, then the compacted line) is made in pass 2 too: peak
-    traced memory on N and 4N items grows by little per added record on the streamed route, by the records
-    on the held one (so the test can fail); and both write the same."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Any) -> None:
+    """An append-only log's compaction (its lines copied, then the compaction: Codex's compacted line,
+    ADK's compaction event) is made in pass 2 too: peak traced memory on N and 4N items grows by little per
+    added record on the streamed route, by the records on the held one (so the test can fail); and both
+    write the same."""
     from ctxcompact import compaction_stream
 
     read: list[Path] = []
     real = compaction_stream.read_conversation
     monkeypatch.setattr(engine, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
     n = 5_001
-    small, big = _codex_log(tmp_path / "small.jsonl", n), _codex_log(tmp_path / "big.jsonl", 4 * n)
+    small, big = make(tmp_path / "small.jsonl", n), make(tmp_path / "big.jsonl", 4 * n)
     _peak_compacting(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
     streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
     assert read and all(p in (small, big) for p in read)  # every streamed run compacted in pass 2

@@ -195,6 +195,27 @@ class _Finish(Finish):
         return {"n": n, "pending": {k: list(v) for k, v in pending.items() if v}}
 
 
+class _Seen:
+    """What :meth:`GenaiFormat.compaction_output` takes of the input's lines, one at a time: each event's
+    timestamp by its record's index (None: a bare Content or no number), the latest one, and whether an
+    event spells its fields in snake_case (``model_dump()``)."""
+
+    def __init__(self) -> None:
+        self.stamps: list[Any] = []
+        self.last: Any = None
+        self.snake = False
+
+    def add(self, obj: Any, raw: bytes | None) -> None:
+        event = isinstance(obj, dict) and not ("parts" in obj and not any(k in obj for k in _EVENT_KEYS))
+        stamp = _get(obj, "timestamp") if event else None
+        if not isinstance(stamp, (int, float)):
+            stamp = None
+        self.stamps.append(stamp)
+        if stamp is not None:
+            self.last = stamp if self.last is None else max(self.last, stamp)
+        self.snake = self.snake or (event and _uses_snake(obj))
+
+
 class GenaiFormat(Format):
     name = "genai"
     layout = Layout(results_per_message=False, result_role=Role.USER, alternate=False)
@@ -304,19 +325,28 @@ class GenaiFormat(Format):
         ADK (and this reader) hide the events inside that range. A log of bare Contents has no timestamps
         to name a range: it is written as the context itself."""
         history: list[Record] = []
+        seen = _Seen()
         from .jsonl import history_lines  # the reader's rule for which lines are records
 
         for i, (raw, obj) in enumerate(history_lines(input_data, self.name)):
-            history.append(self.parse_line(obj, i, i + 1, raw))
-        stamps = {r.index: r.meta["timestamp"] for r in history
-                  if isinstance(r.meta.get("timestamp"), (int, float))}
-        if not stamps:
-            return records
-        snake = any(_uses_snake(r.data) for r in history
-                    if isinstance(r.data, dict) and r.meta.get("event"))
-        key = (lambda x: x) if snake else _camel
+            seen.add(obj, raw)
+            history.append(Record(index=i, line=i + 1, raw=raw, data=obj))
+        after = self.compaction_appended(seen, records, pre_tokens, post_tokens)
+        return records if after is None else [*history, *after]
+
+    def compaction_seen(self) -> _Seen:
+        return _Seen()
+
+    def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
+                            post_tokens: int | None = None) -> list[Record] | None:
+        """The compaction events :meth:`compaction_output` writes after the input's events, from the
+        timestamps ``seen`` (:meth:`compaction_seen`) took of them; None without any."""
+        stamps: list[Any] = seen.stamps
+        if seen.last is None:
+            return None
+        key = (lambda x: x) if seen.snake else _camel
         events: list[Record] = []
-        last = max(stamps.values())
+        last = seen.last
         kept_before = -1
         for pos, rec in enumerate(records):
             if rec.origin is Origin.INPUT and rec.index >= 0:
@@ -325,9 +355,10 @@ class GenaiFormat(Format):
             if rec.origin is not Origin.SUMMARY or rec.message is None:
                 continue
             kept_after = next((r.index for r in records[pos + 1:]
-                               if r.origin is Origin.INPUT and r.index >= 0), len(history))
+                               if r.origin is Origin.INPUT and r.index >= 0), len(stamps))
             start, end = rec.meta.get("covers", (kept_before + 1, kept_after))
-            covered = [stamps[i] for i in range(start, end) if i in stamps]
+            covered = [stamps[i] for i in range(max(start, 0), min(end, len(stamps)))
+                       if stamps[i] is not None]
             if not covered:
                 continue
             blocks = list(rec.message.blocks)
@@ -345,9 +376,7 @@ class GenaiFormat(Format):
                     "timestamp": round(last + n / 1000, 6)}
             events.append(Record(index=-1, line=0, raw=None, data=data, origin=Origin.SUMMARY,
                                  dirty=True, meta={"event": True}))
-        if not events:
-            return records
-        return [*history, *events]
+        return events or None
 
     @staticmethod
     def _part(b: Block, key: Any) -> dict[str, Any]:
