@@ -9,9 +9,11 @@ given that conversation instead of a held context: the same ``threshold.compact`
 same commit. Its output (the system records, the summary and continuation, the work in flight) is small.
 
 Taken for the default path only (:func:`may_compact_streamed`): ``--strategy threshold`` without
-``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself
-(not an agent's append-only log), no ``--to`` into another format. The held route is taken instead for
-anything else, and whenever the streamed one cannot give exactly what it gives
+``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself or
+an append-only log's lines copied then what ``Format.compaction_appended`` makes of what
+``Format.compaction_seen`` took of them line by line (Codex, ADK events: :func:`input_lines`), no
+``--to`` into another format. The held route is taken instead for anything else, and whenever the
+streamed one cannot give exactly what it gives
 (:class:`~.strategies.conversation.Unstreamable`): a compaction that would not make the context smaller
 (the context is then written whole), a subagent's lines or a result before its call (the facts read over
 the whole list), a work in flight that fits nowhere (the whole conversation is summarized again).
@@ -20,8 +22,9 @@ the whole list), a work in flight that fits nowhere (the whole conversation is s
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .context import Context
 from .errors import InputError
@@ -30,6 +33,7 @@ from .formats.base import Format
 from .model import Record, Role, Transcript
 from .options import Options
 from .paths import open_input
+from .reader import iter_lines_at
 from .strategies.conversation import Conversation, Reader
 from .streaming import Counted, Hashing, Held, Reading, begin, lines_at
 
@@ -37,9 +41,11 @@ from .streaming import Counted, Hashing, Held, Reading, begin, lines_at
 def may_compact_streamed(fmt: str, opts: Options) -> bool:
     """Whether a compaction of a file pass 1 read may be made in pass 2 (the module docstring)."""
     f = get_format(fmt)
+    context = not f.layout.agent_log and type(f).compaction_output is Format.compaction_output
+    # an append-only log: its lines copied, then what the compaction appends (Format.compaction_appended)
+    appended = f.compaction_seen() is not None and type(f).link_records is Format.link_records
     return (opts.strategy == "threshold" and not opts.prune and opts.summarizer == "extractive"
-            and opts.to in (None, fmt) and not f.layout.agent_log
-            and type(f).compaction_output is Format.compaction_output)
+            and opts.to in (None, fmt) and (context or appended))
 
 
 class _Lines:
@@ -61,14 +67,15 @@ class _Lines:
         return self.lines + (1 if self.last not in (b"", b"\n") else 0)
 
 
-def read_conversation(path: Path, counted: Counted,
-                      opts: Options) -> tuple[Context, Conversation, dict[int, int]]:
+def read_conversation(path: Path, counted: Counted, opts: Options,
+                      taken: Any = None) -> tuple[Context, Conversation, dict[int, int]]:
     """Pass 2 for a compaction: the context as the strategy sees it (no records held: its counts of the
     input), the conversation read record by record, and the position in the context of each record it
     holds (``id(record) -> position``: pass 1's counts of them are not made again). Only the bytes pass 1
     read are read, and they must be the same (else an InputError: the file changed). After a state's covered
     prefix, the lead pass 1 read (its system records, the earlier summary: what the new summary carries
-    forward) comes first, then the records after the prefix, which is not read again."""
+    forward) comes first, then the records after the prefix, which is not read again. ``taken``: given each
+    line read (``Format.compaction_seen``)."""
     covered = counted.covered
     reading = Reading(path, opts, counted.format, schema=False, covered=covered)
     positions: dict[int, int] = {}
@@ -83,6 +90,8 @@ def read_conversation(path: Path, counted: Counted,
     def parsed(rec: Record) -> None:
         if rec.message is not None and rec.message.role is Role.SYSTEM and rec.offset >= 0 and rec.raw:
             spans.append((rec.offset, len(rec.raw)))
+        if taken is not None:
+            taken.add(rec.data, rec.raw)
 
     reading.parsed = parsed
     changed = f"{path} changed while it was read; run again"
@@ -108,6 +117,19 @@ def read_conversation(path: Path, counted: Counted,
                   input_lines=line - 1 + lines.count, system_spans=spans,
                   repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
     return ctx, reader.conversation(), positions
+
+
+def input_lines(path: Path, counted: Counted) -> Iterator[bytes]:
+    """The input's lines as an append-only log's compaction copies them before what it appends
+    (``formats.jsonl.history_lines``: every line read as a record, as read, each ending in a newline; pass
+    1 read no line it dropped or a result whose call no line makes), read again from the file: only the
+    bytes pass 1 read, and they must be the same (else an InputError: the file changed)."""
+    with open_input(path) as stream:
+        hashing = Hashing(stream, counted.nbytes)
+        for _lineno, _offset, raw in iter_lines_at(hashing):  # type: ignore[arg-type]
+            yield raw + b"\n"
+    if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
+        raise InputError(f"{path} changed while it was read; run again")
 
 
 def check_unchanged(path: Path, counted: Counted) -> None:

@@ -13,15 +13,18 @@ import copy
 import dataclasses
 import hashlib
 import sys
+from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
-from .compaction_stream import check_unchanged, may_compact_streamed, read_conversation
+from .compaction_stream import check_unchanged, input_lines, may_compact_streamed, read_conversation
 from .context import Context, build_context
 from .errors import OutputError, StateError, SummarizerError, UsageError
 from .formats import get_format
+from .formats.base import Format
+from .formats.jsonl import write_transcript
 from .model import Transcript
 from .options import MAX_TOKENS, Options, check_options
 from .paths import check_paths, check_side_files, state_path_in
@@ -314,11 +317,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         state_path=state_path, context=ctx.transcript)
     out_counts = _apply_strategy(si, result, dry_run)
     fmt = get_format(ctx.input_format)
-    if as_log and result.output_format == ctx.input_format and (
-            result.summary is not None or (result.compacted and fmt.layout.agent_log)):
-        # an append-only log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after
-        # them; an agent's own log records a masking that way too, so the agent's meter starts from the
-        # compacted size (docs/guides/claude-code-codex.md#what-the-clients-meters-show)
+    if as_log and _as_log(result, fmt):
         written = fmt.compaction_output(inp.data, result.transcript.records, result.tokens_before,
                                         result.tokens_after)
         if written is not result.transcript.records and fmt.compaction_note:
@@ -336,6 +335,15 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
         # after the state, under its lock (docs/concepts/state.md#the-count-cache)
         save_counts(cache_file, cache)
     return result
+
+
+def _as_log(result: RunResult, fmt: Format) -> bool:
+    """Whether the output is written as ``fmt``'s compaction (``Format.compaction_output``): an append-only
+    log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after them; an agent's
+    own log records a masking that way too, so the agent's meter starts from the compacted size
+    (docs/guides/claude-code-codex.md#what-the-clients-meters-show)."""
+    return result.output_format == fmt.name and (
+        result.summary is not None or (result.compacted and fmt.layout.agent_log))
 
 
 def _apply_strategy(si: StrategyInput, result: RunResult, dry_run: bool, *, held: bool = True) -> Counts:
@@ -376,6 +384,12 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
     """Over the threshold: the compaction made in pass 2 without holding the file (:mod:`.compaction_stream`),
     or None where only the held route gives what it gives (nothing said or written then)."""
     report = counted.report
+    fmt = get_format(counted.format)
+    seen = fmt.compaction_seen()  # an append-only log: what its compaction takes of its lines
+    if seen is not None and any(r.kind == "orphan_result" for r in counted.repairs):
+        return None  # (a result no line's call answers is not copied: formats.jsonl.history_lines)
+    if seen is not None and counted.covered is not None:
+        return None  # (what an append-only log's compaction takes of its lines includes the covered prefix's)
     said: list[str] = []  # told only if this route writes: the held route says it all again otherwise
     ignored = ignored_usage_warning(report.calibrated)
     if ignored is not None:
@@ -383,7 +397,7 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
     cache = counted.cache
     try:
         with progress("reading the conversation again"):
-            ctx, conversation, positions = read_conversation(path, counted, opts)
+            ctx, conversation, positions = read_conversation(path, counted, opts, seen)
             si = StrategyInput(ctx, opts, report.budget, state, report, said.append,
                                counter(ctx, counted.counts, opts, cache, positions), conversation)
             result = RunResult(
@@ -394,6 +408,13 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
             out_counts = _apply_strategy(si, result, False, held=False)
     except Unstreamable:
         return None
+    appended = fmt.compaction_appended(seen, result.transcript.records, result.tokens_before,
+                                       result.tokens_after) if _as_log(result, fmt) else None
+    if appended is not None:  # the input's lines copied, then the compaction (Format.compaction_output)
+        if fmt.compaction_note:
+            said.append(fmt.compaction_note)
+        after = Transcript(counted.format, appended, str(path))
+        result.streamed = lambda: chain(input_lines(path, counted), write_transcript(after))
     for message in said:
         warn(message)
     report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context

@@ -26,9 +26,10 @@ read from its end on.
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
 ``estimate`` (it also says what masking would free), a state with layers to apply again (events,
 masking), a strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader
-finishes over the whole file (``Format.finish``: Anthropic names results, Claude Code follows its tree),
-detection that the first lines do not decide, and any line the reader does not take (the held route reports
-it, or drops it with ``--lenient``, as always).
+finishes over the whole file (``Format.finish_stream`` is None: Claude Code follows its tree from the last
+line) or meets a line that hides the lines before it (``formats.base.NeedsWhole``: a Codex ``compacted``
+line, an ADK compaction), detection that the first lines do not decide, and any line the reader does not
+take (the held route reports it, or drops it with ``--lenient``, as always).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from .context import closes_trailing
 from .covered import Covered, Uncovered, covers
 from .errors import InputError, LineError, Problem
 from .formats import DETECT_LINES, get_format
-from .formats.base import Format
+from .formats.base import Finish, Format, NeedsWhole
 from .formats.jsonl import parse_record, write_transcript
 from .formats.registry import Detector
 from .model import EARLIER_SUMMARY, Record, Transcript
@@ -218,6 +219,7 @@ class _Resume:
     started: bool
     settled: int
     names: dict[str, str]  # the calls' names by id (Format.finish_stream)
+    finish: Any  # what else the format's finishing carries (formats.base.Finish.kept)
     #: detection still reading on, that record's line read (Detector.kept)
     detector: dict[str, Any] | None
     totals: dict[str, Any]  # _Totals.kept, read
@@ -227,7 +229,7 @@ class _Resume:
     #: or BOM): pass 2 copies those bytes as they are
     plain: bool
 
-    VERSION = 1
+    VERSION = 2
 
     @classmethod
     def proven(cls, cache: CountCache, hashed: Any, opts: Options,
@@ -247,9 +249,11 @@ class _Resume:
             if cache.key != count_key(opts, cache.format):
                 return None
             last = kept["last"]
+            get_format(cache.format).finish_stream({}, kept["finish"])  # (raises on what it does not take)
             return cls(cache.resume_at, hashed, cache.format, int(kept["line"]), int(kept["records"]),
                        {str(k): int(v) for k, v in kept["calls"].items()}, bool(kept["started"]),
                        int(kept["settled"]), {str(k): str(v) for k, v in kept["names"].items()},
+                       kept["finish"],
                        _detector(kept["detector"]),
                        _Totals.read(kept["totals"], opts.exact != "none"),
                        None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]))
@@ -367,6 +371,7 @@ class _Mark:
     line: int
     records: int
     names: int  # how many names the calls before had given (Format.finish_stream adds and never changes)
+    finish: Any  # what else the format's finishing carries over the records before (Finish.kept)
     detector: dict[str, Any] | None  # Detector.kept, that record's line read
 
 
@@ -400,7 +405,8 @@ class _Reading:
         #: where the part the cleaner holds begins, if a later read may start there (the resume point this
         #: read starts at, until a part settles after it)
         self.mark: _Mark | None = None if start is None else _Mark(
-            start.at, start.hash.copy(), start.line, start.records, len(start.names), start.detector)
+            start.at, start.hash.copy(), start.line, start.records, len(start.names), start.finish,
+            start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
         self.parsed: Callable[[Record], None] | None = None  # told each record as read, before cleaning
 
@@ -409,7 +415,7 @@ class _Reading:
         # hash of the bytes before each and what detection had read with it)
         head: list[tuple[int, int, bytes, Any, Any, dict[str, Any] | None]] = []
         cleaner: Cleaner | None = None
-        finish: Callable[[Record], None] | None = None
+        finish: Finish | None = None
 
         def refuse(problem: Problem) -> None:
             raise _Held(str(problem))
@@ -418,7 +424,7 @@ class _Reading:
             nonlocal finish
             resume = self.start
             self.names = dict(resume.names) if resume is not None else {}
-            finish = fmt.finish_stream(self.names)
+            finish = fmt.finish_stream(self.names, resume.finish if resume is not None else None)
             if finish is None:
                 raise _Held(f"{fmt.name} reads over the whole file")
             self.started(fmt)
@@ -438,7 +444,10 @@ class _Reading:
                 raise _Held("a record that may carry the state's summary (context.log_carries)")
             if self.parsed is not None:
                 self.parsed(rec)
-            finish(rec)
+            try:
+                finish(rec)
+            except NeedsWhole as why:
+                raise _Held(str(why)) from None
             self.records += 1
             part = cleaner.feed(rec)
             if part:  # a part settled: ``rec`` begins the one held now, where a later read may start
@@ -446,7 +455,7 @@ class _Reading:
                     hashed = self.hashing.before_last(offset) if self.hashing is not None else None
                     detection = detector.kept() if detector is not None else None
                 self.mark = None if hashed is None else _Mark(offset, hashed, lineno, self.records - 1,
-                                                              len(self.names), detection)
+                                                              len(self.names), finish.kept(), detection)
             return part
 
         # detection (formats.registry.Detector) reads on while the leaders tie: the lines are read meanwhile
@@ -532,6 +541,7 @@ class _Reading:
                 "covered": self.covered.key if self.covered is not None else None, "line": mark.line,
                 "records": mark.records, "calls": calls, "started": started,
                 "settled": settled, "names": dict(islice(self.names.items(), mark.names)),
+                "finish": mark.finish,
                 "detector": mark.detector}
 
 

@@ -55,12 +55,53 @@ def _run(src: Path, work: Path, hold: bool, window: int, **kw: Any) -> tuple[Any
             [str(x) for x in r.repairs], [str(p) for p in r.problems])
 
 
+#: the real agent logs (tests/data/codex, claude-code, genai) compact at windows of their own size: at 3,000
+#: most of them pass through or do not fit (the work in flight alone is over it)
+AGENT_LOGS = ("codex", "claude-code", "genai")
+AGENT_WINDOWS = (8_000, 20_000, 50_000, 120_000)
+
+
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(p.parents[1])) for p in FILES])
 def test_every_test_file_gives_the_held_run(path: Path, tmp_path: Path) -> None:
-    for i, window in enumerate((1_000_000, 3_000)):  # passes through; compacts (most files)
+    agent = path.parent.name in AGENT_LOGS
+    for i, window in enumerate((1_000_000, 3_000, *(AGENT_WINDOWS if agent else ()))):
         held = _run(path, tmp_path / f"held{i}", True, window)
         streamed = _run(path, tmp_path / f"streamed{i}", False, window)
         assert streamed == held, window
+
+
+AGENT_FILES = [p for p in FILES if p.parent.name in AGENT_LOGS]
+
+
+def _calls(src: Path, work: Path, hold: bool, window: int) -> list[tuple[Any, ...]]:
+    """A first call on the first half of ``src``'s lines, then a second on all of them, with the state and
+    count cache the first left (the hook's calls as the log grows)."""
+    lines = src.read_bytes().splitlines(keepends=True)
+    work.mkdir()
+    path = work / "t.jsonl"
+    got = []
+    for end in (len(lines) // 2, len(lines)):
+        path.write_bytes(b"".join(lines[:end]))
+        out = work / "out.jsonl"
+        said: list[str] = []
+        try:
+            r = engine.run(path, Options(window=window), output=out, warn=said.append, hold=hold)
+        except CtxCompactError as exc:
+            got.append(("error", type(exc).__name__, str(exc).replace(str(work), "W")))
+            continue
+        written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())
+        got.append((written, _state(Path(f"{path}.ctxstate.json")), r.exit_code, r.compacted, r.tokens_before,
+                    r.tokens_after, r.warnings, said, [str(x) for x in r.repairs]))
+    return got
+
+
+@pytest.mark.parametrize("path", AGENT_FILES, ids=[str(p.relative_to(p.parents[1])) for p in AGENT_FILES])
+def test_a_second_call_on_a_real_agent_log_gives_the_held_run(path: Path, tmp_path: Path) -> None:
+    """The second call starts at the first's resume point (codex, genai) and compacts in pass 2 (codex):
+    what the held route writes and keeps, call after call."""
+    for i, window in enumerate((1_000_000, *AGENT_WINDOWS)):
+        held = _calls(path, tmp_path / f"held{i}", True, window)
+        assert _calls(path, tmp_path / f"streamed{i}", False, window) == held, window
 
 
 def test_the_streamed_route_is_taken_and_writes_without_holding(tmp_path: Path,
@@ -201,6 +242,13 @@ def test_a_compaction_streams_where_it_may(tmp_path: Path, monkeypatch: pytest.M
     for kw in ({"prune": True}, {"strategy": "sliding-window"}):
         _run(src, tmp_path / f"o{sorted(kw)}", False, 3_000, **kw)
     assert read == []
+    # a Codex rollout: its lines copied, then the compacted line (CodexFormat.compaction_appended)
+    codex = DATA / "codex" / "agentlogs-codex-crud.jsonl"
+    streamed = _run(codex, tmp_path / "codex-s", False, 8_000)
+    assert read == [tmp_path / "codex-s" / "t.jsonl"] and streamed[3]
+    lines = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', codex.read_bytes())  # (as _run writes them)
+    assert streamed[0].startswith(lines) and b'"type":"compacted"' in streamed[0][len(lines):]
+    assert streamed == _run(codex, tmp_path / "codex-h", True, 8_000)
 
 
 def _agent_log(path: Path, n: int) -> Path:
@@ -263,7 +311,7 @@ def _gen_lines(seed: int, chars: int) -> list[bytes]:
 LONG = _gen_lines(7, 600_000)
 
 
-def _calls(work: Path, hold: bool, datas: list[bytes], window: int = 60_000, edit: Any = None,
+def _hook_calls(work: Path, hold: bool, datas: list[bytes], window: int = 60_000, edit: Any = None,
            last: dict[str, Any] | None = None, **kw: Any) -> list[tuple[Any, ...]]:
     """One ``run`` per input in ``datas`` (the file rewritten with it, the state kept), as the hook calls;
     ``edit(state_dict)`` changes the state before the last call (a corrupt state), ``last`` its options."""
@@ -309,9 +357,9 @@ def test_calls_after_compactions_stream_and_give_the_held_run(tmp_path: Path, lo
     datas = [b"".join(LONG[:n]) for n in cuts]
     for kw in ({}, {"exact": "none"}, {"cite_source": True}, {"format": "openai"}):
         loads.clear()
-        streamed = _calls(tmp_path / f"s{sorted(kw)}", False, datas, **kw)
+        streamed = _hook_calls(tmp_path / f"s{sorted(kw)}", False, datas, **kw)
         assert loads == [], kw  # every call streamed: the compactions and the calls after them
-        held = _calls(tmp_path / f"h{sorted(kw)}", True, datas, **kw)
+        held = _hook_calls(tmp_path / f"h{sorted(kw)}", True, datas, **kw)
         assert streamed == held, kw
         assert sum(1 for s in streamed if s[3]) >= 3 and streamed[2][10] > 0  # compacted thrice, covered
 
@@ -321,9 +369,9 @@ def test_an_anthropic_log_after_a_compaction_streams(tmp_path: Path, loads: list
 
     lines = list(write_transcript(read_transcript(b"".join(LONG), "openai").transcript, "anthropic"))
     datas = [b"".join(lines[:n]) for n in (len(lines) // 3, len(lines) // 2, 2 * len(lines) // 3, len(lines))]
-    streamed = _calls(tmp_path / "s", False, datas, window=40_000)
+    streamed = _hook_calls(tmp_path / "s", False, datas, window=40_000)
     held_loads = len(loads)
-    assert _calls(tmp_path / "h", True, datas, window=40_000) == streamed
+    assert _hook_calls(tmp_path / "h", True, datas, window=40_000) == streamed
     assert held_loads == 0 and streamed[0][3] and streamed[1][10] > 0
 
 
@@ -358,8 +406,8 @@ def test_a_covered_prefix_in_error_is_the_held_routes_error(tmp_path: Path, case
     else:
         last = {"format": "anthropic"}
     datas = [first, later]
-    streamed = _calls(tmp_path / "s", False, datas, window=20_000, edit=edit, last=last)
-    held = _calls(tmp_path / "h", True, datas, window=20_000, edit=edit, last=last)
+    streamed = _hook_calls(tmp_path / "s", False, datas, window=20_000, edit=edit, last=last)
+    held = _hook_calls(tmp_path / "h", True, datas, window=20_000, edit=edit, last=last)
     assert streamed == held
     assert streamed[0][3] and streamed[0][1]["fingerprint"]["bytes"] == len(first)  # all of it covered
     if case != "newline then more":
@@ -403,3 +451,68 @@ def test_memory_after_a_compaction_does_not_grow_with_the_records(tmp_path: Path
             - _peak_after_a_compaction(tmp_path / "w", n, True)) / (3 * n)
     assert streamed < 200, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 4 * streamed, (held, streamed)
+
+
+def _codex_log(path: Path, n: int) -> Path:
+    """A Codex rollout of ``n`` items of a tool loop (``_agent_log``'s, as rollout items)."""
+    def item(payload: dict[str, Any]) -> bytes:
+        return orjson.dumps({"timestamp": "2026-01-01T00:00:00.000Z", "type": "response_item",
+                             "payload": payload})
+
+    def text(role: str, words: str) -> dict[str, Any]:
+        kind = "output_text" if role == "assistant" else "input_text"
+        return {"type": "message", "role": role, "content": [{"type": kind, "text": words}]}
+
+    lines = [orjson.dumps({"timestamp": "2026-01-01T00:00:00.000Z", "type": "session_meta",
+                           "payload": {"id": "s-1", "instructions": "be brief"}}),
+             item(text("user", "fix the build; never touch setup.py"))]
+    for i in range(n // 3):
+        args = orjson.dumps({"command": f"pytest tests/test_m{i % 40}.py -q"}).decode()
+        lines += [item({"type": "function_call", "name": "shell", "arguments": args, "call_id": f"call_{i}"}),
+                  item({"type": "function_call_output", "call_id": f"call_{i}",
+                        "output": f"{i % 7} passed in 0.{i % 10}s\n" * 8}),
+                  item(text("assistant", f"Module m{i % 40} is fine."))]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _adk_log(path: Path, n: int) -> Path:
+    """ADK events of ``n`` records of a tool loop (``_agent_log``'s, as events with timestamps)."""
+    def event(i: int, role: str, parts: list[dict[str, Any]]) -> bytes:
+        return orjson.dumps({"author": "agent" if role == "model" else "user", "invocationId": f"e-{i // 3}",
+                             "id": f"ev-{i}", "timestamp": 1_700_000_000 + i, "actions": {},
+                             "content": {"role": role, "parts": parts}})
+
+    lines = [event(0, "user", [{"text": "fix the build; never touch setup.py"}])]
+    for i in range(n // 3):
+        call = {"name": "bash", "args": {"command": f"pytest tests/test_m{i % 40}.py -q"}, "id": f"call_{i}"}
+        result = {"output": f"{i % 7} passed in 0.{i % 10}s\n" * 8}
+        out = {"name": "bash", "id": f"call_{i}", "response": result}
+        lines += [event(3 * i + 1, "model", [{"functionCall": call}]),
+                  event(3 * i + 2, "user", [{"functionResponse": out}]),
+                  event(3 * i + 3, "model", [{"text": f"Module m{i % 40} is fine."}])]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize("make", [_codex_log, _adk_log], ids=["codex", "adk-events"])
+def test_memory_of_an_agent_log_compaction_does_not_grow_with_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Any) -> None:
+    """An append-only log's compaction (its lines copied, then the compaction: Codex's compacted line,
+    ADK's compaction event) is made in pass 2 too: peak traced memory on N and 4N items grows by little per
+    added record on the streamed route, by the records on the held one (so the test can fail); and both
+    write the same."""
+    from ctxcompact import compaction_stream
+
+    read: list[Path] = []
+    real = compaction_stream.read_conversation
+    monkeypatch.setattr(engine, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
+    n = 5_001
+    small, big = make(tmp_path / "small.jsonl", n), make(tmp_path / "big.jsonl", 4 * n)
+    _peak_compacting(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
+    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
+    assert read and all(p in (small, big) for p in read)  # every streamed run compacted in pass 2
+    held = (_peak_compacting(big, True) - _peak_compacting(small, True)) / (3 * n)
+    assert streamed < 128, f"{streamed:.0f} B per record (held: {held:.0f})"
+    assert held > 8 * 128, held
+    assert _run(big, tmp_path / "s", False, 20_000) == _run(big, tmp_path / "h", True, 20_000)

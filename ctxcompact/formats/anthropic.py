@@ -16,7 +16,6 @@ is written back from it, with the model's fields laid over it, so unknown keys (
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ..errors import LineError
@@ -38,7 +37,7 @@ from ..model import (
     anthropic_prompt_tokens,
 )
 from ..reader import encode_json, json_type_name
-from .base import Format, Layout, block_types, link_result_name, link_result_names, str_field
+from .base import Finish, Format, Layout, LinkNames, block_types, link_result_names, str_field
 
 ROLES = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT}
 _KNOWN = {"role", "content"}
@@ -246,9 +245,8 @@ class AnthropicFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)
 
-    def finish_stream(self, names: dict[str, str] | None = None) -> Callable[[Record], None]:
-        carried: dict[str, str] = {} if names is None else names
-        return lambda rec: link_result_name(rec, carried)
+    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+        return LinkNames(names)
 
     # -- writing ---------------------------------------------------------------------------------------
 

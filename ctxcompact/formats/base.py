@@ -9,7 +9,7 @@ cleaning, estimation, compaction) works on the model and asks the format only th
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,12 +102,13 @@ class Format(abc.ABC):
         """Whole-file pass after every line is parsed (link ids, follow chains). Default: nothing."""
         return records
 
-    def finish_stream(self, names: dict[str, str] | None = None) -> Callable[[Record], None] | None:
+    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish | None:
         """:meth:`finish` one record at a time, for a reader that streams; None when it needs the whole file
-        (a chain followed from the last line, a compaction that hides what came before it). ``names``: what
-        it carries from record to record (the calls' names by id), given by a reader that resumes after a
-        prefix (``streaming``) and filled in place."""
-        return (lambda rec: None) if type(self).finish is Format.finish else None
+        (a chain followed from the last line). ``names``: what it carries from record to record (the calls'
+        names by id), given by a reader that resumes after a prefix (``streaming``) and filled in place;
+        ``kept``: what else it carries (:meth:`Finish.kept` of the read that stopped there). Raises
+        TypeError, ValueError or KeyError on a ``kept`` it does not take."""
+        return Finish() if type(self).finish is Format.finish else None
 
     def api_turns(self, records: list[Record]) -> list[Record]:
         """The records with one message per message the provider's API sent or received, for writing in
@@ -145,6 +146,19 @@ class Format(abc.ABC):
         compaction after them, the way the agent records its own."""
         return records
 
+    def compaction_seen(self) -> Any | None:
+        """For a format whose :meth:`compaction_output` is the input's lines as read, then
+        :meth:`compaction_appended`: what it takes of those lines, gathered line by line (``add(data,
+        raw)``), so a reader that streams can write that compaction without holding the input
+        (``compaction_stream``). None otherwise."""
+        return None
+
+    def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
+                            post_tokens: int | None = None) -> list[Record] | None:
+        """What :meth:`compaction_output` writes after the input's lines, from what ``seen``
+        (:meth:`compaction_seen`) gathered of them; None when it writes the context itself."""
+        return None
+
     def foreign_type(self, record: Record) -> str | None:
         """The line type of a record that is not part of the conversation and of a type this format does not
         know (a newer client's), which is passed through as it is and not counted; None otherwise."""
@@ -165,6 +179,35 @@ class Format(abc.ABC):
         if record.message is None:
             return record.data
         return self.dump_message(record.message, record)
+
+
+class NeedsWhole(Exception):
+    """A record only :meth:`Format.finish` over the whole file can finish (a compaction line that hides the
+    lines before it): a reader that streams leaves the file to the held route."""
+
+
+class Finish:
+    """:meth:`Format.finish` one record at a time (:meth:`Format.finish_stream`), called on each record in
+    order before anything else sees it; raises :class:`NeedsWhole` on a record it cannot finish alone."""
+
+    def __call__(self, rec: Record) -> None:
+        return None
+
+    def kept(self) -> Any:
+        """What the records before the last one finished leave to the records after them (marshal-able;
+        None: nothing but the names), for a reader that resumes at the last one (``streaming``'s resume
+        point begins at a record it read)."""
+        return None
+
+
+class LinkNames(Finish):
+    """:func:`link_result_names` one record at a time: the calls' names by id are all it carries."""
+
+    def __init__(self, names: dict[str, str] | None = None) -> None:
+        self.names: dict[str, str] = {} if names is None else names
+
+    def __call__(self, rec: Record) -> None:
+        link_result_name(rec, self.names)
 
 
 def link_result_names(records: list[Record], names: dict[str, str] | None = None) -> list[Record]:

@@ -63,7 +63,7 @@ from ..model import (
     token_text,
 )
 from ..reader import encode_json
-from .base import Format, Layout, str_field
+from .base import Finish, Format, Layout, NeedsWhole, str_field
 
 ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted",
                            "inter_agent_communication", "world_state",
@@ -267,6 +267,52 @@ class _Seen:
         return {"type": "token_count", "info": info, "rate_limits": None}
 
 
+class _Finish(Finish):
+    """:meth:`CodexFormat.finish` one record at a time: the usage of a ``token_count`` goes on the first
+    model-output record of the response it reports (the assistant items since the last other message), a
+    report repeated after a turn_context is dropped. A ``compacted`` line hides every line before it: a
+    reader that streams leaves the file to the held route (:class:`NeedsWhole`), which reads it whole
+    (``whole``: the lines it hides are already made message-less)."""
+
+    def __init__(self, kept: Any = None, *, whole: bool = False) -> None:
+        #: the billed totals of the last report placed (a repeat of it is dropped)
+        self.previous: Any = None if kept is None else kept["previous"]
+        self.before = self.previous  # (as it was before the last record: kept)
+        self.first: Record | None = None  # the first model-output record of the current response
+        self.whole = whole
+
+    def __call__(self, rec: Record) -> None:
+        self.before = self.previous
+        msg = rec.message
+        if msg is not None:
+            if rec.meta.get("compaction") and not self.whole:
+                raise NeedsWhole("a compacted line hides the lines before it")
+            if msg.role is Role.ASSISTANT and rec.meta.get("type") in ("response_item", "legacy"):
+                self.first = self.first or rec
+            else:
+                self.first = None
+            return
+        usage = rec.usage
+        if usage is None or usage.after:
+            return  # (a compaction's size stays on its line: its totals repeat the last report's)
+        rec.usage = None
+        totals = rec.data["payload"]["info"].get("total_token_usage")
+        if totals is not None and totals == self.previous:
+            return  # the same report repeated after a turn_context
+        self.previous = totals
+        target = self.first
+        if target is not None and target.usage is None:
+            target.usage = usage
+            rec.meta["usage_on_line"] = target.line
+        else:
+            rec.usage = usage
+
+    def kept(self) -> Any:
+        # (the first model-output record is found again from the record a resumed read starts at: a message
+        # of another role than the one before it)
+        return {"previous": self.before}
+
+
 class CodexFormat(Format):
     name = "codex"
     # Each function_call_output is its own item; the Responses API does not require alternation.
@@ -377,37 +423,13 @@ class CodexFormat(Format):
                 r.message = None
                 r.meta["inactive"] = "compacted"
             r.usage = None
-        previous: Any = None
-        for i, r in enumerate(records):
-            if r.usage is None:
-                continue
-            if r.usage.after:
-                continue  # a compaction's size: it stays on its line (its totals repeat the last report's)
-            usage, r.usage = r.usage, None
-            totals = r.data["payload"]["info"].get("total_token_usage")
-            if totals is not None and totals == previous:
-                continue  # the same report repeated after a turn_context
-            previous = totals
-            target = self._produced_by(records, i)
-            if target is not None:
-                target.usage = usage
-                r.meta["usage_on_line"] = target.line
-            else:
-                r.usage = usage
+        place = _Finish(whole=True)
+        for r in records:
+            place(r)
         return records
 
-    @staticmethod
-    def _produced_by(records: list[Record], i: int) -> Record | None:
-        """The first model-output record of the response a token_count at ``i`` reports."""
-        first: Record | None = None
-        for r in reversed(records[:i]):
-            if r.message is None:
-                continue
-            if r.message.role is Role.ASSISTANT and r.meta.get("type") in ("response_item", "legacy"):
-                first = r
-                continue
-            break
-        return first if first is not None and first.usage is None else None
+    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+        return _Finish(kept)
 
     def foreign_type(self, record: Record) -> str | None:
         kind = record.meta.get("type")
@@ -439,10 +461,7 @@ class CodexFormat(Format):
         last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
         after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
         ``total_tokens``, the size of the compacted context (``post_tokens``)."""
-        made = [i for i, r in enumerate(records)  # not an input item (an encrypted summary taken out of one)
-                if r.raw is None and r.data is None and r.message is not None
-                and r.origin is not Origin.INPUT]
-        if not made and not any(r.dirty and r.message is not None for r in records):
+        if not self._compacts(records):
             return records
         history: list[Record] = []
         seen = _Seen()
@@ -451,6 +470,28 @@ class CodexFormat(Format):
         for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
             seen.add(data, raw)
             history.append(Record(index=i, line=i + 1, raw=raw, data=data))
+        after = self.compaction_appended(seen, records, pre_tokens, post_tokens)
+        return records if after is None else [*history, *after]
+
+    def compaction_seen(self) -> _Seen:
+        return _Seen()
+
+    @staticmethod
+    def _made(records: list[Record]) -> list[int]:
+        return [i for i, r in enumerate(records)  # not an input item (an encrypted summary taken out of one)
+                if r.raw is None and r.data is None and r.message is not None
+                and r.origin is not Origin.INPUT]
+
+    def _compacts(self, records: list[Record]) -> bool:
+        return bool(self._made(records)) or any(r.dirty and r.message is not None for r in records)
+
+    def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
+                            post_tokens: int | None = None) -> list[Record] | None:
+        """What :meth:`compaction_output` writes after the input's lines, from what ``seen``
+        (:meth:`compaction_seen`) took of them: the ``compacted`` line, the kept items, the meter."""
+        if not self._compacts(records):
+            return None
+        made = self._made(records)
         end = made[-1] + 1 if made else len(records)
         kept = [r for r in records[end:] if r.raw is not None and r.message is not None]
         kept_raw = {r.raw for r in kept}
@@ -473,8 +514,8 @@ class CodexFormat(Format):
         if seen.usage_record is not None:
             body["latest_token_usage_record"] = seen.usage_record
         stamp = seen.stamp or _now()
-        out = [*history, Record(index=-1, line=0, raw=None, dirty=True,
-                                data={"timestamp": stamp, "type": "compacted", "payload": body}), *kept]
+        out = [Record(index=-1, line=0, raw=None, dirty=True,
+                      data={"timestamp": stamp, "type": "compacted", "payload": body}), *kept]
         meter = seen.meter(post_tokens)
         if meter is not None:
             out.append(Record(index=-1, line=0, raw=None, dirty=True,

@@ -52,7 +52,7 @@ from ..model import (
     Usage,
 )
 from ..reader import encode_json
-from .base import Format, Layout
+from .base import Finish, Format, Layout, NeedsWhole
 
 SYNTHETIC_ID_PREFIX = "genai-call-"
 _EVENT_KEYS = ("author", "invocationId", "invocation_id", "actions", "usageMetadata", "usage_metadata")
@@ -150,6 +150,72 @@ def _role_name(value: Any) -> str | None:
     """A role as a name to look up (None for an array or object, which no lookup may hash)."""
     return value if isinstance(value, str) else None
 
+class _Finish(Finish):
+    """:meth:`GenaiFormat.finish` one record at a time: calls and responses that have no id are paired by
+    name, in order, under ids ``genai-call-N``. An ADK compaction hides the events before it whose
+    timestamp lies in its range: a reader that streams leaves the file to the held route
+    (:class:`NeedsWhole`), which reads it whole (``whole``: the events it hides are already made
+    message-less)."""
+
+    def __init__(self, kept: Any = None, *, whole: bool = False) -> None:
+        self.n = 0 if kept is None else int(kept["n"])
+        #: the ids of the calls with no id of their own not yet answered, by name
+        self.pending: dict[str, list[str]] = {} if kept is None else {
+            str(k): [str(i) for i in v] for k, v in kept["pending"].items()}
+        self.before: tuple[int, dict[str, list[str]]] | None = None  # (as before the last record: kept)
+        self.whole = whole
+
+    def __call__(self, rec: Record) -> None:
+        self.before = None
+        if "compaction" in rec.meta and not self.whole:
+            raise NeedsWhole("an ADK compaction hides the events before it")
+        if rec.message is None:
+            return
+        for b in rec.message.blocks:
+            if isinstance(b, ToolCall) and not b.id:
+                self._keep()
+                self.n += 1
+                b.id = f"{SYNTHETIC_ID_PREFIX}{self.n}"
+                self.pending.setdefault(b.name, []).append(b.id)
+            elif isinstance(b, ToolResult) and not b.call_id:
+                self._keep()
+                queue = self.pending.get(b.name or "", [])
+                if queue:
+                    b.call_id = queue.pop(0)
+                else:
+                    self.n += 1
+                    b.call_id = f"{SYNTHETIC_ID_PREFIX}{self.n}"
+
+    def _keep(self) -> None:
+        if self.before is None:  # (only a record with a block that has no id changes what is carried)
+            self.before = (self.n, {k: list(v) for k, v in self.pending.items() if v})
+
+    def kept(self) -> Any:
+        n, pending = self.before if self.before is not None else (self.n, self.pending)
+        return {"n": n, "pending": {k: list(v) for k, v in pending.items() if v}}
+
+
+class _Seen:
+    """What :meth:`GenaiFormat.compaction_output` takes of the input's lines, one at a time: each event's
+    timestamp by its record's index (None: a bare Content or no number), the latest one, and whether an
+    event spells its fields in snake_case (``model_dump()``)."""
+
+    def __init__(self) -> None:
+        self.stamps: list[Any] = []
+        self.last: Any = None
+        self.snake = False
+
+    def add(self, obj: Any, raw: bytes | None) -> None:
+        event = isinstance(obj, dict) and not ("parts" in obj and not any(k in obj for k in _EVENT_KEYS))
+        stamp = _get(obj, "timestamp") if event else None
+        if not isinstance(stamp, (int, float)):
+            stamp = None
+        self.stamps.append(stamp)
+        if stamp is not None:
+            self.last = stamp if self.last is None else max(self.last, stamp)
+        self.snake = self.snake or (event and _uses_snake(obj))
+
+
 class GenaiFormat(Format):
     name = "genai"
     layout = Layout(results_per_message=False, result_role=Role.USER, alternate=False)
@@ -214,25 +280,13 @@ class GenaiFormat(Format):
                     r.message = None
                     r.usage = None
                     r.meta["inactive"] = "compacted"
-        # Pair calls and responses that have no id by name, in order.
-        pending: dict[str, list[ToolCall]] = {}
-        n = 0
+        pair = _Finish(whole=True)
         for r in records:
-            if r.message is None:
-                continue
-            for b in r.message.blocks:
-                if isinstance(b, ToolCall) and not b.id:
-                    n += 1
-                    b.id = f"{SYNTHETIC_ID_PREFIX}{n}"
-                    pending.setdefault(b.name, []).append(b)
-                elif isinstance(b, ToolResult) and not b.call_id:
-                    queue = pending.get(b.name or "", [])
-                    if queue:
-                        b.call_id = queue.pop(0).id
-                    else:
-                        n += 1
-                        b.call_id = f"{SYNTHETIC_ID_PREFIX}{n}"
+            pair(r)
         return records
+
+    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+        return _Finish(kept)
 
     def dump_message(self, message: Message, record: Record | None = None) -> Any:
         data = record.data if record is not None and isinstance(record.data, dict) else None
@@ -271,19 +325,28 @@ class GenaiFormat(Format):
         ADK (and this reader) hide the events inside that range. A log of bare Contents has no timestamps
         to name a range: it is written as the context itself."""
         history: list[Record] = []
+        seen = _Seen()
         from .jsonl import history_lines  # the reader's rule for which lines are records
 
         for i, (raw, obj) in enumerate(history_lines(input_data, self.name)):
-            history.append(self.parse_line(obj, i, i + 1, raw))
-        stamps = {r.index: r.meta["timestamp"] for r in history
-                  if isinstance(r.meta.get("timestamp"), (int, float))}
-        if not stamps:
-            return records
-        snake = any(_uses_snake(r.data) for r in history
-                    if isinstance(r.data, dict) and r.meta.get("event"))
-        key = (lambda x: x) if snake else _camel
+            seen.add(obj, raw)
+            history.append(Record(index=i, line=i + 1, raw=raw, data=obj))
+        after = self.compaction_appended(seen, records, pre_tokens, post_tokens)
+        return records if after is None else [*history, *after]
+
+    def compaction_seen(self) -> _Seen:
+        return _Seen()
+
+    def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
+                            post_tokens: int | None = None) -> list[Record] | None:
+        """The compaction events :meth:`compaction_output` writes after the input's events, from the
+        timestamps ``seen`` (:meth:`compaction_seen`) took of them; None without any."""
+        stamps: list[Any] = seen.stamps
+        if seen.last is None:
+            return None
+        key = (lambda x: x) if seen.snake else _camel
         events: list[Record] = []
-        last = max(stamps.values())
+        last = seen.last
         kept_before = -1
         for pos, rec in enumerate(records):
             if rec.origin is Origin.INPUT and rec.index >= 0:
@@ -292,9 +355,10 @@ class GenaiFormat(Format):
             if rec.origin is not Origin.SUMMARY or rec.message is None:
                 continue
             kept_after = next((r.index for r in records[pos + 1:]
-                               if r.origin is Origin.INPUT and r.index >= 0), len(history))
+                               if r.origin is Origin.INPUT and r.index >= 0), len(stamps))
             start, end = rec.meta.get("covers", (kept_before + 1, kept_after))
-            covered = [stamps[i] for i in range(start, end) if i in stamps]
+            covered = [stamps[i] for i in range(max(start, 0), min(end, len(stamps)))
+                       if stamps[i] is not None]
             if not covered:
                 continue
             blocks = list(rec.message.blocks)
@@ -312,9 +376,7 @@ class GenaiFormat(Format):
                     "timestamp": round(last + n / 1000, 6)}
             events.append(Record(index=-1, line=0, raw=None, data=data, origin=Origin.SUMMARY,
                                  dirty=True, meta={"event": True}))
-        if not events:
-            return records
-        return [*history, *events]
+        return events or None
 
     @staticmethod
     def _part(b: Block, key: Any) -> dict[str, Any]:

@@ -21,7 +21,6 @@ Decisions where the API leaves room:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -41,7 +40,7 @@ from ..model import (
     Usage,
 )
 from ..reader import json_type_name
-from .base import Format, Layout, block_types, link_result_name, link_result_names
+from .base import Finish, Format, Layout, LinkNames, block_types, link_result_names
 
 ROLES = {
     "system": Role.SYSTEM,
@@ -310,9 +309,8 @@ class OpenAIFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)
 
-    def finish_stream(self, names: dict[str, str] | None = None) -> Callable[[Record], None]:
-        carried: dict[str, str] = {} if names is None else names
-        return lambda rec: link_result_name(rec, carried)
+    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+        return LinkNames(names)
 
     # -- writing ---------------------------------------------------------------------------------------
 

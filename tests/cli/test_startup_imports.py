@@ -115,3 +115,22 @@ def test_a_one_megabyte_record_below_the_threshold_is_counted_without_tiktoken(t
     code, modules = _loaded(["run", str(src), "--window", "100000000", "--no-state", "-o", str(out)])
     assert code in (0, None) and len(words) > 1_000_000
     assert "tiktoken" not in modules and "ctxcompact.tokens.bpe" in modules
+
+
+AGENT_LOGS = [Path(__file__).parents[1] / "data" / "codex" / "agtrace-codex-session.jsonl",
+              Path(__file__).parents[1] / "data" / "claude-code" / "agtrace-claude-session.jsonl",
+              Path(__file__).parents[2] / "samples" / "genai-session.jsonl"]
+
+
+@pytest.mark.parametrize("log", AGENT_LOGS, ids=["codex", "claude-code", "genai"])
+def test_run_of_an_agent_log_below_the_threshold_imports_nothing_heavy(tmp_path: Path, log: Path) -> None:
+    """An agent's own log (Codex: read record by record and resumed; Claude Code: held), first call and the
+    call after a few more lines."""
+    lines = log.read_bytes().splitlines(keepends=True)
+    src, out = tmp_path / "session.jsonl", tmp_path / "out.jsonl"
+    args = ["run", str(src), "--window", "1000000", "-o", str(out), "--state", str(tmp_path / "s.json")]
+    for end in (len(lines) - 3, len(lines)):
+        src.write_bytes(b"".join(lines[:end]))
+        code, modules = _loaded(args)
+        assert code in (0, None) and out.stat().st_size > 0
+        assert sorted(m for m in modules for h in HEAVY if m == h or m.startswith(h + ".")) == []

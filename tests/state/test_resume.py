@@ -223,41 +223,6 @@ def _format_lines(fmt: str) -> list[bytes]:
     return LINES if fmt == "openai" else lines
 
 
-@pytest.fixture
-def new_process(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Every call as in a new process (no memo of conforming lines, no in-process count cache); counts the
-    lines each call checks against the schema and hashes for the count cache."""
-    from ctxcompact.formats import jsonl
-    from ctxcompact.state import cache as state_cache
-    from ctxcompact.tokens import counts as counts_mod
-
-    seen = {"schema": 0, "digest": 0}
-    real_conforms, real_digest = jsonl._line_conforms, counts_mod.line_digest
-
-    def conforms(*args):  # type: ignore[no-untyped-def]
-        seen["schema"] += 1
-        return real_conforms(*args)
-
-    def digest(raw):  # type: ignore[no-untyped-def]
-        seen["digest"] += 1
-        return real_digest(raw)
-
-    def forget():  # type: ignore[no-untyped-def]
-        jsonl._CONFORMING.clear()
-        state_cache._memo.clear()
-
-    monkeypatch.setattr(jsonl, "_line_conforms", conforms)
-    monkeypatch.setattr(counts_mod, "line_digest", digest)
-    real_run = api.run
-
-    def run(*args, **kw):  # type: ignore[no-untyped-def]
-        forget()
-        return real_run(*args, **kw)
-
-    monkeypatch.setattr(api, "run", run)
-    return seen
-
-
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fmt=st.sampled_from(FORMATS), data=st.data(), exact_opt=st.sampled_from(["tiktoken", "none"]),
        window=st.sampled_from([400_000, 30_000]))
@@ -372,22 +337,6 @@ def _streamed_lines(fmt: str, lines: list[bytes] = LINES) -> list[bytes]:
     return list(write_transcript(clean(read_transcript(written, fmt).transcript).transcript))
 
 
-@pytest.fixture
-def parsed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The offset of every line the streamed route parses (pass 1 and pass 2)."""
-    from ctxcompact import streaming
-
-    offsets: list[int] = []
-    real = streaming.parse_record
-
-    def spy(fmt, obj, index, lineno, raw, offset, *rest):  # type: ignore[no-untyped-def]
-        offsets.append(offset)
-        return real(fmt, obj, index, lineno, raw, offset, *rest)
-
-    monkeypatch.setattr(streaming, "parse_record", spy)
-    return offsets
-
-
 def _resume_at(path: Path) -> int:
     from ctxcompact.tokens.cache import from_bytes
 
@@ -402,10 +351,10 @@ def _resume_at(path: Path) -> int:
        first_try=st.sampled_from([2, 5, 64]))
 def test_any_split_of_appends_from_the_resume_point_gives_the_cold_answer(
         tmp_path, new_process, monkeypatch, fmt, data, exact_opt, window, first_try):
-    """Every format pass 1 reads (genai and codex are read held), each call in a new process, the cleaner
-    settling parts often (a small first try) or seldom: a call that resumes answers as a call from scratch
-    does (outputs, states, reports, repairs), below the threshold and across compactions, with the format
-    given or detected."""
+    """openai and anthropic (codex, genai: test_resume_agent_logs.py), each call in a new process, the
+    cleaner settling parts often (a small first try) or seldom: a call that resumes answers as a call from
+    scratch does (outputs, states, reports, repairs), below the threshold and across compactions, with the
+    format given or detected."""
     from ctxcompact.clean import Cleaner
 
     monkeypatch.setattr(Cleaner, "FIRST_TRY", first_try)
