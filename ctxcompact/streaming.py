@@ -38,7 +38,7 @@ import dataclasses
 import hashlib
 import os
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -104,8 +104,9 @@ class _Totals:
 
     def __init__(self, fmt: str, opts: Options, budget: Budget, cache: CountCache | None) -> None:
         self.opts, self.cache, self.base_budget = opts, cache, budget
-        self.heuristic: list[int] = []
-        self.exact: list[int] | None = None if opts.exact == "none" else []
+        # 8 bytes a record (a list holds a slot and, over 256, an int object per record)
+        self.heuristic = array("q")
+        self.exact: array[int] | None = None if opts.exact == "none" else array("q")
         self.usage: list[UsagePoint] = []
         self.system = 0
         self.window: tuple[int, int] | None = None  # the latest window the log records, and its line
@@ -150,7 +151,7 @@ class _Totals:
         else:
             self._fold(part, counts.heuristic, counts.exact)
 
-    def _fold(self, part: list[Record], heuristic: list[int], exact: list[int] | None) -> None:
+    def _fold(self, part: list[Record], heuristic: Sequence[int], exact: Sequence[int] | None) -> None:
         at = len(self.heuristic)
         self.usage.extend(dataclasses.replace(p, position=p.position + at) for p in usage_points(part))
         self.heuristic.extend(heuristic)
@@ -166,8 +167,8 @@ class _Totals:
 
     def kept(self) -> dict[str, Any]:
         """Everything counted so far (flushed), for a later read to start from (:meth:`take`)."""
-        return {"heuristic": array("q", self.heuristic).tobytes(),
-                "exact": None if self.exact is None else array("q", self.exact).tobytes(),
+        return {"heuristic": self.heuristic.tobytes(),
+                "exact": None if self.exact is None else self.exact.tobytes(),
                 "usage": [(p.position, p.prompt_tokens, p.line, p.source) for p in self.usage],
                 "system": self.system, "window": self.window, "messages": dict(self.stats.messages),
                 "tool_calls": self.stats.tool_calls, "chars": self.stats.chars}
@@ -192,17 +193,17 @@ class _Totals:
 
     def take(self, read: dict[str, Any]) -> None:
         """Start from the parts counted before a resume point (:meth:`read`)."""
-        self.heuristic = list(read["heuristic"])
-        self.exact = None if read["exact"] is None else list(read["exact"])
+        self.heuristic = array("q", read["heuristic"])
+        self.exact = None if read["exact"] is None else array("q", read["exact"])
         self.usage, self.system, self.window = list(read["usage"]), read["system"], read["window"]
         self.stats.messages = dict(read["messages"])
         self.stats.tool_calls, self.stats.chars = read["tool_calls"], read["chars"]
 
 
-def _ints(raw: bytes) -> list[int]:
+def _ints(raw: bytes) -> array[int]:
     got = array("q")
     got.frombytes(raw)
-    return got.tolist()
+    return got
 
 
 @dataclass(slots=True)

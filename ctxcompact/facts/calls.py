@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
+from heapq import merge
 from typing import Any, Protocol, TypeVar
 
 import orjson
@@ -110,6 +113,31 @@ def call_index(records: Iterable[Record]) -> dict[str, ToolCall]:
     return calls
 
 
+class _Hashes:
+    """A set of strings kept as 64-bit hashes (``hash``), 8 bytes each: a sorted array looked up by bisection
+    and the latest few in a set, merged into it as they double. A collision answers "seen" for a string that
+    was not: :class:`CallsSoFar` then says it is not exact, and the caller reads the file held (the same
+    output, more memory); it never says "not seen" for a string that was."""
+
+    __slots__ = ("new", "old")
+
+    def __init__(self) -> None:
+        self.old, self.new = array("q"), set[int]()
+
+    def __contains__(self, key: str) -> bool:
+        h = hash(key)
+        if h in self.new:
+            return True
+        i = bisect_left(self.old, h)
+        return i < len(self.old) and self.old[i] == h
+
+    def add(self, key: str) -> None:
+        self.new.add(hash(key))
+        if len(self.new) > 1024 + len(self.old) // 4:
+            self.old = array("q", merge(self.old, sorted(self.new)))  # (no object per hash meanwhile)
+            self.new = set()
+
+
 class CallsSoFar(Mapping[str, ToolCall]):
     """:func:`call_index` of the records fed so far (``add`` each record before its results are read). A
     lookup answers as over the whole list unless a later record gives the id a call (a result read before
@@ -117,7 +145,7 @@ class CallsSoFar(Mapping[str, ToolCall]):
 
     def __init__(self, forget: bool = False) -> None:
         self.calls: dict[str, ToolCall] = {}
-        self.asked: set[str] = set()
+        self.asked = _Hashes()  # every id looked up: a record's only growth here, 8 bytes each
         self.exact = True
         #: ``forget``: a call answered is dropped after its record (``answered``), so what is held is the
         #: calls not yet answered; a later lookup of it makes the index inexact

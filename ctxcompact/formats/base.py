@@ -9,6 +9,7 @@ cleaning, estimation, compaction) works on the model and asks the format only th
 from __future__ import annotations
 
 import abc
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -226,7 +227,8 @@ def link_result_name(rec: Record, names: dict[str, str]) -> None:
         return
     for b in rec.message.blocks:
         if isinstance(b, ToolCall):
-            names.setdefault(b.id, b.name)
+            if b.id not in names:  # (a stream keeps one per call: one string per tool, not per call)
+                names[b.id] = sys.intern(b.name)
         elif isinstance(b, ToolResult) and b.name is None and b.call_id in names:
             b.name = names[b.call_id]
 

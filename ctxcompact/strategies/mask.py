@@ -361,11 +361,11 @@ def _commit(state: State, written: Written, *, results: list[MaskedResult], thin
         state.calibration.estimator = written.counts.estimator
 
 
-def _counts(si: StrategyInput) -> list[int]:
+def _counts(si: StrategyInput) -> Sequence[int]:
     return si.count(si.ctx.transcript.records).base
 
 
-def _freed_exactly(si: StrategyInput, before: Transcript, base: list[int], after: Transcript) -> int:
+def _freed_exactly(si: StrategyInput, before: Transcript, base: Sequence[int], after: Transcript) -> int:
     """Tokens freed, counting the changed records again with the run's estimator: the proportional share
     used to choose results is close, but exact counts of placeholders keep the threshold decision true."""
     known = {id(rec): n for rec, n in zip(before.records, base, strict=True)}
@@ -377,7 +377,7 @@ def _freed_exactly(si: StrategyInput, before: Transcript, base: list[int], after
     return max(0, sum(base) - total_after)
 
 
-def _maskable(si: StrategyInput, base: list[int], params: MaskParams) -> tuple[list[Any], int]:
+def _maskable(si: StrategyInput, base: Sequence[int], params: MaskParams) -> tuple[list[Any], int]:
     """The results masking would clear now and the estimator tokens that frees."""
     masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
     if masked is not si.ctx.transcript:

@@ -33,6 +33,7 @@ import bisect
 import dataclasses
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from ..budget import Budget
@@ -229,7 +230,7 @@ def _render(si: StrategyInput, events: list[Event]) -> Transcript:
     return clean(t).transcript
 
 
-def _estimate(si: StrategyInput, t: Transcript) -> tuple[int, list[int]]:
+def _estimate(si: StrategyInput, t: Transcript) -> tuple[int, Sequence[int]]:
     """Tokens of a compacted context as the provider will count it (``Calibrated.project``)."""
     counts = si.count(t.records)
     return si.report.calibrated.project(sum(counts.base)), counts.base

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..model import Record, Role
@@ -21,14 +21,15 @@ TextCost = Callable[[str], int]
 
 @dataclass(slots=True)
 class Counts:
-    """Tokens per record (0 for records with no message)."""
+    """Tokens per record (0 for records with no message): lists, or arrays where a file is read record by
+    record (``streaming``: 8 bytes a record, not a list's slot and an int's object)."""
 
-    heuristic: list[int]
-    exact: list[int] | None
+    heuristic: Sequence[int]
+    exact: Sequence[int] | None
     encoding: str | None
 
     @property
-    def base(self) -> list[int]:
+    def base(self) -> Sequence[int]:
         """The counts the run decides with: exact when counted, else the heuristic."""
         return self.exact if self.exact is not None else self.heuristic
 
@@ -116,7 +117,7 @@ def count_records(records: list[Record], opts: Options, cache: CountCache | None
     return Counts(heur, ex, name)
 
 
-def system_tokens(base: list[int], records: list[Record]) -> int:
+def system_tokens(base: Sequence[int], records: list[Record]) -> int:
     """Tokens of the system records: they are kept verbatim, so no compaction can shrink them."""
     pairs = zip(base, records, strict=True)
     return sum(c for c, r in pairs if r.message is not None and r.message.role is Role.SYSTEM)

@@ -1,0 +1,66 @@
+"""What a streamed ``run`` with a state holds per record (docs/measurements/performance.md): the count cache
+keeps 32 bytes a line, pass 1's counts 8 bytes a record each, the fact feed a hash per call looked up. Peak
+traced memory on N and 4N lines of a tool loop, compacting and passing through; before, a run with a state
+grew by ~210 bytes a record (the count cache's dict of tuples, the ids looked up as strings)."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_run_streamed import _agent_log
+
+from ctxcompact import engine
+from ctxcompact.facts.calls import CallsSoFar, _Hashes
+from ctxcompact.options import Options
+
+
+def _peak(path: Path, window: int) -> int:
+    for p in path.parent.glob(f"{path.name}.ctxstate*"):
+        p.unlink()  # each run from no state: it writes the state and the count cache
+    gc.collect()
+    tracemalloc.start()
+    try:
+        engine.run(path, Options(window=window, exact="none"), output=path.with_suffix(".out"), hold=False,
+                   warn=lambda m: None)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("window", [20_000, 1_000_000_000], ids=["compacting", "below the threshold"])
+def test_a_run_with_a_state_grows_by_little_per_record(window: int, tmp_path: Path) -> None:
+    n = 5_001
+    small, big = _agent_log(tmp_path / "small.jsonl", n), _agent_log(tmp_path / "big.jsonl", 4 * n)
+    _peak(small, window)  # warm: imports, compiled patterns, caches that do not depend on the file
+    grew = (_peak(big, window) - _peak(small, window)) / (3 * n)
+    assert grew < 120, f"{grew:.0f} B per record"  # ~83 now; 210 with the dict of tuples
+
+
+@given(st.lists(st.text(max_size=6), max_size=3000), st.lists(st.text(max_size=6), max_size=50))
+def test_hashed_ids_never_forget_one(added: list[str], other: list[str]) -> None:
+    seen = _Hashes()
+    for i, key in enumerate(added):
+        seen.add(key)
+        assert key in seen and added[i // 2] in seen  # across the merges into the sorted array
+    assert all(key in seen for key in added)
+    assert all(key not in seen for key in other if key not in added)  # (a collision of 64-bit hashes aside)
+
+
+def test_a_call_looked_up_then_given_again_is_seen_past_the_merges() -> None:
+    from ctxcompact.model import Message, Record, Role, ToolCall
+
+    index = CallsSoFar(forget=True)
+    for i in range(5_000):  # the looked-up ids outgrow the recent set: most are in the sorted array
+        index.add(Record(index=i, line=i + 1, raw=None, data=None, message=Message(
+            role=Role.ASSISTANT, blocks=[ToolCall(f"c{i}", "bash", "{}")])))
+        assert index.get(f"c{i}") is not None
+        index.answered()
+    assert index.exact
+    index.add(Record(index=5_000, line=5_001, raw=None, data=None, message=Message(
+        role=Role.ASSISTANT, blocks=[ToolCall("c17", "bash", "{}")])))  # an id used again
+    assert not index.exact
