@@ -32,6 +32,7 @@ from .pipeline import (
     describe,
     ignored_usage_warning,
 )
+from .plugins import STRATEGIES
 from .progress import progress
 from .report import EstimateReport
 from .result import RunResult, Warn, judge_fit, output_format
@@ -168,7 +169,7 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     opts = opts or Options()
     check_options(opts)
     check_exact(opts)
-    get_strategy(opts.strategy)  # an unknown name is a usage error before any work
+    STRATEGIES.check(opts.strategy)  # an unknown name is a usage error before any work (nothing loaded)
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=not dry_run)
     if not dry_run:
@@ -202,7 +203,7 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
     output (no ``Format.compaction_output``)."""
     check_options(opts)  # the same checks as every other route, before any work
     check_exact(opts)
-    get_strategy(opts.strategy)
+    STRATEGIES.check(opts.strategy)
     held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
     return _run_locked(InputData(data, path), opts, _budget(opts), None, None, False, warn, held=held,
                        counts=counts if counts is not None else CountCache(), as_log=False)

@@ -14,8 +14,8 @@ import pytest
 # Never on a hook's call below the threshold: the schema checker (only for a line that does not conform),
 # tiktoken (small inputs are counted without it), the regex module (tokens/bpe.py splits with re), the SDKs,
 # the message-list API's asyncio, the process pool, the evaluation, the summarizers and the facts a summary
-# is made of (only a compaction needs them).
-HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "concurrent.futures",
+# is made of (only a compaction needs them); nor the strategy (its registry entry says whether it streams).
+HEAVY = ("ctxcompact.strategies.threshold", "jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "concurrent.futures",
          "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch", "ctxcompact.recall",
          "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive", "ctxcompact.facts.gather",
          "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes", "ctxcompact.facts.files")
