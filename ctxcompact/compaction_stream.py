@@ -12,7 +12,7 @@ Taken for the default path only (:func:`may_compact_streamed`): ``--strategy thr
 ``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself
 (not an agent's append-only log), no ``--to`` into another format. The held route is taken instead for
 anything else, and whenever the streamed one cannot give exactly what it gives
-(:class:`~.strategies.conversation.Unstreamable`): a compaction that would not make the context smaller
+(:class:`~.errors.Unstreamable`): a compaction that would not make the context smaller
 (the context is then written whole), a subagent's lines or a result before its call (the facts read over
 the whole list), a work in flight that fits nowhere (the whole conversation is summarized again).
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .context import Context
 from .errors import InputError
@@ -31,8 +31,10 @@ from .model import Record, Role, Transcript
 from .options import Options
 from .paths import open_input
 from .reader import iter_lines_at
-from .strategies.conversation import Conversation, Reader
 from .streaming import Counted, Hashing, Held, Reading
+
+if TYPE_CHECKING:
+    from .strategies.conversation import Conversation
 
 
 def may_compact_streamed(fmt: str, opts: Options) -> bool:
@@ -68,6 +70,8 @@ def read_conversation(path: Path, counted: Counted,
     input), the conversation read record by record, and the position in the context of each record it
     holds (``id(record) -> position``: pass 1's counts of them are not made again). Only the bytes pass 1
     read are read, and they must be the same (else an InputError: the file changed)."""
+    from .strategies.conversation import Reader  # (only a compaction loads it, and the facts it reads)
+
     reading = Reading(path, opts, counted.format, schema=False)
     positions: dict[int, int] = {}
 

@@ -20,7 +20,7 @@ from .atomic import write_lines
 from .budget import Budget, make_budget
 from .compaction_stream import check_unchanged, may_compact_streamed, read_conversation
 from .context import Context, build_context
-from .errors import OutputError, StateError, SummarizerError, UsageError
+from .errors import OutputError, StateError, SummarizerError, Unstreamable, UsageError
 from .formats import get_format
 from .model import Transcript
 from .options import MAX_TOKENS, Options, check_options
@@ -55,7 +55,6 @@ from .state import record_real_tokens as record_in_state
 from .state.cache import cache_path, load_counts, save_counts
 from .strategies import get_strategy, reapply_all
 from .strategies.base import StrategyInput, Written
-from .strategies.conversation import Unstreamable
 from .streaming import (
     CacheLoader,
     Counted,
@@ -65,7 +64,6 @@ from .streaming import (
     stream_report,
     written_lines,
 )
-from .summarizers import summarizer_for
 from .tokens.cache import CountCache
 from .tokens.counts import Counts, check_exact, count_key
 
@@ -211,6 +209,8 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
 
 def _check_summarizer(opts: Options) -> None:
     if opts.summarizer != "extractive":
+        from .summarizers import summarizer_for  # (the default needs no check: a run never loads them)
+
         try:
             summarizer_for(opts).check()  # a missing key is a configuration error, reported before any work
         except SummarizerError as exc:

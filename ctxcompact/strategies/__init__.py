@@ -64,8 +64,14 @@ def estimate_needs_context(name: str, opts: Options) -> bool:
 
 def reapply_all(records: list[Record], state: State, fmt_name: str) -> list[Record]:
     """What every strategy left in the state, applied again (so a later run never re-expands what an earlier
-    one reduced), whatever strategy this run uses."""
-    layered = sorted((s for s in map(get_strategy, names()) if s.state_layer), key=lambda s: s.state_layer)
+    one reduced), whatever strategy this run uses. A built-in is loaded only when the state holds its
+    section, not empty (its registry entry names the key): without one, its ``reapply`` changes nothing."""
+    def may_reapply(name: str) -> bool:
+        own = STRATEGIES.state_key_of(name)
+        return not STRATEGIES.is_builtin(name) or (own is not None and state.holds(own))
+
+    layered = sorted((s for s in map(get_strategy, filter(may_reapply, names())) if s.state_layer),
+                     key=lambda s: s.state_layer)
     for strategy in layered:
         records = strategy.reapply(records, state, fmt_name)
     return records

@@ -24,10 +24,10 @@ from ..model import Record, Transcript
 from ..options import Options
 from ..report import EstimateReport
 from ..state import State
-from ..summarizers.base import SummaryResult
 from ..tokens.counts import Counts, count_records
 
 if TYPE_CHECKING:
+    from ..summarizers.base import SummaryResult
     from .conversation import Conversation
 
 Warn = Callable[[str], None]
