@@ -19,7 +19,6 @@ the whole list), a work in flight that fits nowhere (the whole conversation is s
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -106,15 +105,3 @@ def read_conversation(path: Path, counted: Counted,
                   repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
     return ctx, reader.conversation(), positions
 
-
-def check_unchanged(path: Path, counted: Counted) -> None:
-    """InputError unless ``path`` still begins with the bytes pass 1 read (the state's fingerprint is read
-    from the file after pass 2)."""
-    digest = hashlib.sha256()
-    seen = 0
-    with open_input(path) as stream:  # (what was appended since is not what the state describes)
-        while seen < counted.nbytes and (chunk := stream.read(min(1 << 20, counted.nbytes - seen))):
-            digest.update(chunk)
-            seen += len(chunk)
-    if seen != counted.nbytes or digest.digest() != counted.digest:
-        raise InputError(f"{path} changed while it was read; run again")

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
-from .compaction_stream import check_unchanged, may_compact_streamed, read_conversation
+from .compaction_stream import may_compact_streamed, read_conversation
 from .context import Context, build_context
 from .errors import OutputError, StateError, SummarizerError, Unstreamable, UsageError
 from .formats import get_format
@@ -39,6 +39,7 @@ from .result import RunResult, Warn, judge_fit, output_format
 from .secrets import scrub_credentials
 from .source import InputData, Source, is_file
 from .state import (
+    HashedFile,
     InputInfo,
     State,
     add_compaction,
@@ -397,8 +398,9 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
         warn(message)
     report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
     assert result.state is not None
-    _update_state(result.state, path, path, ctx, result, out_counts)
-    check_unchanged(path, counted)  # the fingerprint was read from the file: the bytes summarized
+    # the fingerprint is of the bytes both passes read and hashed (state.HashedFile): the bytes summarized
+    _update_state(result.state, path, HashedFile(path, counted.nbytes, counted.digest), ctx, result,
+                  out_counts)
     _write_both(result, output, state_path)
     if state_path is not None and cache is not None:
         save_counts(cache_path(state_path), cache)  # after the state, under its lock
@@ -462,8 +464,8 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
         written.forget()
 
 
-def _update_state(state: State, path: Path | None, data: bytes | Path, ctx: Context, result: RunResult,
-                  out_counts: Counts) -> None:
+def _update_state(state: State, path: Path | None, data: bytes | Path | HashedFile, ctx: Context,
+                  result: RunResult, out_counts: Counts) -> None:
     _note_input(state, path, ctx.input_format)
     outcome = result.outcome
     if outcome is not None and outcome.compacted:
