@@ -14,17 +14,16 @@ an append-only log's lines copied then what ``Format.compaction_appended`` makes
 ``Format.compaction_seen`` took of them line by line (Codex, ADK events: :func:`input_lines`), no
 ``--to`` into another format. The held route is taken instead for anything else, and whenever the
 streamed one cannot give exactly what it gives
-(:class:`~.strategies.conversation.Unstreamable`): a compaction that would not make the context smaller
+(:class:`~.errors.Unstreamable`): a compaction that would not make the context smaller
 (the context is then written whole), a subagent's lines or a result before its call (the facts read over
 the whole list), a work in flight that fits nowhere (the whole conversation is summarized again).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .context import Context
 from .errors import InputError
@@ -34,8 +33,10 @@ from .model import Record, Role, Transcript
 from .options import Options
 from .paths import open_input
 from .reader import iter_lines_at
-from .strategies.conversation import Conversation, Reader
 from .streaming import Counted, Hashing, Held, Reading, begin, lines_at
+
+if TYPE_CHECKING:
+    from .strategies.conversation import Conversation
 
 
 def may_compact_streamed(fmt: str, opts: Options) -> bool:
@@ -78,6 +79,8 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
     line read (``Format.compaction_seen``)."""
     covered = counted.covered
     reading = Reading(path, opts, counted.format, schema=False, covered=covered)
+    from .strategies.conversation import Reader  # (only a compaction loads it, and the facts it reads)
+
     positions: dict[int, int] = {}
 
     def dropped(rec: Record) -> None:
@@ -131,15 +134,3 @@ def input_lines(path: Path, counted: Counted) -> Iterator[bytes]:
     if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
         raise InputError(f"{path} changed while it was read; run again")
 
-
-def check_unchanged(path: Path, counted: Counted) -> None:
-    """InputError unless ``path`` still begins with the bytes pass 1 read (the state's fingerprint is read
-    from the file after pass 2)."""
-    digest = hashlib.sha256()
-    seen = 0
-    with open_input(path) as stream:  # (what was appended since is not what the state describes)
-        while seen < counted.nbytes and (chunk := stream.read(min(1 << 20, counted.nbytes - seen))):
-            digest.update(chunk)
-            seen += len(chunk)
-    if seen != counted.nbytes or digest.digest() != counted.digest:
-        raise InputError(f"{path} changed while it was read; run again")

@@ -19,9 +19,9 @@ from typing import BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
-from .compaction_stream import check_unchanged, input_lines, may_compact_streamed, read_conversation
+from .compaction_stream import input_lines, may_compact_streamed, read_conversation
 from .context import Context, build_context
-from .errors import OutputError, StateError, SummarizerError, UsageError
+from .errors import OutputError, StateError, SummarizerError, Unstreamable, UsageError
 from .formats import get_format
 from .formats.base import Format
 from .formats.jsonl import write_transcript
@@ -35,12 +35,14 @@ from .pipeline import (
     describe,
     ignored_usage_warning,
 )
+from .plugins import STRATEGIES
 from .progress import progress
 from .report import EstimateReport
 from .result import RunResult, Warn, judge_fit, output_format
 from .secrets import scrub_credentials
 from .source import InputData, Source, is_file
 from .state import (
+    HashedFile,
     InputInfo,
     State,
     add_compaction,
@@ -57,7 +59,6 @@ from .state import record_real_tokens as record_in_state
 from .state.cache import cache_path, load_counts, save_counts
 from .strategies import get_strategy, reapply_all
 from .strategies.base import StrategyInput, Written
-from .strategies.conversation import Unstreamable
 from .streaming import (
     CacheLoader,
     Counted,
@@ -67,7 +68,6 @@ from .streaming import (
     stream_report,
     written_lines,
 )
-from .summarizers import summarizer_for
 from .tokens.cache import CountCache
 from .tokens.counts import Counts, check_exact, count_key
 
@@ -171,7 +171,7 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     opts = opts or Options()
     check_options(opts)
     check_exact(opts)
-    get_strategy(opts.strategy)  # an unknown name is a usage error before any work
+    STRATEGIES.check(opts.strategy)  # an unknown name is a usage error before any work (nothing loaded)
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=not dry_run)
     if not dry_run:
@@ -205,7 +205,7 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
     output (no ``Format.compaction_output``)."""
     check_options(opts)  # the same checks as every other route, before any work
     check_exact(opts)
-    get_strategy(opts.strategy)
+    STRATEGIES.check(opts.strategy)
     held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
     return _run_locked(InputData(data, path), opts, _budget(opts), None, None, False, warn, held=held,
                        counts=counts if counts is not None else CountCache(), as_log=False)
@@ -213,6 +213,8 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
 
 def _check_summarizer(opts: Options) -> None:
     if opts.summarizer != "extractive":
+        from .summarizers import summarizer_for  # (the default needs no check: a run never loads them)
+
         try:
             summarizer_for(opts).check()  # a missing key is a configuration error, reported before any work
         except SummarizerError as exc:
@@ -419,8 +421,9 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
         warn(message)
     report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
     assert result.state is not None
-    _update_state(result.state, path, path, ctx, result, out_counts)
-    check_unchanged(path, counted)  # the fingerprint was read from the file: the bytes summarized
+    # the fingerprint is of the bytes both passes read and hashed (state.HashedFile): the bytes summarized
+    _update_state(result.state, path, HashedFile(path, counted.nbytes, counted.digest), ctx, result,
+                  out_counts)
     _write_both(result, output, state_path)
     if state_path is not None and cache is not None:
         save_counts(cache_path(state_path), cache)  # after the state, under its lock
@@ -484,8 +487,8 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
         written.forget()
 
 
-def _update_state(state: State, path: Path | None, data: bytes | Path, ctx: Context, result: RunResult,
-                  out_counts: Counts) -> None:
+def _update_state(state: State, path: Path | None, data: bytes | Path | HashedFile, ctx: Context,
+                  result: RunResult, out_counts: Counts) -> None:
     _note_input(state, path, ctx.input_format)
     outcome = result.outcome
     if outcome is not None and outcome.compacted:

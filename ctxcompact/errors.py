@@ -88,6 +88,11 @@ class LineError(Exception):
         self.message = message
 
 
+class Unstreamable(Exception):
+    """A streamed compaction cannot give what the held one gives: the run reads the file held instead
+    (raised by strategies/conversation.py, which only a compaction loads)."""
+
+
 class StateError(CtxCompactError):
     exit_code = ExitCode.STATE
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .budget import Budget, make_budget
 from .context import Context
@@ -21,7 +22,6 @@ from .report import ContextStats, EstimateReport, context_stats, make_report
 from .state import State
 from .strategies import get_strategy
 from .strategies.base import StrategyInput
-from .strategies.mask import maskable
 from .tokens.cache import CountCache
 from .tokens.calibration import Calibrated, UsagePoint, calibrate, calibrate_request, default_factor
 from .tokens.counts import Counts, count_records, system_tokens
@@ -200,7 +200,13 @@ def describe(report: EstimateReport, si: StrategyInput) -> None:
         report.would_compact = bool(extras.pop("would_compact"))
     report.extras = extras
     if "maskable_tokens" not in extras:  # what --prune would free, whatever the strategy: when asked for
-        report.later = lambda: maskable(si)
+        report.later = lambda: _maskable(si)
     if extras.get("tier") == "mask" and "tokens_after_mask" in extras:
         # the mask tier is enough: that, not a summary, is what run would write
         report.projected_tokens_after = int(extras["tokens_after_mask"])
+
+
+def _maskable(si: StrategyInput) -> dict[str, Any]:
+    from .strategies.mask import maskable  # only when the report's figure is read: a run never loads mask
+
+    return maskable(si)

@@ -84,13 +84,20 @@ class Registry(Generic[T]):
         k = key(name)
         if k in self._registered:
             return self._registered[k][0]
-        builtin = self._builtins.get(k)
-        if builtin is None:
-            raise UsageError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}")
+        self.check(name)
+        builtin = self._builtins[k]
         if k not in self._loaded:
             module, _, attribute = builtin.target.partition(":")
             self._loaded[k] = getattr(importlib.import_module(module), attribute)
         return self._loaded[k]
+
+    def check(self, name: str) -> None:
+        """UsageError naming the known ones when ``name`` is unknown (without loading anything)."""
+        if name not in self:
+            raise UsageError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}")
+
+    def is_builtin(self, name: str) -> bool:
+        return key(name) in self._builtins
 
     def has(self, name: str, trait: str) -> bool:
         """Whether ``name`` declares ``trait`` (without loading it)."""
@@ -165,10 +172,14 @@ FORMATS: Registry[Any] = Registry("format", [
     Builtin("codex", _F + "codex:FORMAT"),
 ], default="openai")
 
+#: a strategy trait: its ``describe`` needs only the counts while none of its own flags is on, so ``estimate``
+#: and ``run`` may stream without loading it (strategies.estimate_needs_context)
+ESTIMATE_STREAMS = "estimate-streams"
+
 #: each strategy's options (the --help order is this one, strategy by strategy) and its state section's key;
 #: ``--prune``'s tier takes mask's options
 STRATEGIES: Registry[Any] = Registry("strategy", [
-    Builtin("threshold", _S + "threshold:STRATEGY", options=(
+    Builtin("threshold", _S + "threshold:STRATEGY", traits=frozenset({ESTIMATE_STREAMS}), options=(
         Option("prune", False, "mask old tool results first; summarize only if still over the threshold.",
                kind="flag"),
     )),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .budget import Budget
 from .clean import Repair
@@ -17,9 +18,11 @@ from .options import Options
 from .report import EstimateReport
 from .state import State
 from .strategies.base import Outcome
-from .summarizers.base import SummaryResult
 from .tokens.calibration import Calibrated
 from .tokens.counts import Counts, system_tokens
+
+if TYPE_CHECKING:
+    from .summarizers.base import SummaryResult
 
 Warn = Callable[[str], None]
 

@@ -66,7 +66,7 @@ from .pipeline import (
 from .reader import decode_line, iter_lines_at
 from .report import ContextStats, EstimateReport, context_stats
 from .state import State
-from .strategies import get_strategy
+from .strategies import estimate_needs_context
 from .tokens.cache import CountCache
 from .tokens.calibration import UsagePoint
 from .tokens.counts import Counts, count_key, count_records, encoding_name, system_tokens
@@ -87,7 +87,7 @@ class _Held(Exception):
 def may_stream(path: Path, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
     """Whether ``estimate`` (or ``run``, at any size: ``from_bytes=0``) of ``path`` may stream, before
     reading it."""
-    if opts.exact == "anthropic" or get_strategy(opts.strategy).estimate_needs_context(opts):
+    if opts.exact == "anthropic" or estimate_needs_context(opts.strategy, opts):
         return False
     if state is not None and (state.holds_sections() or (not covers(state) and (
             state.watermark > 0 or state.summary or state.fingerprint.nbytes > 0))):

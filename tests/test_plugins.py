@@ -126,6 +126,45 @@ def test_a_registered_strategy_is_found_by_name_until_unregistered() -> None:
     assert "quiet-test" not in names()
 
 
+@pytest.mark.parametrize("prune", [False, True])
+def test_whether_an_estimate_streams_is_the_registry_s_answer(prune: bool) -> None:
+    """Only threshold without --prune describes from the counts (--prune's figures mask the context); a
+    strategy registered at run time answers by its own method."""
+    from ctxcompact.strategies import estimate_needs_context
+
+    opts = Options(prune=prune)
+    got = {n: estimate_needs_context(n, opts) for n in plugins.STRATEGIES.builtin_names()}
+    assert got == {"threshold": prune, "mask": True, "sliding-window": True}
+    assert all(get_strategy(n).estimate_needs_context(opts) is got[n] for n in got)
+
+    class Streams:
+        name = "streams-test"
+        state_layer = 0
+
+        def estimate_needs_context(self, opts: Options) -> bool:
+            return opts.window == 7
+
+    try:
+        register(Streams())  # type: ignore[arg-type]
+        assert estimate_needs_context("streams-test", Options(window=7))
+        assert not estimate_needs_context("streams-test", opts)
+    finally:
+        plugins.STRATEGIES.unregister("streams-test")
+    with pytest.raises(UsageError, match="unknown strategy 'nope'"):
+        estimate_needs_context("nope", opts)
+
+
+def test_checking_a_name_or_asking_a_trait_loads_no_plugin() -> None:
+    code = ("import sys, ctxcompact.plugins as p, ctxcompact.strategies as s, ctxcompact.options as o; "
+            "p.STRATEGIES.check('Threshold'); s.estimate_needs_context('threshold', o.Options()); "
+            "s.estimate_needs_context('mask', o.Options()); "
+            "print(' '.join(m for m in sys.modules if m.startswith('ctxcompact.strategies.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == []
+    with pytest.raises(UsageError, match="unknown strategy 'nope'; known: threshold, mask"):
+        plugins.STRATEGIES.check("nope")
+
+
 def test_reading_the_names_loads_no_plugin() -> None:
     code = ("import sys, ctxcompact.plugins as p, ctxcompact.cli.options; "
             "[r.names() for r in (p.FORMATS, p.STRATEGIES, p.SUMMARIZERS)]; "

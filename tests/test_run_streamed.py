@@ -180,6 +180,52 @@ def test_a_file_changed_between_the_passes_is_an_error_not_a_mixed_output(tmp_pa
     assert out.read_bytes() == b"before\n"  # left as it was
 
 
+def _in_flight_log(path: Path) -> Path:
+    """A tool loop that ends on a result: a compaction keeps the work in flight, so the state covers less
+    than the file (its fingerprint is of a shorter prefix than the passes read)."""
+    _agent_log(path, 300)
+    call = {"id": "call_x", "type": "function",
+            "function": {"name": "bash", "arguments": '{"command": "pytest"}'}}
+    with path.open("ab") as f:
+        for m in ({"role": "user", "content": "now run the whole suite"},
+                  {"role": "assistant", "content": "Running it.", "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": "call_x", "content": "3 failed, 97 passed"}):
+            f.write(orjson.dumps(m) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize("after", ["count_file", "read_conversation"], ids=["pass-1", "pass-2"])
+def test_a_compaction_of_a_file_changed_while_it_was_read_is_an_error(
+        tmp_path: Path, after: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A byte of the covered prefix changed after pass 1 (pass 2's hash is not pass 1's) or after pass 2,
+    before the state's fingerprint is taken (the read that takes the fingerprint of the prefix before the
+    work in flight proves the bytes both passes hashed): the same error, nothing written."""
+    path = _in_flight_log(tmp_path / "t.jsonl")
+    out, state = tmp_path / "out.jsonl", tmp_path / "s.json"
+    opts = Options(window=8000, state_path=state)
+    r = engine.run(path, opts, output=out, hold=False, warn=lambda m: None)
+    assert r.compacted and 0 < r.state.fingerprint.nbytes < path.stat().st_size  # the case meant
+    passes: list[str] = []
+    real = getattr(engine, after)
+
+    def then_rewrite(*a: Any, **k: Any) -> Any:
+        got = real(*a, **k)
+        passes.append(after)
+        data = bytearray(path.read_bytes())
+        i = data.index(b'"content":"') + 11
+        data[i] = ord("Q") if data[i] != ord("Q") else ord("R")  # same length: only the digest tells
+        path.write_bytes(bytes(data))
+        return got
+
+    _in_flight_log(path)
+    state.unlink()
+    out.write_bytes(b"before\n")
+    monkeypatch.setattr(engine, after, then_rewrite)
+    with pytest.raises(CtxCompactError, match="changed while it was read"):
+        engine.run(path, opts, output=out, hold=False, warn=lambda m: None)
+    assert passes == [after] and out.read_bytes() == b"before\n" and not state.exists()
+
+
 def _peak(path: Path, hold: bool) -> int:
     gc.collect()
     tracemalloc.start()

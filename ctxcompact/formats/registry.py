@@ -1,19 +1,34 @@
 """The formats by name and format detection. The names are :data:`ctxcompact.plugins.FORMATS` (adding a
 format: a module exposing ``FORMAT``, an instance of :class:`~ctxcompact.formats.base.Format`, and its line
-there); every format is loaded here, since detection asks them all."""
+there); each is loaded when first asked for (detection asks them all, a resumed read only its own)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError, Problem
 from ..plugins import FORMATS as REGISTRY
 from .base import Format
 
+
+class _Builtins(Mapping[str, Format]):
+    """The built-in formats by name, each loaded on first look-up: reading the names loads none."""
+
+    def __getitem__(self, name: str) -> Format:
+        if name not in REGISTRY.builtin_names():
+            raise KeyError(name)
+        return REGISTRY.get(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY.builtin_names())
+
+    def __len__(self) -> int:
+        return len(REGISTRY.builtin_names())
+
+
 # the built-in formats, in the registry's order (on a tie in detection the earlier format wins)
-FORMATS: dict[str, Format] = {name: REGISTRY.get(name) for name in REGISTRY.builtin_names()}
-assert all(fmt.name == name for name, fmt in FORMATS.items())
+FORMATS: Mapping[str, Format] = _Builtins()
 
 DEFAULT_FORMAT = REGISTRY.default
 #: a sniff score at or above this means "certainly this format"
@@ -60,7 +75,7 @@ class Detector:
 
     def __init__(self) -> None:
         self.names = list(REGISTRY.names())
-        self.formats = [(n, REGISTRY.get(n)) for n in self.names]
+        self._formats: list[tuple[str, Format]] | None = None  # loaded by the first line it reads
         self._leader: str | None = None  # leader(), kept until the next line
         self.count = dict.fromkeys(self.names, 0)
         self.total = dict.fromkeys(self.names, 0)
@@ -73,7 +88,9 @@ class Detector:
         """Score one line; True once detection is decided (read no more lines into it)."""
         if self.first_line is None:
             self.first_line = line
-        row = {n: _sniff(fmt, obj) for n, fmt in self.formats}
+        if self._formats is None:
+            self._formats = [(n, REGISTRY.get(n)) for n in self.names]
+        row = {n: _sniff(fmt, obj) for n, fmt in self._formats}
         self._leader = None
         for n, s in row.items():
             if s > 0:

@@ -22,7 +22,7 @@ headers, and the schema closes every object it defines.
 from __future__ import annotations
 
 from .calibration import record_estimate, record_real_tokens, remember_measured, reset_calibration
-from .fingerprint import check_fingerprint, make_fingerprint, prefix_fingerprint
+from .fingerprint import HashedFile, check_fingerprint, make_fingerprint, prefix_fingerprint
 from .model import (
     EMPTY_SHA256,
     STATE_VERSION,
@@ -58,6 +58,7 @@ __all__ = [
     "Calibration",
     "Compaction",
     "Fingerprint",
+    "HashedFile",
     "InputInfo",
     "Section",
     "State",

@@ -10,17 +10,33 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import BinaryIO, TypeAlias
 
 from ..errors import InputError, StateError
+from ..paths import open_input
 from .model import Fingerprint, State, TokenCache
 
 _CHUNK = 1 << 20
 
-Source: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO
+
+@dataclass(frozen=True, slots=True)
+class HashedFile:
+    """A file whose first ``nbytes`` bytes a run read (in both passes of a streamed run) and hashed:
+    ``digest``, their SHA-256. The fingerprint of those bytes is that hash, with no read; of a shorter
+    prefix, one read that also proves the file still begins with those bytes (InputError otherwise), so
+    the prefix fingerprinted is the one the run worked on."""
+
+    path: str | os.PathLike[str]
+    nbytes: int
+    digest: bytes
+
+
+Source: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO | HashedFile
 
 
 def _read_chunks(source: Source, nbytes: int, chunk_size: int) -> Iterator[bytes]:
+    assert not isinstance(source, HashedFile)  # (_hashed_prefix reads it)
     """Up to ``nbytes`` bytes of ``source`` in chunks (fewer if it is shorter)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         view = memoryview(source)[:nbytes]
@@ -43,12 +59,38 @@ def _read_chunks(source: Source, nbytes: int, chunk_size: int) -> Iterator[bytes
 def _hash_prefix(source: Source, nbytes: int, chunk_size: int = _CHUNK) -> tuple[str, int]:
     if nbytes < 0:
         raise ValueError("nbytes must be >= 0")
+    if isinstance(source, HashedFile):
+        return _hashed_prefix(source, nbytes, chunk_size), nbytes
     h = hashlib.sha256()
     seen = 0
     for chunk in _read_chunks(source, nbytes, chunk_size):
         h.update(chunk)
         seen += len(chunk)
     return h.hexdigest(), seen
+
+
+def _hashed_prefix(source: HashedFile, nbytes: int, chunk_size: int) -> str:
+    """The SHA-256 (hex) of the first ``nbytes`` bytes of ``source``'s file, which must still begin with
+    the ``source.nbytes`` bytes the run hashed: one read of them, the prefix's hash taken on the way."""
+    if nbytes > source.nbytes:
+        raise ValueError("a fingerprint of more than the run read")
+    if nbytes == source.nbytes:
+        return source.digest.hex()
+    h = hashlib.sha256()
+    prefix: str | None = None
+    seen = 0
+    with open_input(source.path) as stream:
+        for chunk in _read_chunks(stream, source.nbytes, chunk_size):
+            if prefix is None and seen + len(chunk) >= nbytes:
+                h.update(chunk[:nbytes - seen])
+                prefix = h.hexdigest()
+                h.update(chunk[nbytes - seen:])
+            else:
+                h.update(chunk)
+            seen += len(chunk)
+    if prefix is None or seen != source.nbytes or h.digest() != source.digest:
+        raise InputError(f"{source.path} changed while it was read; run again")
+    return prefix
 
 
 def prefix_fingerprint(path_or_stream: Source, nbytes: int, *, chunk_size: int = _CHUNK) -> str:

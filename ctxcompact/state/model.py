@@ -281,6 +281,10 @@ class State:
         empty)."""
         return not all(map(_empty, self.sections.values()))
 
+    def holds(self, key: str) -> bool:
+        """Whether the section ``key`` is here and not empty."""
+        return key in self.sections and not _empty(self.sections[key])
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, State) and self.to_json() == other.to_json()
 

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..plugins import STRATEGIES
+from ..plugins import ESTIMATE_STREAMS, STRATEGIES
 
 if TYPE_CHECKING:  # the interface is in .base; importing it here would load the engine's layers for --help
     from ..model import Record
+    from ..options import Options
     from ..state import State
     from .base import Strategy
 
 NAMES: tuple[str, ...] = STRATEGIES.builtin_names()
 
-__all__ = ["NAMES", "get_strategy", "names", "reapply_all", "register"]
+__all__ = ["NAMES", "estimate_needs_context", "get_strategy", "names", "reapply_all", "register"]
 
 
 def register(strategy: Strategy) -> None:
@@ -49,10 +50,28 @@ def get_strategy(name: str) -> Strategy:
     return STRATEGIES.get(name)
 
 
+def estimate_needs_context(name: str, opts: Options) -> bool:
+    """Whether strategy ``name``'s ``describe`` needs the whole context (else ``estimate`` and ``run`` may
+    stream; UsageError for an unknown name). A built-in answers from its registry entry, without being
+    loaded (a hook's call below the threshold never loads its strategy): the trait
+    ``plugins.ESTIMATE_STREAMS``, which one of its own flags turns off (threshold's ``--prune`` masks, and
+    masking's figures need the context); a strategy registered at run time by its own method."""
+    if not STRATEGIES.is_builtin(name):
+        return get_strategy(name).estimate_needs_context(opts)
+    flags = [o.name for o in STRATEGIES.options_of(name) if o.kind == "flag"]
+    return not STRATEGIES.has(name, ESTIMATE_STREAMS) or any(opts.option(f) for f in flags)
+
+
 def reapply_all(records: list[Record], state: State, fmt_name: str) -> list[Record]:
     """What every strategy left in the state, applied again (so a later run never re-expands what an earlier
-    one reduced), whatever strategy this run uses."""
-    layered = sorted((s for s in map(get_strategy, names()) if s.state_layer), key=lambda s: s.state_layer)
+    one reduced), whatever strategy this run uses. A built-in is loaded only when the state holds its
+    section, not empty (its registry entry names the key): without one, its ``reapply`` changes nothing."""
+    def may_reapply(name: str) -> bool:
+        own = STRATEGIES.state_key_of(name)
+        return not STRATEGIES.is_builtin(name) or (own is not None and state.holds(own))
+
+    layered = sorted((s for s in map(get_strategy, filter(may_reapply, names())) if s.state_layer),
+                     key=lambda s: s.state_layer)
     for strategy in layered:
         records = strategy.reapply(records, state, fmt_name)
     return records

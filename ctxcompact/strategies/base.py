@@ -23,11 +23,11 @@ from ..errors import ExitCode
 from ..model import Record, Transcript
 from ..options import Options
 from ..report import EstimateReport
-from ..state import State
-from ..summarizers.base import SummaryResult
+from ..state import HashedFile, State
 from ..tokens.counts import Counts, count_records
 
 if TYPE_CHECKING:
+    from ..summarizers.base import SummaryResult
     from .conversation import Conversation
 
 Warn = Callable[[str], None]
@@ -61,7 +61,7 @@ class Written:
     """What a run is about to write, for a strategy's commit to record."""
 
     ctx: Context
-    data: bytes | Path  # the whole input, as read (for fingerprints), or its file (a streamed run)
+    data: bytes | Path | HashedFile  # the input as read (for fingerprints), or the file a streamed run read
     tokens_before: int
     tokens_after: int
     counts: Counts  # of the context written

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..errors import Unstreamable
 from ..facts.earlier import opaque_of
 from ..facts.handoff import flight_skips, status_stops, turn_goes_on
 from ..facts.text import typed_text
@@ -72,10 +73,6 @@ class Conversation:
         if not feed.complete:
             raise Unstreamable("a subagent's lines, or a result read before its call")
         return [], feed
-
-
-class Unstreamable(Exception):
-    """A streamed compaction cannot give what the held one gives: the run reads the file held instead."""
 
 
 @dataclass(slots=True)

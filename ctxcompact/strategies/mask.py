@@ -75,6 +75,7 @@ from ..model import (
 from ..options import Options
 from ..state import State, make_fingerprint, utc_now
 from ..tokens import heuristic
+from . import estimate_needs_context
 from .base import Outcome, StrategyInput, Written
 from .masking_state import MaskedResult, Masking
 from .tail import trim_in_place
@@ -463,7 +464,7 @@ class MaskStrategy:
         return reapply_masking(records, masking, fmt_name) if masking else records
 
     def estimate_needs_context(self, opts: Options) -> bool:
-        return True
+        return estimate_needs_context(NAME, opts)  # its registry entry says (plugins.STRATEGIES)
 
     def apply(self, si: StrategyInput) -> Outcome | None:
         """``--strategy mask``: over the threshold, mask; None below it."""

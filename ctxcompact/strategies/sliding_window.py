@@ -49,6 +49,7 @@ from ..state import State, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..tokens import heuristic
 from ..tokens.counts import text_cost
+from . import estimate_needs_context
 from .base import Outcome, StrategyInput, Written
 from .events import apply_events, full_view
 from .invocations import (
@@ -509,7 +510,7 @@ class SlidingWindowStrategy:
         return describe(si)
 
     def estimate_needs_context(self, opts: Options) -> bool:
-        return True
+        return estimate_needs_context(NAME, opts)  # its registry entry says (plugins.STRATEGIES)
 
     def apply(self, si: StrategyInput) -> Outcome | None:
         return apply(si)

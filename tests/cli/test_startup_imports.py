@@ -14,11 +14,25 @@ import pytest
 # Never on a hook's call below the threshold: the schema checker (only for a line that does not conform),
 # tiktoken (small inputs are counted without it), the regex module (tokens/bpe.py splits with re), the SDKs,
 # the message-list API's asyncio, the process pool, the evaluation, the summarizers and the facts a summary
-# is made of (only a compaction needs them).
+# is made of (only a compaction needs them); nor the strategy (its registry entry says whether it streams).
 HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "concurrent.futures",
-         "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch", "ctxcompact.recall",
-         "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive", "ctxcompact.facts.gather",
-         "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes", "ctxcompact.facts.files")
+         "ctxcompact.strategies.threshold", "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch",
+         "ctxcompact.recall", "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive",
+         "ctxcompact.facts.gather", "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes",
+         "ctxcompact.facts.files")
+
+# Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
+# or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
+# the other formats' readers; nor a strategy whose section of the state is empty (sliding-window's events).
+NEXT_CALL = ("ctxcompact.strategies.conversation", "ctxcompact.strategies.mask", "ctxcompact.strategies.tail",
+             "ctxcompact.strategies.sliding_window", "ctxcompact.summarizers", "ctxcompact.facts.handoff",
+             "ctxcompact.facts.todos", "ctxcompact.formats.anthropic", "ctxcompact.formats.genai",
+             "ctxcompact.formats.claude_code", "ctxcompact.formats.codex")
+# After a compaction (the state holds a summary), the next call below the threshold loads no strategy that
+# keeps nothing in this state.
+AFTER_COMPACTION = ("ctxcompact.strategies.sliding_window", "ctxcompact.strategies.events",
+                    "ctxcompact.strategies.invocations", "ctxcompact.formats.anthropic",
+                    "ctxcompact.formats.codex")
 
 PROBE = """
 import json, runpy, sys
@@ -77,6 +91,43 @@ def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_re
         code, modules = _loaded(args)
         assert code in (0, None)
         assert not [m for m in modules for h in HEAVY if m == h or m.startswith(h + ".")]
+
+
+def _among(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules for h in names if m == h or m.startswith(h + "."))
+
+
+def test_the_next_call_loads_only_what_it_uses(tmp_path: Path) -> None:
+    src = tmp_path / "session.jsonl"
+    _session(src, 40, False)
+    args = ["run", str(src), "--window", "1000000", "-o", str(tmp_path / "out.jsonl"),
+            "--state", str(tmp_path / "s.json")]
+    code, first = _loaded(args)
+    assert code in (0, None)
+    assert "ctxcompact.formats.codex" in first  # the first call detects the format: every reader asked
+    with src.open("ab") as f:
+        for i in range(5):
+            f.write(orjson.dumps({"role": "user" if i % 2 else "assistant", "content": f"Next {i}"}) + b"\n")
+    code, modules = _loaded(args)
+    assert code in (0, None)
+    assert _among(modules, HEAVY + NEXT_CALL) == []
+    assert "ctxcompact.formats.openai" in modules and "ctxcompact.strategies.base" in modules
+
+
+def test_the_call_after_a_compaction_loads_no_strategy_it_does_not_apply(tmp_path: Path) -> None:
+    src = tmp_path / "session.jsonl"
+    _session(src, 40, False)
+    args = ["run", str(src), "--window", "4000", "-o", str(tmp_path / "out.jsonl"),
+            "--state", str(tmp_path / "s.json")]
+    code, first = _loaded(args)
+    assert code in (0, None) and "ctxcompact.summarizers.extractive" in first
+    assert orjson.loads((tmp_path / "s.json").read_bytes())["watermark"] > 0
+    with src.open("ab") as f:
+        f.write(orjson.dumps({"role": "user", "content": "And the next one?"}) + b"\n")
+    code, modules = _loaded(args)
+    assert code in (0, None)
+    assert len(orjson.loads((tmp_path / "s.json").read_bytes())["compactions"]) == 1  # passed through
+    assert _among(modules, AFTER_COMPACTION) == []
 
 
 def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from ctxcompact.state import (
     Calibration,
     Compaction,
     Fingerprint,
+    HashedFile,
     InputInfo,
     State,
     Summary,
@@ -466,6 +467,34 @@ def test_prefix_fingerprint_is_sha256_of_the_prefix(tmp_path: Path) -> None:
     assert prefix_fingerprint(TRANSCRIPT, 0) == EMPTY_SHA256
     with pytest.raises(StateError, match="only 3 bytes"):
         prefix_fingerprint(b"abc", 4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(min_size=1, max_size=200), cut=st.integers(min_value=0, max_value=200),
+       chunk=st.integers(min_value=1, max_value=17), flip=st.integers(min_value=0, max_value=199))
+def test_the_fingerprint_of_a_file_a_run_hashed(tmp_path_factory: pytest.TempPathFactory, data: bytes,
+                                                 cut: int, chunk: int, flip: int) -> None:
+    """A streamed run's file (state.HashedFile): the fingerprint of all it read is its hash, with no read
+    (the file may be gone); of a shorter prefix, one read, which raises when any byte it hashed changed
+    (or the file grew shorter) since."""
+    path = tmp_path_factory.mktemp("h") / "t.jsonl"
+    path.write_bytes(data + b"appended since")
+    n = min(cut, len(data))
+    hashed = HashedFile(path, len(data), hashlib.sha256(data).digest())
+    assert prefix_fingerprint(hashed, n, chunk_size=chunk) == hashlib.sha256(data[:n]).hexdigest()
+    assert make_fingerprint(hashed, records=1, nbytes=len(data), format="openai").sha256 == \
+        hashlib.sha256(data).hexdigest()
+    changed = bytearray(data)
+    changed[flip % len(data)] ^= 1
+    for now in (bytes(changed), data[:-1]):
+        path.write_bytes(now)
+        if n < len(data):
+            with pytest.raises(InputError, match="changed while it was read"):
+                prefix_fingerprint(hashed, n, chunk_size=chunk)
+    path.unlink()
+    assert prefix_fingerprint(hashed, len(data)) == hashlib.sha256(data).hexdigest()
+    with pytest.raises(ValueError):
+        prefix_fingerprint(hashed, len(data) + 1)
 
 
 @settings(max_examples=60, deadline=None)
