@@ -184,4 +184,7 @@ def test_run_of_an_agent_log_below_the_threshold_imports_nothing_heavy(tmp_path:
         src.write_bytes(b"".join(lines[:end]))
         code, modules = _loaded(args)
         assert code in (0, None) and out.stat().st_size > 0
-        assert sorted(m for m in modules for h in HEAVY if m == h or m.startswith(h + ".")) == []
+        # (a Claude Code log is read held: the held route asks its strategy to apply, which loads it)
+        held = log.parent.name == "claude-code"
+        heavy = [h for h in HEAVY if not (held and h == "ctxcompact.strategies.threshold")]
+        assert sorted(m for m in modules for h in heavy if m == h or m.startswith(h + ".")) == []
