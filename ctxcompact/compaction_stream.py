@@ -42,9 +42,10 @@ if TYPE_CHECKING:
 def may_compact_streamed(fmt: str, opts: Options) -> bool:
     """Whether a compaction of a file pass 1 read may be made in pass 2 (the module docstring)."""
     f = get_format(fmt)
-    context = not f.layout.agent_log and type(f).compaction_output is Format.compaction_output
     # an append-only log: its lines copied, then what the compaction appends (Format.compaction_appended)
     appended = f.compaction_seen() is not None and type(f).link_records is Format.link_records
+    context = (not f.layout.agent_log and f.compaction_seen() is None
+               and type(f).compaction_output is Format.compaction_output)
     return (opts.strategy == "threshold" and not opts.prune and opts.summarizer == "extractive"
             and opts.to in (None, fmt) and (context or appended))
 

@@ -144,8 +144,20 @@ class Format(abc.ABC):
         """What to write for a compaction whose context is ``records`` (``pre_tokens`` before it,
         ``post_tokens`` after it, as the next request will count): by default the context itself. A format
         whose logs are append-only (Claude Code, Codex, ADK events) writes the input's lines, then the
-        compaction after them, the way the agent records its own."""
-        return records
+        compaction after them, the way the agent records its own: one with :meth:`compaction_seen` gets that
+        here (the input's lines, then :meth:`compaction_appended`); the route that streams makes the same
+        from the same two methods (``compaction_stream``)."""
+        seen = self.compaction_seen()
+        if seen is None:
+            return records
+        from .jsonl import history_lines  # the reader's rule for which lines are records
+
+        history: list[Record] = []
+        for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
+            seen.add(data, raw)
+            history.append(Record(index=i, line=i + 1, raw=raw, data=data))
+        after = self.compaction_appended(seen, records, pre_tokens, post_tokens)
+        return records if after is None else [*history, *after]
 
     def compaction_seen(self) -> Any | None:
         """For a format whose :meth:`compaction_output` is the input's lines as read, then

@@ -445,34 +445,6 @@ class CodexFormat(Format):
         stamp = data.get("timestamp") if data is not None else None
         return {"timestamp": stamp or _now(), "type": "response_item", "payload": payload}
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
-                          post_tokens: int | None = None) -> list[Record]:
-        """A rollout is append-only, and Codex records its own compaction as a ``compacted`` line whose
-        ``replacement_history`` becomes the whole history on resume (openai/codex
-        ``codex-rs/core/src/codex/rollout_reconstruction.rs``: ``history.replace(replacement_history)``, later
-        ``response_item`` lines recorded after it). So: the input's lines as read, then one ``compacted``
-        line, then the kept items after it, then the meter (docs/guides/claude-code-codex.md).
-
-        ``replacement_history`` is the context up to the last summary (all of it for a masking), session_meta
-        aside, as response items, laid out as Codex 0.169 lays out its own: the instructions first, the user's
-        latest request as its own user message (unless it is kept after the summary), the latest
-        ``<environment_context>``, then the summary and its continuation. ``message`` is the summary text
-        ("" for a masking, as Codex's remote compaction writes). ``latest_token_usage_record`` is the input's
-        last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
-        after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
-        ``total_tokens``, the size of the compacted context (``post_tokens``)."""
-        if not self._compacts(records):
-            return records
-        history: list[Record] = []
-        seen = _Seen()
-        from .jsonl import history_lines  # the reader's rule for which lines are records
-
-        for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
-            seen.add(data, raw)
-            history.append(Record(index=i, line=i + 1, raw=raw, data=data))
-        after = self.compaction_appended(seen, records, pre_tokens, post_tokens)
-        return records if after is None else [*history, *after]
-
     def compaction_seen(self) -> _Seen:
         return _Seen()
 
@@ -487,8 +459,22 @@ class CodexFormat(Format):
 
     def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
                             post_tokens: int | None = None) -> list[Record] | None:
-        """What :meth:`compaction_output` writes after the input's lines, from what ``seen``
-        (:meth:`compaction_seen`) took of them: the ``compacted`` line, the kept items, the meter."""
+        """A rollout is append-only, and Codex records its own compaction as a ``compacted`` line whose
+        ``replacement_history`` becomes the whole history on resume (openai/codex
+        ``codex-rs/core/src/codex/rollout_reconstruction.rs``: ``history.replace(replacement_history)``, later
+        ``response_item`` lines recorded after it). So after the input's lines as read
+        (``Format.compaction_output``) come one ``compacted`` line, the kept items after it, then the meter,
+        made from what ``seen`` (:meth:`compaction_seen`) took of those lines
+        (docs/guides/claude-code-codex.md).
+
+        ``replacement_history`` is the context up to the last summary (all of it for a masking), session_meta
+        aside, as response items, laid out as Codex 0.169 lays out its own: the instructions first, the user's
+        latest request as its own user message (unless it is kept after the summary), the latest
+        ``<environment_context>``, then the summary and its continuation. ``message`` is the summary text
+        ("" for a masking, as Codex's remote compaction writes). ``latest_token_usage_record`` is the input's
+        last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
+        after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
+        ``total_tokens``, the size of the compacted context (``post_tokens``)."""
         if not self._compacts(records):
             return None
         made = self._made(records)

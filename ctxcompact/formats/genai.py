@@ -314,33 +314,19 @@ class GenaiFormat(Format):
                     "actions": {}, "id": str(uuidlib.uuid4()), "timestamp": meta.get("timestamp", 0.0)}
         return content
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
-                          post_tokens: int | None = None) -> list[Record]:
-        """ADK events stay events: the input's events as read (an ADK session is append-only), then one
-        compaction event per summary, as ADK's ``LlmEventSummarizer`` writes it: ``author`` "user", a new
-        ``invocationId``, ``actions.compaction`` with the first and last timestamps of the events the summary
-        replaces (``meta["covers"]``, the input records a sliding-window summary stands for, else those
-        between the kept records around it) and the summary as ``compactedContent`` (role "model"; a
-        continuation is a second part).
-        ADK (and this reader) hide the events inside that range. A log of bare Contents has no timestamps
-        to name a range: it is written as the context itself."""
-        history: list[Record] = []
-        seen = _Seen()
-        from .jsonl import history_lines  # the reader's rule for which lines are records
-
-        for i, (raw, obj) in enumerate(history_lines(input_data, self.name)):
-            seen.add(obj, raw)
-            history.append(Record(index=i, line=i + 1, raw=raw, data=obj))
-        after = self.compaction_appended(seen, records, pre_tokens, post_tokens)
-        return records if after is None else [*history, *after]
-
     def compaction_seen(self) -> _Seen:
         return _Seen()
 
     def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
                             post_tokens: int | None = None) -> list[Record] | None:
-        """The compaction events :meth:`compaction_output` writes after the input's events, from the
-        timestamps ``seen`` (:meth:`compaction_seen`) took of them; None without any."""
+        """The compaction events written after the input's events (an ADK session is append-only), from the
+        timestamps ``seen`` (:meth:`compaction_seen`) took of them; None without any: a log of bare Contents
+        has no timestamps to name a range and is written as the context itself.
+        One compaction event per summary, as ADK's ``LlmEventSummarizer`` writes it: ``author`` "user", a new
+        ``invocationId``, ``actions.compaction`` with the first and last timestamps of the events the summary
+        replaces (``meta["covers"]``, the input records a sliding-window summary stands for, else those
+        between the kept records around it) and the summary as ``compactedContent`` (role "model"; a
+        continuation is a second part). ADK (and this reader) hide the events inside that range."""
         stamps: list[Any] = seen.stamps
         if seen.last is None:
             return None
