@@ -56,6 +56,45 @@ def _sequence(tmp: Path, lines: list[bytes], cuts: list[int], *, cold: bool, **k
     return results
 
 
+def _drawn_cuts(data, n: int, least: int = 2, most: int = 4) -> list[int]:
+    """Where hypothesis cuts ``n`` lines into appends (each call sees the lines up to its cut)."""
+    return sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=n), min_size=least,
+                                         max_size=most))))
+
+
+def _resumed_as_from_scratch(tmp: Path, lines: list[bytes], cuts: list[int], *, cold_hold: bool | None = None,
+                             **kw) -> None:
+    """The calls that resume (the count cache kept) answer as calls from scratch do; ``cold_hold`` the
+    route of the calls from scratch (default: the resuming calls' own)."""
+    resumed = _sequence(tmp, lines, cuts, cold=False, **kw)
+    if cold_hold is not None:
+        kw["hold"] = cold_hold
+    assert resumed == _sequence(tmp, lines, cuts, cold=True, **kw)
+
+
+def _second_call_from_the_resume_point(tmp: Path, lines: list[bytes], new_process: dict,
+                                       parsed: list[int]) -> tuple[tuple, tuple, Path]:
+    """A streamed call on all but the last 5 lines, then one on all of them: the second parses nothing
+    before the resume point the first left, only the lines from it (and the 5 new ones), and proves the
+    schema of those 5 only. Returns both calls' results and the transcript's path."""
+    path, out = tmp / "t.jsonl", tmp / "out.jsonl"
+    path.write_bytes(b"".join(lines[:-5]))
+    first = _run(path, out, hold=False)
+    assert len(set(parsed)) == len(lines) - 5  # every line, the first time
+    at = _resume_at(path)
+    assert at > 0
+    after = sum(1 for n in range(len(lines) - 5) if len(b"".join(lines[:n])) >= at)
+    parsed.clear()
+    new_process.update(schema=0)
+    path.write_bytes(b"".join(lines))
+    got = _run(path, out, hold=False)
+    assert min(parsed) == at  # nothing before the resume point is parsed, by either pass
+    assert len(set(parsed)) == after + 5 < len(lines) // 2
+    assert new_process["schema"] == 5  # the lines from the resume point to the settled prefix's end: proven
+    assert first[0] != got[0]
+    return first, got, path
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cuts=st.lists(st.integers(min_value=1, max_value=len(LINES)), min_size=1, max_size=4),
        exact_opt=st.sampled_from(["tiktoken", "none"]), window=st.sampled_from([400_000, 30_000]))
@@ -231,12 +270,8 @@ def test_any_split_of_appends_through_the_settled_prefix_gives_the_cold_answer(
     """Every format, each call in a new process: the route through the proven prefix answers as a cold
     call does (below the threshold and across compactions)."""
     lines = _format_lines(fmt)
-    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(lines)), min_size=2,
-                                         max_size=4))))
-    opts = {"exact": exact_opt, "window": window, "format": fmt}
-    cached = _sequence(tmp_path, lines, cuts, cold=False, **opts)
-    cold = _sequence(tmp_path, lines, cuts, cold=True, **opts)
-    assert cached == cold
+    _resumed_as_from_scratch(tmp_path, lines, _drawn_cuts(data, len(lines)), exact=exact_opt, window=window,
+                             format=fmt)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -359,38 +394,18 @@ def test_any_split_of_appends_from_the_resume_point_gives_the_cold_answer(
 
     monkeypatch.setattr(Cleaner, "FIRST_TRY", first_try)
     lines = _streamed_lines(fmt)
-    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(lines)), min_size=2,
-                                         max_size=4))))
-    opts = {"exact": exact_opt, "window": window, "format": data.draw(st.sampled_from([fmt, "auto"])),
-            "hold": False}
-    cached = _sequence(tmp_path, lines, cuts, cold=False, **opts)
-    cold = _sequence(tmp_path, lines, cuts, cold=True, **opts)
-    assert cached == cold
+    _resumed_as_from_scratch(tmp_path, lines, _drawn_cuts(data, len(lines)), exact=exact_opt, window=window,
+                             format=data.draw(st.sampled_from([fmt, "auto"])), hold=False)
 
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_a_second_streamed_call_parses_only_what_follows_the_resume_point(tmp_path, new_process, parsed,
                                                                            fmt):
     lines = _streamed_lines(fmt, [orjson.dumps(m) + b"\n" for m in gen.messages(11, 400_000)])
-    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
-    path.write_bytes(b"".join(lines[:-5]))
-    first = _run(path, out, hold=False)
-    assert len(set(parsed)) == len(lines) - 5  # every line, the first time
-    at = _resume_at(path)
-    assert at > 0
-    after = sum(1 for n in range(len(lines) - 5) if len(b"".join(lines[:n])) >= at)
-    parsed.clear()
-    new_process.update(schema=0)
-    path.write_bytes(b"".join(lines))
-    got = _run(path, out, hold=False)
-    assert min(parsed) == at  # nothing before the resume point is parsed, by either pass
-    assert len(set(parsed)) == after + 5 < len(lines) // 2
-    assert new_process["schema"] == 5  # the lines from the resume point to the settled prefix's end: proven
+    _, got, path = _second_call_from_the_resume_point(tmp_path, lines, new_process, parsed)
     cache_path(f"{path}.ctxstate.json").unlink()
-    Path(f"{path}.ctxstate.json").write_bytes(b"")
     Path(f"{path}.ctxstate.json").unlink()
-    cold = _run(path, out, hold=False)
-    assert got == cold and first[0] != got[0]
+    assert got == _run(path, tmp_path / "out.jsonl", hold=False)  # a call from scratch
 
 
 @pytest.mark.parametrize("change", ["edited byte", "truncated", "rewritten, same length",
@@ -467,12 +482,8 @@ def test_any_split_of_appends_across_compactions_streamed_gives_the_held_answer(
     """Each call a new ``run`` (a new process), compacting and passing through in turn: the streamed
     calls (``hold=False``, from their resume points) answer as held calls from scratch do."""
     lines = _streamed_lines(fmt, LONG)
-    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(lines)), min_size=3,
-                                         max_size=6))))
-    opts = {"exact": exact_opt, "window": window, "format": data.draw(st.sampled_from([fmt, "auto"]))}
-    streamed = _sequence(tmp_path, lines, cuts, cold=False, hold=False, **opts)
-    held = _sequence(tmp_path, lines, cuts, cold=True, hold=True, **opts)
-    assert streamed == held
+    _resumed_as_from_scratch(tmp_path, lines, _drawn_cuts(data, len(lines), 3, 6), hold=False, cold_hold=True,
+                             exact=exact_opt, window=window, format=data.draw(st.sampled_from([fmt, "auto"])))
 
 
 LONG = [orjson.dumps(m) + b"\n" for m in gen.messages(11, 400_000)]

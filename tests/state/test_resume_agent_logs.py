@@ -14,7 +14,16 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_resume import _resume_at, _run, _sequence, _streamed_lines, gen
+from test_resume import (
+    _drawn_cuts,
+    _resume_at,
+    _resumed_as_from_scratch,
+    _run,
+    _second_call_from_the_resume_point,
+    _sequence,
+    _streamed_lines,
+    gen,
+)
 
 
 def _codex_lines(lines: list[bytes] | None = None) -> list[bytes]:
@@ -88,35 +97,17 @@ def test_any_split_of_appends_to_an_agent_log_gives_the_cold_answer(
 
     monkeypatch.setattr(Cleaner, "FIRST_TRY", first_try)
     lines = AGENT_LINES[fmt]()
-    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(lines)), min_size=2,
-                                         max_size=4))))
-    opts = {"exact": exact_opt, "window": window, "format": data.draw(st.sampled_from([fmt, "auto"]))}
-    cached = _sequence(tmp_path, lines, cuts, cold=False, hold=False, **opts)
-    cold = _sequence(tmp_path, lines, cuts, cold=True, hold=True, **opts)
-    assert cached == cold
+    _resumed_as_from_scratch(tmp_path, lines, _drawn_cuts(data, len(lines)), hold=False, cold_hold=True,
+                             exact=exact_opt, window=window, format=data.draw(st.sampled_from([fmt, "auto"])))
 
 
 @pytest.mark.parametrize("fmt", ["codex", "genai"])
 def test_a_second_call_on_an_agent_log_parses_only_what_follows_the_resume_point(
         tmp_path, new_process, parsed, fmt):
     lines = AGENT_LINES[fmt]([orjson.dumps(m) + b"\n" for m in gen.messages(11, 400_000)])
-    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
-    path.write_bytes(b"".join(lines[:-5]))
-    first = _run(path, out, hold=False)
-    assert len(set(parsed)) == len(lines) - 5  # every line, the first time
-    at = _resume_at(path)
-    assert at > 0
-    after = sum(1 for n in range(len(lines) - 5) if len(b"".join(lines[:n])) >= at)
-    parsed.clear()
-    new_process.update(schema=0)
-    path.write_bytes(b"".join(lines))
-    got = _run(path, out, hold=False)
-    assert min(parsed) == at  # nothing before the resume point is parsed, by either pass
-    assert len(set(parsed)) == after + 5 < len(lines) // 2
-    assert new_process["schema"] == 5  # the lines from the resume point to the settled prefix's end: proven
+    first, got, _ = _second_call_from_the_resume_point(tmp_path, lines, new_process, parsed)
     # the held route from scratch, with the state the first call left (the usage it recorded is kept)
-    held = _sequence(tmp_path, lines, [len(lines) - 5, len(lines)], cold=True, hold=True)
-    assert [first, got] == held and first[0] != got[0]
+    assert [first, got] == _sequence(tmp_path, lines, [len(lines) - 5, len(lines)], cold=True, hold=True)
 
 
 @pytest.mark.parametrize("fmt", ["codex", "genai"])
