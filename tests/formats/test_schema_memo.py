@@ -11,6 +11,13 @@ from ctxcompact.errors import InputError
 from ctxcompact.formats import jsonl
 
 
+@pytest.fixture(autouse=True)
+def _fresh_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memo of this test's own: the process-wide one is forgotten all at once when full, which an earlier
+    test's many lines can bring about in the middle of one of these (the tests then depended on order)."""
+    monkeypatch.setattr(jsonl, "_CONFORMING", set())
+
+
 def _lines(n: int, tag: str) -> bytes:
     msgs = [{"role": "system", "content": "be brief"}]
     for i in range(n):
@@ -49,6 +56,5 @@ def test_a_bad_line_is_reported_every_time() -> None:
 
 def test_the_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonl, "_CONFORMING_MAX", 8)
-    monkeypatch.setattr(jsonl, "_CONFORMING", set())
     _checks(_lines(30, "memo-d"))
     assert len(jsonl._CONFORMING) <= 8
