@@ -131,3 +131,22 @@ def test_a_damaged_rank_table_is_rebuilt_not_used(tmp_path: Path, monkeypatch: p
         assert fresh().count("hello") is not None and len(parse_calls) == 5  # the rebuilt one is used
     finally:
         bpe._counters.pop(name, None)
+
+
+@pytest.mark.parametrize("name", exact.ENCODINGS)
+def test_where_re_cannot_take_the_pattern_the_regex_module_splits_and_counts_alike(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.10's ``re`` rejects the translated pattern (no possessive quantifiers): the counter falls back
+    to the ``regex`` module on tiktoken's own pattern, unclassified, and counts as tiktoken does."""
+    def rejected(pattern: str) -> str:
+        return pattern + "(?"  # an error for ``re``, as a possessive quantifier is on 3.10
+
+    monkeypatch.setattr(bpe, "translate", rejected)
+    ranks = exact._bpe_counter(name)._memo._get
+    counter = bpe.Counter(exact._SPEC[name][0], ranks)
+    assert not counter._classify
+    enc = exact.get_encoding(name)
+    texts = ["plain words, and numbers 12345", "don't  stop\n\n\nFAILED", "中文 text 😀 ǅa", "ſ\u00a0K" * 30,
+             " " * 500 + "x", "\t\r\n" * 40]
+    for text in texts:
+        assert counter.count(text) == len(enc.encode_ordinary(text)), text
