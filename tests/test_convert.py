@@ -34,3 +34,20 @@ def test_conversion_validates_and_needs_no_repair(source: str, target: str) -> N
     src_calls = [b for m in original.messages() for b in m.blocks if isinstance(b, ToolCall)]
     assert sorted(c.name for c in out_calls) == sorted(c.name for c in src_calls)
     assert {c.id for c in out_calls} <= out_results
+
+
+@pytest.mark.parametrize(("source", "part", "target", "text"), [
+    ("openai", {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}, "anthropic",
+     "[input_audio content omitted: audio/wav]"),
+    ("anthropic", {"type": "document", "source": {"type": "file", "file_id": "file_01"}}, "openai",
+     "[document content omitted: unknown type]"),
+])
+def test_a_part_the_target_cannot_hold_is_named_in_its_place(source: str, part: dict, target: str,
+                                                              text: str) -> None:
+    import orjson
+
+    line = orjson.dumps({"role": "user", "content": [{"type": "text", "text": "hear this"}, part]}) + b"\n"
+    converted = b"".join(api.clean_file(line, fmt=source, to=target, warn=quiet).lines())
+    parts = orjson.loads(converted.splitlines()[-1])["content"]
+    assert {"type": "text", "text": text} in parts
+    assert validate(converted, target).ok

@@ -37,7 +37,16 @@ from ..model import (
     anthropic_prompt_tokens,
 )
 from ..reader import encode_json, json_type_name
-from .base import Finish, Format, Layout, LinkNames, block_types, link_result_names, str_field
+from .base import (
+    Finish,
+    Format,
+    Layout,
+    LinkNames,
+    block_types,
+    link_result_names,
+    omitted_text_part,
+    str_field,
+)
 
 ROLES = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT}
 _KNOWN = {"role", "content"}
@@ -177,10 +186,7 @@ def _binary_block(block: ImageBlock) -> dict[str, Any]:
     converted = binary_block(block)
     if converted is not None:
         return converted
-    # Visible placeholder: a conversion never drops content without a trace.
-    kind = (block.raw or {}).get("type")
-    what = block.media_type or "unknown type"
-    return {"type": "text", "text": f"[{kind or 'binary'} content omitted: {what}]"}
+    return omitted_text_part((block.raw or {}).get("type"), block.media_type)
 
 
 class AnthropicFormat(Format):

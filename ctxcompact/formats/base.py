@@ -45,6 +45,12 @@ class Layout:
     agent_log: bool = False
 
 
+def omitted_text_part(kind: Any, media_type: str | None) -> dict[str, str]:
+    """The text part written where a conversion has no place for a binary part (of type ``kind``): visible,
+    so that a conversion never drops content without a trace."""
+    return {"type": "text", "text": f"[{kind or 'binary'} content omitted: {media_type or 'unknown type'}]"}
+
+
 def str_field(obj: Any, key: str) -> str | None:
     """``obj[key]`` when ``obj`` is an object and the value a string, else None.
 

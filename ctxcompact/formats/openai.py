@@ -40,7 +40,7 @@ from ..model import (
     Usage,
 )
 from ..reader import json_type_name
-from .base import Finish, Format, Layout, LinkNames, block_types, link_result_names
+from .base import Finish, Format, Layout, LinkNames, block_types, link_result_names, omitted_text_part
 
 ROLES = {
     "system": Role.SYSTEM,
@@ -217,9 +217,7 @@ def _binary_part(block: ImageBlock) -> dict[str, Any]:
                                          "filename": raw.get("title") or "document"}}
     if kind == "document" and stype == "text" and isinstance(source.get("data"), str):
         return {"type": "text", "text": source["data"]}
-    # Visible placeholder: a conversion never drops content without a trace.
-    what = block.media_type or "unknown type"
-    return {"type": "text", "text": f"[{kind or 'binary'} content omitted: {what}]"}
+    return omitted_text_part(kind, block.media_type)
 
 
 class OpenAIFormat(Format):
