@@ -154,24 +154,25 @@ def test_whether_an_estimate_streams_is_the_registry_s_answer(prune: bool) -> No
         estimate_needs_context("nope", opts)
 
 
-def test_checking_a_name_or_asking_a_trait_loads_no_plugin() -> None:
-    code = ("import sys, ctxcompact.plugins as p, ctxcompact.strategies as s, ctxcompact.options as o; "
-            "p.STRATEGIES.check('Threshold'); s.estimate_needs_context('threshold', o.Options()); "
-            "s.estimate_needs_context('mask', o.Options()); "
-            "print(' '.join(m for m in sys.modules if m.startswith('ctxcompact.strategies.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+@pytest.mark.parametrize(("code", "plugin_modules"), [
+    pytest.param("import ctxcompact.plugins as p, ctxcompact.strategies as s, ctxcompact.options as o; "
+                 "p.STRATEGIES.check('Threshold'); s.estimate_needs_context('threshold', o.Options()); "
+                 "s.estimate_needs_context('mask', o.Options())",
+                 ("ctxcompact.strategies.",), id="checking-a-name-or-asking-a-trait"),
+    pytest.param("import ctxcompact.plugins as p, ctxcompact.cli.options; "
+                 "[r.names() for r in (p.FORMATS, p.STRATEGIES, p.SUMMARIZERS)]",
+                 ("ctxcompact.formats", "ctxcompact.summarizers", "ctxcompact.strategies."),
+                 id="reading-the-names"),
+])
+def test_asking_the_registries_loads_no_plugin(code: str, plugin_modules: tuple[str, ...]) -> None:
+    probe = f"import sys; {code}; print(' '.join(m for m in sys.modules if m.startswith({plugin_modules!r})))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.split() == []
+
+
+def test_an_unknown_name_is_refused_with_the_known_ones() -> None:
     with pytest.raises(UsageError, match="unknown strategy 'nope'; known: threshold, mask"):
         plugins.STRATEGIES.check("nope")
-
-
-def test_reading_the_names_loads_no_plugin() -> None:
-    code = ("import sys, ctxcompact.plugins as p, ctxcompact.cli.options; "
-            "[r.names() for r in (p.FORMATS, p.STRATEGIES, p.SUMMARIZERS)]; "
-            "print(' '.join(m for m in sys.modules if m.startswith(('ctxcompact.formats', "
-            "'ctxcompact.summarizers', 'ctxcompact.strategies.'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == []
 
 
 def test_each_strategy_option_is_declared_once_and_becomes_its_flag() -> None:
