@@ -2,10 +2,10 @@
 streamed ``run`` (:mod:`.streaming`) when pass 1 decided to compact.
 
 Pass 2 reads the same bytes again record by record (``streaming.Reading``: parsed, finished and cleaned as
-pass 1 did; or pass 1 already did, as it counted, when the file was large enough to compact almost surely:
-:func:`gathering`) into a :class:`~.strategies.conversation.Reader`, which keeps what the summary needs (the system
-records, the latest request, the open todos, a window of the last records) and feeds everything before the
-window to the fact store (:class:`~.facts.gather.FactFeed`). The strategy then runs as on the held route,
+pass 1 did; or pass 1 did it as it counted, when the file was large enough to compact almost surely:
+:func:`gathering`) into a :class:`~.strategies.conversation.Reader`, which keeps what the summary needs (the
+system records, the latest request, the open todos, a window of the last records) and feeds everything before
+the window to the fact store (:class:`~.facts.gather.FactFeed`). The strategy then runs as on the held route,
 given that conversation instead of a held context: the same ``threshold.compact``, the same summarizer, the
 same commit. Its output (the system records, the summary and continuation, the work in flight) is small.
 
