@@ -2,9 +2,10 @@
 streamed ``run`` (:mod:`.streaming`) when pass 1 decided to compact.
 
 Pass 2 reads the same bytes again record by record (``streaming.Reading``: parsed, finished and cleaned as
-pass 1 did) into a :class:`~.strategies.conversation.Reader`, which keeps what the summary needs (the system
-records, the latest request, the open todos, a window of the last records) and feeds everything before the
-window to the fact store (:class:`~.facts.gather.FactFeed`). The strategy then runs as on the held route,
+pass 1 did; or pass 1 did it as it counted, when the file was large enough to compact almost surely:
+:func:`gathering`) into a :class:`~.strategies.conversation.Reader`, which keeps what the summary needs (the
+system records, the latest request, the open todos, a window of the last records) and feeds everything before
+the window to the fact store (:class:`~.facts.gather.FactFeed`). The strategy then runs as on the held route,
 given that conversation instead of a held context: the same ``threshold.compact``, the same summarizer, the
 same commit. Its output (the system records, the summary and continuation, the work in flight) is small.
 
@@ -21,11 +22,14 @@ the whole list), a work in flight that fits nowhere (the whole conversation is s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from .budget import Budget
 from .context import Context
+from .covered import Covered
 from .errors import InputError
 from .formats import get_format
 from .formats.base import Format
@@ -69,6 +73,81 @@ class _Lines:
         return self.lines + (1 if self.last not in (b"", b"\n") else 0)
 
 
+class Gathering:
+    """The records of a reading taken into the conversation reader in order (:class:`Reader`): the system
+    lines' spans as ``context.build_context`` notes them, what ``taken`` takes of each line read
+    (``Format.compaction_seen``), and the position in the cleaned context of each record the reader holds.
+    Pass 2 fills one (:func:`read_conversation`); pass 1 may fill one as it counts (:func:`gathering`)."""
+
+    def __init__(self, covered: Covered | None, taken: Any = None) -> None:
+        from .strategies.conversation import Reader  # (only a compaction loads it, and the facts it reads)
+
+        self.positions: dict[int, int] = {}  # id(record) -> position (pass 1's counts are not made again)
+        self.reader = Reader(hold=False, dropped=self._dropped)
+        # the system lines, as context.build_context notes them
+        self.spans: list[tuple[int, int]] = list(covered.spans) if covered is not None else []
+        self.taken = taken
+        self.seen = 0  # records of the cleaned context so far: the position of the next in pass 1's counts
+
+    def _dropped(self, rec: Record) -> None:
+        self.positions.pop(id(rec), None)
+
+    def parsed(self, rec: Record) -> None:
+        """Told each record as read, before cleaning (``streaming.Reading.parsed``)."""
+        if rec.message is not None and rec.message.role is Role.SYSTEM and rec.offset >= 0 and rec.raw:
+            self.spans.append((rec.offset, len(rec.raw)))
+        if self.taken is not None:
+            self.taken.add(rec.data, rec.raw)
+
+    def add(self, part: list[Record]) -> None:
+        """A part the cleaner settled, in order."""
+        for rec in part:
+            self.positions[id(rec)] = self.seen
+            self.seen += 1
+            self.reader.add(rec)
+
+    def result(self, path: Path, counted: Counted, records: int,
+               lines: int) -> tuple[Context, Conversation, dict[int, int]]:
+        """The context as the strategy sees it (no records held), the conversation, the positions: after
+        ``records`` input records, ``lines`` lines read after the covered prefix, if any."""
+        covered = counted.covered
+        lines += covered.line - 1 if covered is not None else 0
+        ctx = Context(transcript=Transcript(counted.format, [], str(path)), input_records=records,
+                      covered=covered.records if covered is not None else 0, input_bytes=counted.nbytes,
+                      input_lines=lines, system_spans=self.spans,
+                      repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
+        return ctx, self.reader.conversation(), self.positions
+
+
+#: pass 1 gathers the conversation as it counts (one read instead of two) when the file holds at least this
+#: many bytes per token of the threshold: it then almost surely compacts (transcripts hold 3-8 bytes per
+#: token); when it does not, what was gathered is dropped
+GATHER_BYTES_PER_TOKEN = 16
+
+
+def gathering(path: Path, opts: Options,
+              budget: Budget) -> Callable[[str, Covered | None, Any], tuple[Gathering, ...]]:
+    """For pass 1 (``streaming.count_file``, reading from the start or the covered prefix as pass 2 does):
+    given the format it reads, the covered prefix and its reading, a :class:`Gathering` told each record the
+    reading parses, to fill with the parts it counts, when the file will most likely be compacted in pass 2
+    (else none). Pass 2 then reads the file no more (:func:`read_conversation`)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+
+    def make(fmt: str, covered: Covered | None, reading: Any) -> tuple[Gathering, ...]:  # (a Reading)
+        threshold = budget.threshold
+        if (not threshold or size < GATHER_BYTES_PER_TOKEN * threshold or not may_compact_streamed(fmt, opts)
+                or get_format(fmt).compaction_seen() is not None):
+            return ()  # (an append-only log: engine._compact_streamed reads what it takes in pass 2)
+        gathered = Gathering(covered)
+        reading.parsed = gathered.parsed
+        return (gathered,)
+
+    return make
+
+
 def read_conversation(path: Path, counted: Counted, opts: Options,
                       taken: Any = None) -> tuple[Context, Conversation, dict[int, int]]:
     """Pass 2 for a compaction: the context as the strategy sees it (no records held: its counts of the
@@ -77,29 +156,16 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
     read are read, and they must be the same (else an InputError: the file changed). After a state's covered
     prefix, the lead pass 1 read (its system records, the earlier summary: what the new summary carries
     forward) comes first, then the records after the prefix, which is not read again. ``taken``: given each
-    line read (``Format.compaction_seen``)."""
+    line read (``Format.compaction_seen``). Where pass 1 gathered them (:func:`gathering`), the file is not
+    read again."""
+    if counted.gathered is not None and taken is None:
+        found, records, nlines = counted.gathered
+        return found.result(path, counted, records, nlines)
     covered = counted.covered
     reading = Reading(path, opts, counted.format, schema=False, covered=covered)
-    from .strategies.conversation import Reader  # (only a compaction loads it, and the facts it reads)
-
-    positions: dict[int, int] = {}
-
-    def dropped(rec: Record) -> None:
-        positions.pop(id(rec), None)
-
-    reader = Reader(hold=False, dropped=dropped)
-    # the system lines, as context.build_context notes them
-    spans: list[tuple[int, int]] = list(covered.spans) if covered is not None else []
-
-    def parsed(rec: Record) -> None:
-        if rec.message is not None and rec.message.role is Role.SYSTEM and rec.offset >= 0 and rec.raw:
-            spans.append((rec.offset, len(rec.raw)))
-        if taken is not None:
-            taken.add(rec.data, rec.raw)
-
-    reading.parsed = parsed
+    gathered = Gathering(covered, taken)
+    reading.parsed = gathered.parsed
     changed = f"{path} changed while it was read; run again"
-    seen = 0  # records of the cleaned context so far: the position of the next in pass 1's counts
     at, line = begin(covered, None)
     with open_input(path) as stream:
         stream.seek(at)
@@ -108,19 +174,12 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
                           covered.hash.copy() if covered is not None else None)
         try:
             for part in reading.parts(lines_at(hashing, at, line)):
-                for rec in part:
-                    positions[id(rec)] = seen
-                    seen += 1
-                    reader.add(rec)
+                gathered.add(part)
         except Held as held:
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
     if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
         raise InputError(changed)
-    ctx = Context(transcript=Transcript(counted.format, [], str(path)), input_records=reading.records,
-                  covered=covered.records if covered is not None else 0, input_bytes=counted.nbytes,
-                  input_lines=line - 1 + lines.count, system_spans=spans,
-                  repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
-    return ctx, reader.conversation(), positions
+    return gathered.result(path, counted, reading.records, lines.count)
 
 
 def input_lines(path: Path, counted: Counted) -> Iterator[bytes]:

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
-from .compaction_stream import input_lines, may_compact_streamed, read_conversation
+from .compaction_stream import gathering, input_lines, may_compact_streamed, read_conversation
 from .context import Context, build_context
 from .errors import OutputError, StateError, SummarizerError, Unstreamable, UsageError
 from .formats import get_format
@@ -234,7 +234,8 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
     counted = None
     if may_stream(path, opts, state, from_bytes=0):
         with progress("validating, cleaning and counting"):
-            counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path), keep=True)
+            counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path), keep=True,
+                                 gather=gathering(path, opts, budget))
         if (counted is not None and not counted.report.over_threshold
                 and may_write_streamed(counted.format, opts)):
             return _pass_through(path, counted, opts, state, state_path, output, warn)

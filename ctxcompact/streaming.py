@@ -9,8 +9,8 @@ Pass 1 (:func:`count_file`) reads, validates, cleans, counts and decides: ``esti
 pass. ``run`` from the command line (``engine.run(hold=False)``) takes it at any size; when the context
 passes through, pass 2 (:func:`written_lines`) reads the same bytes again and writes each settled part as
 it comes. A compaction of the default path is made in pass 2 too (:mod:`.compaction_stream`: the records
-read again into the conversation reader and the fact feed); any other reads the file held, with pass 1's
-counts.
+into the conversation reader and the fact feed; pass 1 feeds them as it reads when the file will most
+likely compact); any other reads the file held, with pass 1's counts.
 
 A second call does not read again what the last one read (docs/concepts/state.md#the-settled-prefix): the
 count cache keeps where the last part the cleaner settled begins (a line within the settled prefix) and what
@@ -116,9 +116,8 @@ class _Totals:
         self.at_mark: int | None = None  # the records before a resume point (:meth:`mark`)
         self.marked: dict[str, Any] | None = None  # what was counted of them (:meth:`kept`)
 
-    #: settled records are counted in batches of about this many bytes or records (one tiktoken call per
-    #: batch: a call per settled part would pay its start-up hundreds of times; a batch's records are what
-    #: is held while counting, so tiny lines are bounded by number too)
+    #: settled records are counted in batches of about this many bytes or records (a tiktoken call per batch,
+    #: not per part; a batch's records are held while counting, so tiny lines are bounded by number too)
     BATCH_BYTES = 1000000
     BATCH_RECORDS = 4096
 
@@ -287,6 +286,7 @@ class Counted:
     resumed: _Resume | None = None
     #: the state's covered prefix, proven (None: none): both passes read after it, its lead first
     covered: Covered | None = None
+    gathered: tuple[Any, int, int] | None = None  # compaction_stream.Gathering (pass 1's), records, lines
 
 
 class _Hashing:
@@ -298,7 +298,7 @@ class _Hashing:
     def __init__(self, stream: BinaryIO, limit: int | None = None, at: int = 0, hashed: Any = None) -> None:
         self.stream, self.limit, self.nbytes = stream, limit, at
         self.hash = hashed if hashed is not None else hashlib.sha256()
-        self.last, self.last_at = b"", at
+        self.last, self.last_at, self.lines = b"", at, 0  # lines: physical lines handed out (any last one)
         #: a last line without its newline: where it begins, and the hash of the bytes before
         self.unterminated: tuple[int, Any] | None = None
 
@@ -316,6 +316,7 @@ class _Hashing:
             chunk = self.stream.readline(left) if left > 0 else b""
         else:
             chunk = self.stream.readline()
+        self.lines += 1 if chunk else 0
         self.last, self.last_at = chunk, self.nbytes
         self.nbytes += len(chunk)
         return chunk
@@ -558,19 +559,19 @@ def stream_report(path: Path, opts: Options, state: State | None, budget: Budget
 
 
 def count_file(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
-               load_cache: CacheLoader | None = None, *, keep: bool) -> Counted | None:
+               load_cache: CacheLoader | None = None, *, keep: bool, gather: Any = None) -> Counted | None:
     """Pass 1: read, validate, clean, count and decide, record by record; None when the held route must
     read the file. ``keep``: add what is counted to the count cache, with the settled prefix and where a
-    later read may start (``run``; ``estimate`` only looks up)."""
+    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering."""
     try:
         with open_input(path) as stream:
-            return _count(path, stream, opts, state, budget, state_path, load_cache, keep)
+            return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather)
     except (_Held, Uncovered, OSError):
         return None
 
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
-           state_path: Path | None, load_cache: CacheLoader | None, keep: bool) -> Counted:
+           state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any) -> Counted:
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
     prefix = state.fingerprint.nbytes if state is not None and covers(state) else 0
@@ -584,8 +585,10 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
     reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing)
     totals: list[_Totals] = []
+    gathered: list[Any] = []  # a compaction's conversation as pass 1 reads (not resumed: pass 2 reads all)
 
     def started(fmt: Format) -> None:
+        gathered.extend(gather(fmt.name, covered, reading) if gather is not None and resume is None else ())
         cache = None
         if loaded is not None:
             cache = loaded.use(count_key(opts, fmt.name))  # another format or encoding: emptied
@@ -622,6 +625,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
                 last = None
             same = plain == r.offset and not r.dirty and r.raw is not None
             plain = r.offset + len(r.raw) + 1 if same else None  # type: ignore[arg-type]
+        for g in gathered:
+            g.add(part)
         totals[0].add(part)
     total = totals[0]
     total.flush()
@@ -648,7 +653,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         total.cache.resume_sha256 = mark.hash.digest() if mark is not None else b""
         total.cache.resume = later
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
-                   total.cache, verbatim, resume, covered)
+                   total.cache, verbatim, resume, covered,
+                   (*gathered, reading.records, hashing.lines) if gathered else None)
 
 
 def may_write_streamed(fmt: str, opts: Options) -> bool:

@@ -562,3 +562,78 @@ def test_memory_of_an_agent_log_compaction_does_not_grow_with_the_file(
     assert streamed < 128, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 8 * 128, held
     assert _run(big, tmp_path / "s", False, 20_000) == _run(big, tmp_path / "h", True, 20_000)
+
+
+# -------------------------------------------------------------------------- one read for a compaction
+# Pass 1 gathers the conversation as it counts when the file will most likely compact
+# (compaction_stream.gathering: GATHER_BYTES_PER_TOKEN bytes a token of the threshold), so pass 2 does not
+# read the file again; what it gathers is what pass 2 reads.
+
+@pytest.fixture
+def compactions(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool, bool]]:
+    """Every streamed compaction: (format, whether pass 1 gathered it, whether after a covered prefix)."""
+    from ctxcompact import compaction_stream
+
+    seen: list[tuple[str, bool, bool]] = []
+    real = compaction_stream.read_conversation
+
+    def spy(path: Path, counted: Any, *a: Any) -> Any:
+        seen.append((counted.format, counted.gathered is not None, counted.covered is not None))
+        return real(path, counted, *a)
+
+    monkeypatch.setattr(engine, "read_conversation", spy)
+    return seen
+
+
+def test_a_compaction_gathered_in_pass_1_gives_the_held_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compactions: list[tuple[str, bool, bool]]) -> None:
+    """Every test file compacted with the conversation gathered in pass 1 gives the held run byte for byte
+    (test_every_test_file_gives_the_held_run reads most of them in pass 2: they are under the ratio);
+    gathered for every context format's compaction, not for an append-only log's (which copies its lines in
+    pass 2)."""
+    from ctxcompact import compaction_stream
+    from ctxcompact.formats import get_format
+
+    monkeypatch.setattr(compaction_stream, "GATHER_BYTES_PER_TOKEN", 0)
+    for path in FILES:
+        agent = path.parent.name in AGENT_LOGS
+        for i, window in enumerate((3_000, *(AGENT_WINDOWS if agent else ()))):
+            held = _run(path, tmp_path / f"{path.parent.name}-{path.stem}-held{i}", True, window)
+            streamed = _run(path, tmp_path / f"{path.parent.name}-{path.stem}-streamed{i}", False, window)
+            assert streamed == held, (path, window)
+    assert len(compactions) > 20
+    for fmt, gathered, _ in compactions:
+        assert gathered == (get_format(fmt).compaction_seen() is None), fmt
+
+
+def test_the_calls_after_a_compaction_gathered_in_pass_1_give_the_held_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compactions: list[tuple[str, bool, bool]]) -> None:
+    """A growing transcript's calls (a covered prefix read first, resume points), the conversation gathered
+    in pass 1 wherever pass 1 reads from the start or the covered prefix: the held calls' outputs, states
+    and reports; a compaction after a covered prefix among them was gathered."""
+    from ctxcompact import compaction_stream
+
+    monkeypatch.setattr(compaction_stream, "GATHER_BYTES_PER_TOKEN", 0)
+    datas = [b"".join(LONG[:n]) for n in (60, 70, 75, 90, 100, 120, 150, 155, 160, len(LONG))]
+    for kw in ({}, {"exact": "none"}):
+        compactions.clear()
+        streamed = _hook_calls(tmp_path / f"s{sorted(kw)}", False, datas, **kw)
+        assert streamed == _hook_calls(tmp_path / f"h{sorted(kw)}", True, datas, **kw)
+        assert sum(1 for s in streamed if s[3]) >= 3
+        assert compactions[0][1:] == (True, False), compactions  # the first: from the start
+        assert any(c[1:] == (True, True) for c in compactions), compactions  # one after a covered prefix
+
+
+def test_a_file_that_will_hardly_compact_is_not_gathered(tmp_path: Path,
+                                                         compactions: list[tuple[str, bool, bool]]) -> None:
+    """Under GATHER_BYTES_PER_TOKEN bytes a token of the threshold, pass 1 does not gather (a run that
+    passes through would have paid for it): pass 2 reads the compaction; over it, pass 1 gathers."""
+    from ctxcompact import compaction_stream
+
+    path = SAMPLES / "openai-long.jsonl"
+    size = path.stat().st_size
+    over = size // compaction_stream.GATHER_BYTES_PER_TOKEN  # the file is just that many bytes a token
+    for threshold, gathered in ((over + 1, False), (over, True)):
+        compactions.clear()
+        r = _run(path, tmp_path / f"t{threshold}", False, 1_000_000, threshold=str(threshold))
+        assert r[3] and compactions == [("openai", gathered, False)], (threshold, compactions)

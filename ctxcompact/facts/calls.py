@@ -17,6 +17,7 @@ import orjson
 from ..model import Record, ToolCall
 
 _T = TypeVar("_T")
+_O = TypeVar("_O")
 _T_co = TypeVar("_T_co", covariant=True)
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 
@@ -27,9 +28,9 @@ def squash(s: str) -> str:
     return _NOT_ALNUM.sub("", s.lower())
 
 
-# What is read from one tool call (its command, its paths), by the call's id, while a block of
-# :func:`once_per_call` runs: the passes of facts.gather each ask it of every call.
-_PER_CALL: ContextVar[dict[tuple[str, int], tuple[ToolCall, Any]] | None] = ContextVar(
+# What is read from one tool call (its command, its paths) or record (what a person typed in it), by its id,
+# while a block of :func:`once_per_call` runs: the passes of facts.gather each ask it of every call.
+_PER_CALL: ContextVar[dict[tuple[str, int], tuple[Any, Any]] | None] = ContextVar(
     "ctxcompact_per_call", default=None)
 
 
@@ -47,8 +48,8 @@ def once_per_call() -> Iterator[None]:
         _PER_CALL.reset(token)
 
 
-def per_call(kind: str, call: ToolCall, compute: Callable[[ToolCall], _T]) -> _T:
-    """``compute(call)``, once per call inside :func:`once_per_call` (every time outside it)."""
+def per_call(kind: str, call: _O, compute: Callable[[_O], _T]) -> _T:
+    """``compute(call)``, once per call (or record) inside :func:`once_per_call` (every time outside it)."""
     memo = _PER_CALL.get()
     if memo is None:
         return compute(call)

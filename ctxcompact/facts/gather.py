@@ -17,6 +17,8 @@ from .outcomes import CommandScan, ErrorScan, EvidenceScan, failure_checker
 from .rules import ProjectRuleScan, rules_of
 from .store import (
     MAX_COMMANDS,
+    MAX_DECISIONS,
+    MAX_FINDINGS,
     MAX_TIMELINE,
     CommandFact,
     Entry,
@@ -141,6 +143,9 @@ class FactFeed:
             return
         if len(self.timeline.out) >= 4 * MAX_TIMELINE:
             self.trimmed |= _keep_last(self.timeline.out, MAX_TIMELINE)
+        said = self.statements
+        if len(said.answers) >= 4 * MAX_FINDINGS or len(said.along) >= 4 * MAX_DECISIONS:
+            self.trimmed |= said.keep_last(MAX_FINDINGS, MAX_DECISIONS)
         if len(self.commands.runs) >= 4 * MAX_COMMANDS:
             self.commands.keep_last(2 * MAX_COMMANDS)
             self.trimmed = True

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from ..clean import MOVED_SYSTEM
 from ..model import INTERRUPTED, INTERRUPTION_TEXTS, ImageBlock, Origin, Record, Role, TextBlock
+from .calls import per_call
 
 # The first line of the texts the pipeline writes, so later runs recognise them and never mistake them for
 # something a person typed.
@@ -201,7 +202,14 @@ def typed_text(rec: Record) -> str | None:
     """What a person typed in this record, or None: a user-role input message, not a tool result, with
     its injected parts removed. Several typed text blocks are joined by a blank line."""
     msg = rec.message
-    if msg is None or msg.role is not Role.USER or rec.origin is not Origin.INPUT or _is_meta_record(rec):
+    if msg is None or msg.role is not Role.USER or rec.origin is not Origin.INPUT:
+        return None
+    return per_call("typed", rec, _typed_text)  # (asked by several scans of each record: worked out once)
+
+
+def _typed_text(rec: Record) -> str | None:
+    msg = rec.message
+    if msg is None or _is_meta_record(rec):
         return None
     parts: list[str] = []
     for b in msg.blocks:

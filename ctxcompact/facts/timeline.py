@@ -126,6 +126,17 @@ class StatementScan:
             self.answers.append(self.pending)
             self.pending = None
 
+    def keep_last(self, answers: int, along: int) -> bool:
+        """Drop the oldest answers and texts said along the way that ``store.merge`` drops in any case (the
+        last ``answers`` and ``along`` positions are what it keeps of findings and decisions): each list cut
+        between two positions, keeping twice that many entries and more positions than that (a text said
+        along the way at the pending text's position goes if that becomes an answer). For records in input
+        order. Whether any was dropped."""
+        dropped = _cut_oldest(self.answers, answers)
+        if dropped:  # (their texts said along the way at their positions go with them, as in result)
+            self.along = [e for e in self.along if e[0] not in dropped]
+        return bool(dropped) | bool(_cut_oldest(self.along, along + 1))
+
     def _said_along(self, said: tuple[int, str]) -> None:
         if states_something(said[1]):
             self.along.append(said)
@@ -140,6 +151,19 @@ class StatementScan:
                 answers.append(self.pending)
         final = {at for at, _ in answers}  # (records that share a position share its fate)
         return Statements(answers, [(at, t) for at, t in along if at not in final])
+
+
+def _cut_oldest(entries: list[tuple[int, str]], positions: int) -> set[int]:
+    """Drop the oldest of ``entries`` (in input order) but the last ``2 * positions``, cut between two
+    positions, if at least ``positions`` distinct positions are kept; the positions dropped."""
+    c = len(entries) - 2 * positions
+    while c > 0 and entries[c - 1][0] == entries[c][0]:
+        c -= 1
+    if c <= 0 or len({at for at, _ in entries[c:]}) < positions:
+        return set()
+    dropped = {at for at, _ in entries[:c]}
+    del entries[:c]
+    return dropped
 
 
 # A sentence that only says what the assistant is about to do ("Let me read the file.", "Now I'll run the

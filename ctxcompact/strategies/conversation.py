@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import Unstreamable
+from ..facts.calls import once_per_call
 from ..facts.earlier import opaque_of
 from ..facts.handoff import flight_skips, status_stops, turn_goes_on
 from ..facts.text import typed_text
@@ -96,6 +97,10 @@ class Reader:
     last_unskipped: int = -1  # of the last record flight_skips does not pass
 
     def add(self, rec: Record) -> None:
+        with once_per_call():  # (each test below asks what a person typed in it)
+            self._add(rec)
+
+    def _add(self, rec: Record) -> None:
         if rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
             self.carried.append(rec)
             return

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 from helpers import SAMPLES
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctxcompact.context import build_context
@@ -113,3 +113,61 @@ def test_the_bounded_feed_drops_what_the_merge_drops() -> None:
     assert bounded.index is not None and len(bounded.index.calls) <= 1  # answered calls are forgotten
     assert merge(Facts(), bounded.facts()) == merge(Facts(), gather(records))
     assert len(gather(records).facts.timeline) > 4 * MAX_TIMELINE  # (so the test can fail)
+
+
+def _old_facts() -> Facts:
+    """Facts an earlier compaction kept: findings and decisions at positions before and among the new."""
+    from ctxcompact.facts.store import Entry
+
+    return Facts(findings=tuple(Entry(f"found {i}", i) for i in range(0, 90, 3)),
+                 decisions=tuple(Entry(f"decided {i}", i) for i in range(1, 120, 3)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 7), min_size=2, max_size=60), st.integers(1, 3), st.integers(1, 3),
+       st.sets(st.integers(1, 120)))
+@example([1, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0], 1, 3, {1})  # an answer dropped where a text said along the way is
+def test_the_bounded_feed_keeps_what_the_merge_keeps_of_answers(kinds: list[int], findings: int,
+                                                                 decisions: int, shared: set[int]) -> None:
+    """With the caps of findings and decisions made small (so any conversation passes them), the bounded
+    feed's answers and texts said along the way, merged with no earlier facts or with some, are gather's;
+    also where records share a position (``shared``: the record there takes the one before's, as the
+    records of one input line do)."""
+    from ctxcompact.facts import gather as gather_module
+    from ctxcompact.facts import store
+
+    lines = [orjson.dumps(m) for i, k in enumerate(kinds) for m in _line(k, i, f"c{i}")]
+    records = _records(b"\n".join(lines) + b"\n")
+    if records is None:
+        return
+    for i in sorted(shared):
+        if i < len(records):
+            records[i].index = records[i - 1].index
+    with pytest.MonkeyPatch.context() as mp:
+        for module in (gather_module, store):
+            mp.setattr(module, "MAX_FINDINGS", findings)
+            mp.setattr(module, "MAX_DECISIONS", decisions)
+        bounded = _fed(records, bounded=True)
+        if bounded.complete:
+            for old in (Facts(), _old_facts()):
+                assert merge(old, bounded.facts()) == merge(old, gather(records))
+
+
+def test_the_bounded_feed_holds_a_bounded_number_of_answers() -> None:
+    """A long session of requests, answers and conclusions said along the way: the bounded feed holds a
+    bounded number of them; merged (with no earlier facts, or some), its facts are gather's."""
+    from ctxcompact.facts.store import MAX_DECISIONS, MAX_FINDINGS
+
+    lines: list[bytes] = []
+    for i in range(5 * (MAX_FINDINGS + MAX_DECISIONS)):
+        lines += [orjson.dumps(m) for k in (0, 1, 3, 1) for m in _line(k, i, f"c{i}")]
+    records = _records(b"\n".join(lines) + b"\n")
+    assert records is not None
+    bounded = _fed(records, bounded=True)
+    said = bounded.statements
+    assert bounded.complete and bounded.trimmed
+    assert len(said.answers) < 4 * MAX_FINDINGS and len(said.along) < 4 * MAX_DECISIONS
+    full = gather(records)
+    assert len(full.facts.findings) > 4 * MAX_FINDINGS and len(full.facts.decisions) > 4 * MAX_DECISIONS
+    for old in (Facts(), _old_facts()):
+        assert merge(old, bounded.facts()) == merge(old, full)
