@@ -1,5 +1,6 @@
 """What ``run`` returns (:class:`RunResult`: always a real ``Transcript``, on every route, the one the held
-route holds), the format it writes, and the checks of the result against the window (exit 5 and its reasons)."""
+route holds), the format it writes, and the checks of the result against the window (exit 5 and its
+reasons)."""
 
 from __future__ import annotations
 
@@ -63,14 +64,18 @@ class RunResult:
         route, without reading a streamed output again."""
         if self.written is not None:
             return self.written
-        records = self.transcript.records
+        records = self._output().records
         return len(records), sum(1 for r in records if r.origin is Origin.INPUT)
 
     def lines(self) -> Iterator[bytes]:
         if self.streamed is not None:
             return self.streamed()
-        # what was written: without :attr:`held`'s context made (a streamed compaction holds its records)
-        return lines_in(self.__dict__["_transcript"], self.output_format)
+        return lines_in(self._output(), self.output_format)
+
+    def _output(self) -> Transcript:
+        """What was written, when :attr:`streamed` does not read it again: without making :attr:`held`'s
+        context (a streamed compaction holds its records)."""
+        return self.__dict__["_transcript"]
 
 
 def _made_on_read(name: str) -> property:

@@ -115,10 +115,15 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 @pytest.mark.parametrize("window", [1_000_000, 3_000], ids=["pass", "compact"])
-def test_run_json_does_not_hold_the_file(tmp_path: Path, loads: list[Any], window: int) -> None:
+def test_run_json_does_not_hold_the_file(tmp_path: Path, loads: list[Any], monkeypatch: pytest.MonkeyPatch,
+                                         window: int) -> None:
     from click.testing import CliRunner
 
     from ctxcompact.cli import cli
+
+    built: list[int] = []
+    real = engine.build_context
+    monkeypatch.setattr(engine, "build_context", lambda *a, **k: built.append(1) or real(*a, **k))
 
     path = tmp_path / "t.jsonl"
     path.write_bytes((SAMPLES / "openai-long.jsonl").read_bytes())
@@ -126,7 +131,7 @@ def test_run_json_does_not_hold_the_file(tmp_path: Path, loads: list[Any], windo
     got = CliRunner().invoke(cli, ["run", str(path), "--window", str(window), "-o", str(out), "--json"])
     assert got.exit_code == 0, got.output
     report = orjson.loads(got.stdout)
-    assert loads == []  # never read into memory
+    assert loads == [] and built == []  # never read into memory, nor its context made
     assert report["decision"] == ("pass" if window > 10_000 else "summarize")
     assert report["records_out"] == len(out.read_bytes().splitlines())
 
