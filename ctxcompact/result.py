@@ -84,12 +84,17 @@ def _made_on_read(name: str) -> property:
     slot = f"_{name}"
 
     def get(self: RunResult) -> Transcript | None:
-        if self.held is not None:
+        chosen = self.__dict__.get("_chosen", ())  # set by the caller: never made over
+        if self.held is not None and slot not in chosen:
             made, self.held = self.held, None
-            self.__dict__["_transcript"], self.__dict__["_context"] = made()
+            for name, value in zip(("_transcript", "_context"), made(), strict=True):
+                if name not in chosen:
+                    self.__dict__[name] = value
         return self.__dict__[slot]
 
     def put(self: RunResult, value: Transcript | None) -> None:
+        if self.held is not None:
+            self.__dict__.setdefault("_chosen", set()).add(slot)
         self.__dict__[slot] = value
 
     return property(get, put)

@@ -229,3 +229,12 @@ def test_a_file_changed_before_the_records_are_read_is_an_error(tmp_path: Path) 
     assert len(r.transcript.records) == len(api.run(SAMPLES / "openai-long.jsonl",
                                                     api.Options(window=1_000_000, use_state=False),
                                                     output=None, hold=True).transcript.records)
+
+
+def test_what_a_caller_sets_is_never_made_over(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes((SAMPLES / "openai-long.jsonl").read_bytes())
+    r = api.run(path, api.Options(window=1_000_000, use_state=False), output=None)
+    mine = Transcript("openai", [], "-")
+    r.context = mine
+    assert r.transcript.records and r.context is mine  # the transcript made, the context left as set
