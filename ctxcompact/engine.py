@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import hashlib
 import sys
+from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
@@ -21,13 +22,13 @@ from .atomic import write_lines
 from .budget import Budget, make_budget
 from .compaction_stream import gathering, input_lines, may_compact_streamed, read_conversation
 from .context import Context, build_context
-from .errors import OutputError, StateError, SummarizerError, Unstreamable, UsageError
+from .errors import InputError, OutputError, StateError, SummarizerError, Unstreamable, UsageError
 from .formats import get_format
 from .formats.base import Format
 from .formats.jsonl import write_transcript
-from .model import Transcript
+from .model import Origin, Transcript
 from .options import MAX_TOKENS, Options, check_options
-from .paths import check_paths, check_side_files, state_path_in
+from .paths import check_paths, check_side_files, open_input, state_path_in
 from .pipeline import (
     budget_from_transcript,
     count_and_decide,
@@ -156,17 +157,18 @@ def _cache_loader(state_path: Path | None) -> CacheLoader | None:
 
 
 def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO | None = None,
-        dry_run: bool = False, warn: Warn = stderr_warn, hold: bool = True) -> RunResult:
+        dry_run: bool = False, warn: Warn = stderr_warn, hold: bool = False) -> RunResult:
     """validate → apply the state → clean → estimate → compact if over the threshold → write output and state.
 
     ``output``: a path (written atomically), a binary stream, or None (nothing written; the caller can use
     ``RunResult.lines()``). With ``dry_run`` nothing is written at all, not even the state.
 
-    ``hold=False`` (the command line): a file is read in two passes by byte offset (:mod:`.streaming`)
-    instead of held, when it may be; a context that passes through is then written without ever holding
-    the file, and ``RunResult.transcript`` holds no records (``RunResult.lines()`` reads them again). The
-    report's ``maskable_tokens`` is null on that route. With the default, the result is the whole
-    ``Transcript``.
+    A file is read in two passes by byte offset (:mod:`.streaming`) instead of held, when it may be: a
+    context that passes through is then written without ever holding the file. ``RunResult.transcript``
+    and ``.context`` are still the held route's, made from the bytes the run read when first read
+    (``RunResult.held``), so a caller that reads only the figures and ``lines()`` never holds the file. The
+    report's ``maskable_tokens`` is null on that route (it needs the whole context; ``estimate`` gives it).
+    ``hold=True`` takes the held route whatever the input (the tests compare the two).
     """
     opts = opts or Options()
     check_options(opts)
@@ -271,7 +273,9 @@ def _pass_through(path: Path, counted: Counted, opts: Options, state: State | No
         output_format=counted.format, compacted=False, tokens_before=cal.tokens, tokens_after=cal.tokens,
         estimate=report, repairs=counted.repairs, problems=[],
         state=state or new_state(counted.format), state_path=state_path,
-        streamed=lambda: written_lines(path, counted, opts))
+        streamed=lambda: written_lines(path, counted, opts),
+        written=(len(counts.heuristic), report.from_input),  # the context, record for record
+        held=_held_view(path, counted, opts, state))
     judge_fit(result, counts, report.budget, decided_upfront=True, system=counted.system)
     assert result.state is not None
     _note_input(result.state, path, counted.format)
@@ -411,6 +415,7 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
             out_counts = _apply_strategy(si, result, False, held=False)
     except Unstreamable:
         return None
+    view = _held_view(path, counted, opts, state, result)  # (the state as found: updated below)
     appended = fmt.compaction_appended(seen, result.transcript.records, result.tokens_before,
                                        result.tokens_after) if _as_log(result, fmt) else None
     if appended is not None:  # the input's lines copied, then the compaction (Format.compaction_output)
@@ -418,6 +423,9 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
             said.append(fmt.compaction_note)
         after = Transcript(counted.format, appended, str(path))
         result.streamed = lambda: chain(input_lines(path, counted), write_transcript(after))
+        # every record read is copied as the input's (formats.jsonl.history_lines), then what is appended
+        result.written = (report.records + len(appended),
+                          report.records + sum(r.origin is Origin.INPUT for r in appended))
     for message in said:
         warn(message)
     report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
@@ -428,7 +436,35 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
     _write_both(result, output, state_path)
     if state_path is not None and cache is not None:
         save_counts(cache_path(state_path), cache)  # after the state, under its lock
+    result.held = view  # (after writing: lines() reads the compaction's records)
     return result
+
+
+def _held_view(path: Path, counted: Counted, opts: Options, state: State | None,
+               compacted: RunResult | None = None) -> Callable[[], tuple[Transcript, Transcript | None]]:
+    """What the held route's result holds, ``(transcript, context)``, made from the bytes both passes read
+    when a caller first reads either (``RunResult.held``): the context by the held route's own
+    ``build_context`` with the state as the run found it; the transcript that context (it passed through)
+    or the compaction's, written as the held route writes it (``Format.compaction_output``)."""
+    before = copy.deepcopy(state)  # (the result's state is this run's, updated after)
+    made_records = compacted.transcript if compacted is not None else None
+
+    def made() -> tuple[Transcript, Transcript | None]:
+        with open_input(path) as stream:
+            data = stream.read(counted.nbytes)
+        if len(data) != counted.nbytes or hashlib.sha256(data).digest() != counted.digest:
+            raise InputError(f"{path} changed since it was read; run again")
+        ctx = build_context(InputData(data, path), opts, before, schema=True, reapply=reapply_all)
+        if compacted is None or made_records is None:
+            return ctx.transcript, ctx.transcript
+        fmt = get_format(counted.format)
+        if not _as_log(compacted, fmt):
+            return made_records, ctx.transcript
+        written = fmt.compaction_output(data, made_records.records, compacted.tokens_before,
+                                        compacted.tokens_after)
+        return dataclasses.replace(made_records, records=written), ctx.transcript
+
+    return made
 
 
 def _count_cache(counts: CountCache | Path | None,

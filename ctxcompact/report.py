@@ -11,7 +11,7 @@ from typing import Any
 
 from .budget import Budget
 from .facts.text import continuation_text
-from .model import Record, message_chars
+from .model import Origin, Record, message_chars
 from .plugins import STRATEGIES
 from .tokens import heuristic
 from .tokens.calibration import Calibrated
@@ -33,12 +33,14 @@ class ContextStats:
     tool_calls: int = 0
     chars: int = 0
     repairs: int = 0
+    from_input: int = 0  # records of the context that are the input's own (``Origin.INPUT``)
 
 
 def context_stats(records: list[Record], format: str, input_records: int, covered: int,
                   repairs: int) -> ContextStats:
     stats = ContextStats(format=format, records=input_records, covered=covered, repairs=repairs)
     for rec in records:
+        stats.from_input += rec.origin is Origin.INPUT
         msg = rec.message
         if msg is None:
             continue
@@ -87,6 +89,9 @@ class EstimateReport:
     state_path: str | None
     strategy: str = STRATEGIES.default
     over_threshold: bool = False
+    #: records of the context that are the input's own (``Origin.INPUT``): what a run that passes the
+    #: context through keeps of the input, known without its records (``run --json``'s ``kept``)
+    from_input: int = 0
     own: dict[str, Any] = field(default_factory=dict)  # the strategy's own keys (Strategy.describe)
     #: more keys, worked out only when read (:attr:`extras`, ``to_json``): what ``--prune`` would free costs a
     #: pass over the whole context, which a ``run`` that reports nothing never needs (pipeline.describe)
@@ -162,4 +167,4 @@ def make_report(stats: ContextStats, *, heuristic_total: int, exact_total: int |
         tool_calls=stats.tool_calls, chars=stats.chars, heuristic=heuristic_total, exact=exact_total,
         encoding=encoding, calibrated=calibrated, budget=budget, would_compact=would,
         projected_tokens_after=projected, repairs=stats.repairs, state_path=state_path, strategy=strategy,
-        over_threshold=over)
+        over_threshold=over, from_input=stats.from_input)

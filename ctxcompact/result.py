@@ -1,5 +1,6 @@
-"""What ``run`` returns (:class:`RunResult`: always a real ``Transcript``, on every route), the format it
-writes, and the checks of the result against the window (exit 5 and its reasons)."""
+"""What ``run`` returns (:class:`RunResult`: always a real ``Transcript``, on every route, the one the held
+route holds), the format it writes, and the checks of the result against the window (exit 5 and its
+reasons)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .clean import Repair
 from .convert import lines_in
 from .errors import ExitCode, Problem
 from .formats import get_format, is_unchanged
-from .model import Transcript
+from .model import Origin, Transcript
 from .options import Options
 from .report import EstimateReport
 from .state import State
@@ -43,19 +44,64 @@ class RunResult:
     state: State | None = None
     state_path: Path | None = None
     context: Transcript | None = None  # the effective context the strategy was given (before compacting)
-    #: the output's lines read again from the input, when the run did not hold the file
-    #: (``engine.run(hold=False)``): ``transcript`` then holds no records
+    #: the output's lines read again from the input, when the run did not hold the file (:attr:`held`)
     streamed: Callable[[], Iterator[bytes]] | None = None
+    #: (records written, of them the input's own) when ``transcript`` does not hold what was written
+    written: tuple[int, int] | None = None
+    #: a run that did not hold the file: makes the held route's ``(transcript, context)`` when either is
+    #: first read (``engine.run``); a caller that reads neither never pays for them
+    held: Callable[[], tuple[Transcript, Transcript | None]] | None = field(default=None, repr=False,
+                                                                          compare=False)
 
     @property
     def summary(self) -> SummaryResult | None:
         """The summary the compaction made, or None."""
         return self.outcome.summary if self.outcome is not None else None
 
+    def records_written(self) -> tuple[int, int]:
+        """How many records were (or would be) written, and how many of them are the input's own
+        (``Origin.INPUT``): ``run --json``'s ``records_out`` and ``kept.input_records``, the same on every
+        route, without reading a streamed output again."""
+        if self.written is not None:
+            return self.written
+        records = self._output().records
+        return len(records), sum(1 for r in records if r.origin is Origin.INPUT)
+
     def lines(self) -> Iterator[bytes]:
         if self.streamed is not None:
             return self.streamed()
-        return lines_in(self.transcript, self.output_format)
+        return lines_in(self._output(), self.output_format)
+
+    def _output(self) -> Transcript:
+        """What was written, when :attr:`streamed` does not read it again: without making :attr:`held`'s
+        context (a streamed compaction holds its records)."""
+        return self.__dict__["_transcript"]
+
+
+def _made_on_read(name: str) -> property:
+    """``RunResult.transcript`` and ``.context``: a plain attribute, but on a result of a run that did not
+    hold the file, both are made on first read (:attr:`RunResult.held`), so they are the held route's."""
+    slot = f"_{name}"
+
+    def get(self: RunResult) -> Transcript | None:
+        chosen = self.__dict__.get("_chosen", ())  # set by the caller: never made over
+        if self.held is not None and slot not in chosen:
+            made, self.held = self.held, None
+            for name, value in zip(("_transcript", "_context"), made(), strict=True):
+                if name not in chosen:
+                    self.__dict__[name] = value
+        return self.__dict__[slot]
+
+    def put(self: RunResult, value: Transcript | None) -> None:
+        if self.held is not None:
+            self.__dict__.setdefault("_chosen", set()).add(slot)
+        self.__dict__[slot] = value
+
+    return property(get, put)
+
+
+RunResult.transcript = _made_on_read("transcript")  # type: ignore[assignment]
+RunResult.context = _made_on_read("context")  # type: ignore[assignment]
 
 
 def output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:

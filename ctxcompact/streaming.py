@@ -163,6 +163,7 @@ class _Totals:
             self.stats.messages[role] = self.stats.messages.get(role, 0) + n
         self.stats.tool_calls += s.tool_calls
         self.stats.chars += s.chars
+        self.stats.from_input += s.from_input
 
     def kept(self) -> dict[str, Any]:
         """Everything counted so far (flushed), for a later read to start from (:meth:`take`)."""
@@ -170,7 +171,8 @@ class _Totals:
                 "exact": None if self.exact is None else self.exact.tobytes(),
                 "usage": [(p.position, p.prompt_tokens, p.line, p.source) for p in self.usage],
                 "system": self.system, "window": self.window, "messages": dict(self.stats.messages),
-                "tool_calls": self.stats.tool_calls, "chars": self.stats.chars}
+                "tool_calls": self.stats.tool_calls, "chars": self.stats.chars,
+                "from_input": self.stats.from_input}
 
     @staticmethod
     def read(kept: dict[str, Any], exact: bool) -> dict[str, Any]:
@@ -188,7 +190,8 @@ class _Totals:
                 "system": int(kept["system"]),
                 "window": None if window is None else (int(window[0]), int(window[1])),
                 "messages": {str(k): int(v) for k, v in kept["messages"].items()},
-                "tool_calls": int(kept["tool_calls"]), "chars": int(kept["chars"])}
+                "tool_calls": int(kept["tool_calls"]), "chars": int(kept["chars"]),
+                "from_input": int(kept["from_input"])}
 
     def take(self, read: dict[str, Any]) -> None:
         """Start from the parts counted before a resume point (:meth:`read`)."""
@@ -197,6 +200,7 @@ class _Totals:
         self.usage, self.system, self.window = list(read["usage"]), read["system"], read["window"]
         self.stats.messages = dict(read["messages"])
         self.stats.tool_calls, self.stats.chars = read["tool_calls"], read["chars"]
+        self.stats.from_input = read["from_input"]
 
 
 def _ints(raw: bytes) -> array[int]:

@@ -516,7 +516,7 @@ def run(file: str | None, output: str | None, dry_run: bool, as_json: bool, quie
         else:
             click.echo(render_dry_run(result))
         return
-    result = api.run(source, opts, output=out_path or stdout(), warn=echo_err, hold=as_json)  # --json: held
+    result = api.run(source, opts, output=out_path or stdout(), warn=echo_err)
     if as_json:
         click.echo(to_json(run_json(result, dry_run=False, output=output)))
     for problem in result.problems:

@@ -121,13 +121,10 @@ def repairs_line(repairs: list[Any]) -> str:
 def run_json(result: RunResult, *, dry_run: bool, output: str | None) -> dict[str, Any]:
     """``run --json`` and ``run --dry-run --json``: what the run did (or would do), one object
     (docs/guides/hooks.md#run-json-for-scripts lists the keys)."""
-    from ..model import Origin
-
     est = result.estimate.to_json()
     s = result.summary
     outcome = result.outcome
-    records_out = len(result.transcript.records)
-    kept = sum(1 for r in result.transcript.records if r.origin is Origin.INPUT)
+    records_out, kept = result.records_written()
     by_kind: dict[str, int] = {}
     for r in result.repairs:
         by_kind[r.kind] = by_kind.get(r.kind, 0) + 1

@@ -69,6 +69,7 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
         final = run(log, ropts, output=None, warn=lambda _: None)
         ignored.update(line for line, _ in final.estimate.calibrated.ignored)
         window = final.estimate.budget.window
+        written = final.transcript  # (made from the log on first read: before the folder goes)
     return {
         "turns": len(series),
         "curve": curve([p["recall"] for p in series if "recall" in p]),
@@ -82,7 +83,7 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
         "final": {
             "tokens": final.tokens_after,
             "compacted": final.compacted,
-            **score(original, final.transcript, probes, written_format(opts, final.transcript)),
+            **score(original, written, probes, written_format(opts, written)),
         },
     }
 
