@@ -78,7 +78,7 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
     forward) comes first, then the records after the prefix, which is not read again. ``taken``: given each
     line read (``Format.compaction_seen``)."""
     covered = counted.covered
-    reading = Reading(path, opts, counted.format, schema=False, covered=covered)
+    reading = Reading(path, opts, counted.format, schema=False, covered=covered, limit=counted.nbytes)
     from .strategies.conversation import Reader  # (only a compaction loads it, and the facts it reads)
 
     positions: dict[int, int] = {}

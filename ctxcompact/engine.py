@@ -236,7 +236,7 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
         with progress("validating, cleaning and counting"):
             counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path), keep=True)
         if (counted is not None and not counted.report.over_threshold
-                and may_write_streamed(counted.format, opts)):
+                and may_write_streamed(counted.format, opts, counted.repairs)):
             return _pass_through(path, counted, opts, state, state_path, output, warn)
         if counted is not None and counted.report.over_threshold and may_compact_streamed(counted.format,
                                                                                             opts):

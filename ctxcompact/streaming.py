@@ -2,34 +2,28 @@
 the same stages as every other call (``formats.jsonl.parse_record``, ``clean.Cleaner``,
 ``tokens.counts.count_records``, ``pipeline.calibrate_counts``, ``report.make_report``), without holding the
 transcript. The cleaner hands out each part of the transcript as it settles; the part is counted and
-dropped, so memory follows the largest record and the part the cleaner holds, not the file. Only small
-integers per message are kept (the counts: the calibration from recorded usage needs their prefix sums).
+dropped, so memory follows the largest record and the part the cleaner holds, not the file (and the counts,
+small integers per message: the calibration from recorded usage needs their prefix sums).
 
-Pass 1 (:func:`count_file`) reads, validates, cleans, counts and decides: ``estimate`` of a large file is that
-pass. ``run`` from the command line (``engine.run(hold=False)``) takes it at any size; when the context
-passes through, pass 2 (:func:`written_lines`) reads the same bytes again and writes each settled part as
-it comes. A compaction of the default path is made in pass 2 too (:mod:`.compaction_stream`: the records
-read again into the conversation reader and the fact feed); any other reads the file held, with pass 1's
-counts.
+Pass 1 (:func:`count_file`) reads, validates, cleans, counts and decides (``estimate`` of a large file,
+``run`` from the command line at any size). When the context passes through, pass 2 (:func:`written_lines`)
+reads the same bytes again and writes each settled part as it comes; a compaction of the default path is
+made in pass 2 too (:mod:`.compaction_stream`), any other reads the file held, with pass 1's counts.
 
 A second call does not read again what the last one read (docs/concepts/state.md#the-settled-prefix): the
-count cache keeps where the last part the cleaner settled begins (a line within the settled prefix) and what
-the read carries over the bytes before it (the cleaner's call ids, the calls' names, the counts and totals:
-:class:`_Resume`); a call that proves those bytes unchanged with one SHA-256 starts pass 1 there, and pass 2
-copies the bytes before it as they are. The records from there on are read as a call from scratch reads
-them, so it hands out what one would.
+count cache keeps where the last part the cleaner settled begins and what the read carries over the bytes
+before it (the cleaner's call ids, the calls' names, the counts and totals: :class:`_Resume`); a call that
+proves those bytes unchanged with one SHA-256 starts pass 1 there (the records from there on are read as a
+call from scratch reads them), and pass 2 copies the bytes before it as they are.
 
 A state's covered prefix (a summary's watermark) is read as the held route reads it (:mod:`.covered`): proven
-in the pass that proves the settled prefix, its lead (system records, summary) cleaned first, the lines
-read from its end on.
+in the pass that proves the settled prefix, its lead (system records, summary) cleaned first.
 
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
-``estimate`` (it also says what masking would free), a state with layers to apply again (events,
-masking), a strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader
-finishes over the whole file (``Format.finish_stream`` is None: Claude Code follows its tree from the last
-line) or meets a line that hides the lines before it (``formats.base.NeedsWhole``: a Codex ``compacted``
-line, an ADK compaction), detection that the first lines do not decide, and any line the reader does not
-take (the held route reports it, or drops it with ``--lenient``, as always).
+``estimate`` (it also says what masking would free), a state with layers to apply again (events, masking),
+a strategy whose ``describe`` needs the context, ``--exact anthropic``, a line or an end its format's reader
+cannot finish alone (``formats.base.NeedsWhole``: a Codex ``compacted`` line, a Claude Code fork), detection
+the first lines do not decide, any line the reader does not take (the held route reports or drops it).
 """
 
 from __future__ import annotations
@@ -50,7 +44,7 @@ from .context import closes_trailing
 from .covered import Covered, Uncovered, covers
 from .errors import InputError, LineError, Problem
 from .formats import DETECT_LINES, get_format
-from .formats.base import Finish, Format, NeedsWhole
+from .formats.base import Finish, Format, NeedsWhole, Restart
 from .formats.jsonl import parse_record, write_transcript
 from .formats.registry import Detector
 from .model import EARLIER_SUMMARY, Record, Transcript
@@ -81,7 +75,7 @@ CacheLoader = Callable[[tuple[str, str | None] | None], CountCache]
 
 
 class _Held(Exception):
-    """This file takes the held route (see the module docstring)."""
+    """The held route reads this file (module docstring); from a formats.base.Restart: unless read anew."""
 
 
 def may_stream(path: Path, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
@@ -390,8 +384,8 @@ class _Reading:
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
                  remember: bool = True, start: _Resume | None = None, covered: Covered | None = None,
-                 hashing: _Hashing | None = None) -> None:
-        self.path, self.opts, self.schema, self.remember = path, opts, schema, remember
+                 hashing: _Hashing | None = None, limit: int | None = None) -> None:
+        self.path, self.opts, self.schema, self.remember, self.limit = path, opts, schema, remember, limit
         name = start.format if start is not None else covered.format if covered is not None else \
             fmt or (opts.format if opts.format != "auto" else None)
         self.chosen: Format | None = get_format(name) if name else None
@@ -428,6 +422,7 @@ class _Reading:
             finish = fmt.finish_stream(self.names, resume.finish if resume is not None else None)
             if finish is None:
                 raise _Held(f"{fmt.name} reads over the whole file")
+            finish.scan(self.path, _begin(self.covered, resume)[0], self.limit)  # (limit: what pass 1 read)
             self.started(fmt)
             self.cleaner = Cleaner(fmt.layout, fmt.name, source=str(self.path),
                                    close_trailing=closes_trailing(self.opts))
@@ -448,7 +443,7 @@ class _Reading:
             try:
                 finish(rec)
             except NeedsWhole as why:
-                raise _Held(str(why)) from None
+                raise _Held(str(why)) from why
             self.records += 1
             part = cleaner.feed(rec)
             if part:  # a part settled: ``rec`` begins the one held now, where a later read may start
@@ -528,6 +523,10 @@ class _Reading:
                 yield feed(self.chosen, *item, read=False)
         if self.records <= 1:
             raise _Held("one record: perhaps a whole-file JSON document (reader.split_document)")
+        try:
+            finish.end()  # type: ignore[union-attr]
+        except NeedsWhole as why:
+            raise _Held(str(why)) from None
         done = cleaner.finish()
         self.repairs = list(done.repairs)
         self.finishing = True
@@ -540,9 +539,8 @@ class _Reading:
         calls, started, settled = self.cleaner.carried()
         return {"v": _Resume.VERSION, "options": self.opts.format, "format": self.chosen.name,
                 "covered": self.covered.key if self.covered is not None else None, "line": mark.line,
-                "records": mark.records, "calls": calls, "started": started,
-                "settled": settled, "names": dict(islice(self.names.items(), mark.names)),
-                "finish": mark.finish,
+                "records": mark.records, "calls": calls, "started": started, "settled": settled,
+                "names": dict(islice(self.names.items(), mark.names)), "finish": mark.finish,
                 "detector": mark.detector}
 
 
@@ -564,19 +562,26 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
     later read may start (``run``; ``estimate`` only looks up)."""
     try:
         with open_input(path) as stream:
-            return _count(path, stream, opts, state, budget, state_path, load_cache, keep)
+            try:
+                return _count(path, stream, opts, state, budget, state_path, load_cache, keep)
+            except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
+                if not isinstance(held.__cause__, Restart):
+                    raise
+                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, fresh=True)
     except (_Held, Uncovered, OSError):
         return None
 
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
-           state_path: Path | None, load_cache: CacheLoader | None, keep: bool) -> Counted:
+           state_path: Path | None, load_cache: CacheLoader | None, keep: bool,
+           fresh: bool = False) -> Counted:
+    stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
     prefix = state.fingerprint.nbytes if state is not None and covers(state) else 0
     at_hash, covered_hash = (loaded if loaded is not None else CountCache()).prove_stream(stream, prefix)
     covered = Covered.read(stream, opts, state, covered_hash) if state is not None and prefix else None
-    resume = _Resume.proven(loaded, at_hash, opts, covered) if loaded is not None else None
+    resume = _Resume.proven(loaded, at_hash, opts, covered) if loaded is not None and not fresh else None
     at, _ = _begin(covered, resume)
     stream.seek(at)
     hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
@@ -651,12 +656,12 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
                    total.cache, verbatim, resume, covered)
 
 
-def may_write_streamed(fmt: str, opts: Options) -> bool:
+def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) -> bool:
     """Whether pass 2 may write the context part by part: the input's own format, written line by line
-    (no links between lines to remake, no fallback format), with nothing to convert."""
+    (no links between lines to remake, or no line a repair made; no fallback format), nothing to convert."""
     target = get_format(fmt)
     return (opts.to in (None, fmt) and target.writable
-            and type(target).link_records is Format.link_records)
+            and (type(target).link_records is Format.link_records or not repairs))
 
 
 def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes]:
@@ -668,7 +673,8 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
     covered prefix, only the bytes after it are read (pass 1 proved it and read its lead)."""
     start = counted.resumed if counted.resumed is not None and counted.resumed.plain else None
     covered = counted.covered
-    reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered)
+    reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
+                       limit=counted.nbytes)
     with open_input(path) as stream:
         at = _begin(covered, None)[0]
         stream.seek(at)

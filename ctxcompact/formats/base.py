@@ -12,6 +12,7 @@ import abc
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult
@@ -187,11 +188,27 @@ class NeedsWhole(Exception):
     lines before it): a reader that streams leaves the file to the held route."""
 
 
+class Restart(NeedsWhole):
+    """A record a read resumed after a prefix cannot finish (what it carries over the prefix cannot be taken
+    back: a Claude Code compact_boundary after messages it counted), but a read from the file's start can."""
+
+
 class Finish:
     """:meth:`Format.finish` one record at a time (:meth:`Format.finish_stream`), called on each record in
     order before anything else sees it; raises :class:`NeedsWhole` on a record it cannot finish alone."""
 
+    def scan(self, path: Path, at: int, limit: int | None) -> None:
+        """Before the read: what only the end of the file says (Claude Code's last compact_boundary), found in
+        the bytes of ``path`` from offset ``at`` (up to ``limit``, None: the end) without parsing them.
+        Default: nothing."""
+        return None
+
     def __call__(self, rec: Record) -> None:
+        return None
+
+    def end(self) -> None:
+        """After the last record: raises :class:`NeedsWhole` where the end of the file undoes what was
+        finished record by record (a Claude Code fork off the branch the records were read on)."""
         return None
 
     def kept(self) -> Any:

@@ -68,7 +68,7 @@ from ..model import (
     is_interruption_message,
 )
 from ..reader import encode_json
-from .base import Format, Layout, new_record
+from .base import Finish, Format, Layout, new_record
 from .claude_code_out import (
     COMPACT_SUMMARY_OPENING,
     compaction_output,
@@ -76,6 +76,7 @@ from .claude_code_out import (
     link_records,
     now,
 )
+from .claude_code_stream import StreamFinish
 from .claude_code_tree import api_turns, finish, in_main_session_sidechain, relink_dropped, set_inactive
 
 #: line types seen in real logs ; others are accepted too, as message-less records.
@@ -295,6 +296,9 @@ class ClaudeCodeFormat(Format):
 
     def finish(self, records: list[Record]) -> list[Record]:
         return finish(records)
+
+    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+        return StreamFinish(kept)  # (no names: Claude Code's results are not given their calls' names)
 
     def foreign_type(self, record: Record) -> str | None:
         kind = record.meta.get("type")
