@@ -6,11 +6,12 @@ cannot change it, and checked at the end (:meth:`StreamFinish.end`) where it cou
   messages before it are made inactive (``compacted``) as they come.
 - Usage is de-duplicated by ``message.id`` + ``requestId`` as the lines come (a response's lines are next to
   each other; a key seen earlier but not last is left to the held route).
-- The active branch: every message line is assumed on it. :func:`.claude_code_tree.follow_branch` itself is
-  run, at the end and every :data:`WINDOW` chained lines, on stand-ins of the last chained lines (their uuid,
-  parent, message id, calls and results): it must mark none off the branch, and the branch must leave those
-  lines where it left them before (the older lines then stay on it). Else the file goes to the held route
-  (:class:`~.base.NeedsWhole`): a fork, a rewind, a parent older than the lines kept.
+- The active branch: every message line is assumed on it. The rule itself
+  (:func:`.claude_code_tree.off_branch`) is run, at the end and every :data:`WINDOW` chained lines, on the
+  last chained lines (their uuid, parent, message id, calls and results): it must find none off the branch,
+  and the branch must leave those lines where it left them before (the older lines then stay on it). Else
+  the file goes to the held route (:class:`~.base.NeedsWhole`): a fork, a rewind, a parent older than the
+  lines kept.
 - What this leaves to the held route: a subagent's line in the main session (CLI 1.0.x: its run is found over
   the whole file), a boundary after messages the read already handed on (a read resumed before it restarts
   from the file's start: :class:`~.base.Restart`), a boundary whose ``postTokens`` still stands at the end.
@@ -24,9 +25,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..model import Message, Record, Role, TextBlock, ToolCall, ToolResult
+from ..model import Record
 from .base import Finish, NeedsWhole, Restart
-from .claude_code_tree import follow_branch, in_main_session_sidechain, set_inactive
+from .claude_code_tree import Link, in_main_session_sidechain, link_of, off_branch, set_inactive
 
 #: chained lines kept for the branch's check; checked and halved when twice this many
 WINDOW = 256
@@ -146,58 +147,39 @@ class StreamFinish(Finish):
                 self.post = False  # billed usage after the boundary: its postTokens is not used
         if "uuid" not in meta or meta.get("inactive") is not None:
             return
-        msg = rec.message
-        uuid = meta["uuid"]
+        uuid, *entry = link_of(rec)
         if uuid in self.window:
             raise NeedsWhole("a uuid written twice")
-        self.window[uuid] = (meta.get("parent_uuid"), meta.get("message_id"),
-                             tuple(c.id for c in msg.tool_calls()) if msg is not None else (),
-                             tuple(t.call_id for t in msg.tool_results()) if msg is not None else None,
-                             msg is not None and msg.is_tool_result_only)
+        self.window[uuid] = tuple(entry)
         self.added = uuid
         self.chained += 1
-        self.members += msg is not None
+        self.members += rec.message is not None
 
     def _branch(self) -> tuple[list[str], str | None]:
-        """:func:`follow_branch` on stand-ins of the window's lines; raises NeedsWhole where it would mark one
-        off the branch or leave the lines elsewhere than the older lines' branch. Returns the branch's lines
-        from the last, as it walks them, and the parent it leaves them at.
+        """:func:`.claude_code_tree.off_branch` on the window's lines; raises NeedsWhole where it finds one
+        off the branch or where the branch leaves the lines elsewhere than the older lines' branch. Returns
+        the branch's lines from the last, as it walks them, and the parent it leaves them at.
 
         The messages the window left last stand before it, chained to where the branch left it: they are on
-        the branch (the check before it was left says so), so a result in the window that answers a call
+        the branch (the check before they were left says so), so a result in the window that answers a call
         among them, or a response begun among them, is on it too, as over the whole file."""
         window = self.window
-        stand: list[Record] = []
-        lines: list[tuple[str, tuple[Any, ...]]] = []
+        lines: list[Link] = []
         prev = None
         for uuid, entry in self.anchors.items():
-            lines.append((uuid, (prev, *entry[1:])))
+            lines.append((uuid, prev, *entry[1:]))
             prev = uuid
-        lines.extend(window.items())
-        for uuid, (parent, mid, calls, results, only) in lines:
-            meta: dict[str, Any] = {"uuid": uuid}
-            if parent is not None:
-                meta["parent_uuid"] = parent
-            if mid is not None:
-                meta["message_id"] = mid
-            message = None
-            if results is not None:
-                blocks: list[Any] = [ToolResult(c, []) for c in results]
-                if not only:
-                    blocks += [ToolCall(c, "", "") for c in calls] + [TextBlock("")]
-                message = Message(Role.USER, blocks)
-            stand.append(Record(index=0, line=0, raw=None, data=None, message=message, meta=meta))
-        follow_branch(stand)
-        if any(r.meta.get("inactive") for r in stand):
+        lines.extend((uuid, *entry) for uuid, entry in window.items())
+        if off_branch(lines):
             raise NeedsWhole("a line off the active branch (a fork or a rewind)")
-        walk: list[str] = []
+        walk: dict[str, None] = {}  # (in order: a dict, not a list, to test membership)
         cur = next(reversed(window)) if window else None
         while cur in window and cur not in walk:
-            walk.append(cur)
+            walk[cur] = None
             cur = window[cur][0]
         if cur != self.exit and (self.exit is not None or self.chained > len(window)):
             raise NeedsWhole("the active branch leaves the lines kept elsewhere (a fork or a rewind)")
-        return walk, cur
+        return list(walk), cur
 
     def _halve(self) -> None:
         """Check the window, then keep its newer half: the older lines are on the branch, which must leave the
