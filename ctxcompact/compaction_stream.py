@@ -11,7 +11,7 @@ same commit. Its output (the system records, the summary and continuation, the w
 Taken for the default path only (:func:`may_compact_streamed`): ``--strategy threshold`` without
 ``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself or
 an append-only log's lines copied then what ``Format.compaction_appended`` makes of what
-``Format.compaction_seen`` took of them line by line (Codex, ADK events: :func:`input_lines`), no
+``Format.compaction_seen`` took of them line by line (Codex, ADK events, Claude Code: :func:`input_lines`), no
 ``--to`` into another format. The held route is taken instead for anything else, and whenever the
 streamed one cannot give exactly what it gives
 (:class:`~.errors.Unstreamable`): a compaction that would not make the context smaller
@@ -43,8 +43,9 @@ def may_compact_streamed(fmt: str, opts: Options) -> bool:
     """Whether a compaction of a file pass 1 read may be made in pass 2 (the module docstring)."""
     f = get_format(fmt)
     context = not f.layout.agent_log and type(f).compaction_output is Format.compaction_output
-    # an append-only log: its lines copied, then what the compaction appends (Format.compaction_appended)
-    appended = f.compaction_seen() is not None and type(f).link_records is Format.link_records
+    # an append-only log: its lines copied, then what the compaction appends (Format.compaction_appended,
+    # linked to them: Claude Code's parentUuid chain)
+    appended = f.compaction_seen() is not None
     return (opts.strategy == "threshold" and not opts.prune and opts.summarizer == "extractive"
             and opts.to in (None, fmt) and (context or appended))
 

@@ -71,6 +71,8 @@ from ..reader import encode_json
 from .base import Finish, Format, Layout, new_record
 from .claude_code_out import (
     COMPACT_SUMMARY_OPENING,
+    Seen,
+    compaction_appended,
     compaction_output,
     link_converted,
     link_records,
@@ -341,6 +343,13 @@ class ClaudeCodeFormat(Format):
     def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
                           post_tokens: int | None = None) -> list[Record]:
         return compaction_output(self.name, input_data, records, pre_tokens, post_tokens)
+
+    def compaction_seen(self) -> Seen:
+        return Seen()
+
+    def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
+                            post_tokens: int | None = None) -> list[Record] | None:
+        return compaction_appended(seen, records, pre_tokens, post_tokens)
 
     def link_records(self, records: list[Record]) -> list[Record]:
         return link_records(records)

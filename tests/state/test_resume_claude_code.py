@@ -290,3 +290,40 @@ def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
     held = (_peak(big, True) - _peak(small, True)) / added
     assert streamed < 200, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 4 * streamed, (held, streamed)
+
+
+def _peak_compacting(path: Path, hold: bool) -> int:
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        r = engine.run(path, engine.Options(window=20_000, use_state=False), output=path.with_suffix(".out"),
+                       hold=hold, warn=lambda m: None)
+        assert r.compacted
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_compaction_is_made_in_pass_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Claude Code compaction of the default path is made without holding the file (its lines copied,
+    then the boundary and the context chained on the last line of the main chain): the held route's output
+    byte for byte, the file never loaded, and its peak grows by little per added record (the held one's by
+    the records, so the test can fail)."""
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small_lines, big_lines = _session(turns=250), _session(turns=1_000)
+    small.write_bytes(b"".join(small_lines))
+    big.write_bytes(b"".join(big_lines))
+    added = len(big_lines) - len(small_lines)
+    loaded = _loads(monkeypatch)
+    _peak_compacting(small, False)  # warm
+    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / added
+    assert loaded == []
+    out = big.with_suffix(".out").read_bytes()
+    held = (_peak_compacting(big, True) - _peak_compacting(small, True)) / added
+    assert big.with_suffix(".out").read_bytes() == out
+    assert out.startswith(big.read_bytes()) and b'"compact_boundary"' in out[big.stat().st_size:]
+    assert streamed < 200, f"{streamed:.0f} B per record (held: {held:.0f})"
+    assert held > 8 * streamed, (held, streamed)
