@@ -12,7 +12,7 @@ same commit. Its output (the system records, the summary and continuation, the w
 Taken for the default path only (:func:`may_compact_streamed`): ``--strategy threshold`` without
 ``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself or
 an append-only log's lines copied then what ``Format.compaction_appended`` makes of what
-``Format.compaction_seen`` took of them line by line (Codex, ADK events: :func:`input_lines`), no
+``Format.compaction_seen`` took of them line by line (Codex, ADK events, Claude Code: :func:`input_lines`), no
 ``--to`` into another format. The held route is taken instead for anything else, and whenever the
 streamed one cannot give exactly what it gives
 (:class:`~.errors.Unstreamable`): a compaction that would not make the context smaller
@@ -32,12 +32,12 @@ from .context import Context
 from .covered import Covered
 from .errors import InputError
 from .formats import get_format
-from .formats.base import Format
+from .hashed_lines import Hashing, lines_at
 from .model import Record, Role, Transcript
 from .options import Options
 from .paths import open_input
 from .reader import iter_lines_at
-from .streaming import Counted, Hashing, Held, Reading, begin, lines_at
+from .streaming import Counted, Held, Reading, begin
 
 if TYPE_CHECKING:
     from .strategies.conversation import Conversation
@@ -46,10 +46,10 @@ if TYPE_CHECKING:
 def may_compact_streamed(fmt: str, opts: Options) -> bool:
     """Whether a compaction of a file pass 1 read may be made in pass 2 (the module docstring)."""
     f = get_format(fmt)
-    # an append-only log: its lines copied, then what the compaction appends (Format.compaction_appended)
-    appended = f.compaction_seen() is not None and type(f).link_records is Format.link_records
-    context = (not f.layout.agent_log and f.compaction_seen() is None
-               and type(f).compaction_output is Format.compaction_output)
+    # an append-only log: its lines copied, then what the compaction appends (Format.compaction_appended,
+    # linked to them: Claude Code's parentUuid chain)
+    appended = f.compaction_seen() is not None
+    context = not f.layout.agent_log and not appended
     return (opts.strategy == "threshold" and not opts.prune and opts.summarizer == "extractive"
             and opts.to in (None, fmt) and (context or appended))
 
@@ -162,7 +162,7 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
         found, records, nlines = counted.gathered
         return found.result(path, counted, records, nlines)
     covered = counted.covered
-    reading = Reading(path, opts, counted.format, schema=False, covered=covered)
+    reading = Reading(path, opts, counted.format, schema=False, covered=covered, limit=counted.nbytes)
     gathered = Gathering(covered, taken)
     reading.parsed = gathered.parsed
     changed = f"{path} changed while it was read; run again"

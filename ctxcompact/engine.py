@@ -25,7 +25,7 @@ from .context import Context, build_context
 from .errors import InputError, OutputError, StateError, SummarizerError, Unstreamable, UsageError
 from .formats import get_format
 from .formats.base import Format
-from .formats.jsonl import write_transcript
+from .formats.jsonl import compaction_output, write_transcript
 from .model import Origin, Transcript
 from .options import MAX_TOKENS, Options, check_options
 from .paths import check_paths, check_side_files, open_input, state_path_in
@@ -204,7 +204,7 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
     caller's state as it was. ``path`` names where the transcript is kept, if anywhere (the state's
     ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock).
     A message list is the context itself, not an agent's append-only log: the compacted records are the
-    output (no ``Format.compaction_output``)."""
+    output (no ``formats.jsonl.compaction_output``)."""
     check_options(opts)  # the same checks as every other route, before any work
     check_exact(opts)
     STRATEGIES.check(opts.strategy)
@@ -239,7 +239,7 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
             counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path), keep=True,
                                  gather=gathering(path, opts, budget))
         if (counted is not None and not counted.report.over_threshold
-                and may_write_streamed(counted.format, opts)):
+                and may_write_streamed(counted.format, opts, counted.repairs)):
             return _pass_through(path, counted, opts, state, state_path, output, warn)
         if counted is not None and counted.report.over_threshold and may_compact_streamed(counted.format,
                                                                                             opts):
@@ -325,8 +325,8 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     out_counts = _apply_strategy(si, result, dry_run)
     fmt = get_format(ctx.input_format)
     if as_log and _as_log(result, fmt):
-        written = fmt.compaction_output(inp.data, result.transcript.records, result.tokens_before,
-                                        result.tokens_after)
+        written = compaction_output(fmt, inp.data, result.transcript.records, result.tokens_before,
+                                 result.tokens_after)
         if written is not result.transcript.records and fmt.compaction_note:
             warn(fmt.compaction_note)
         result.transcript = dataclasses.replace(result.transcript, records=written)
@@ -345,7 +345,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
 
 
 def _as_log(result: RunResult, fmt: Format) -> bool:
-    """Whether the output is written as ``fmt``'s compaction (``Format.compaction_output``): an append-only
+    """Whether the output is written as ``fmt``'s compaction (``jsonl.compaction_output``): an append-only
     log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after them; an agent's
     own log records a masking that way too, so the agent's meter starts from the compacted size
     (docs/guides/claude-code-codex.md#what-the-clients-meters-show)."""
@@ -418,7 +418,7 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
     view = _held_view(path, counted, opts, state, result)  # (the state as found: updated below)
     appended = fmt.compaction_appended(seen, result.transcript.records, result.tokens_before,
                                        result.tokens_after) if _as_log(result, fmt) else None
-    if appended is not None:  # the input's lines copied, then the compaction (Format.compaction_output)
+    if appended is not None:  # the input's lines copied, then the compaction (jsonl.compaction_output)
         if fmt.compaction_note:
             said.append(fmt.compaction_note)
         after = Transcript(counted.format, appended, str(path))
@@ -445,7 +445,7 @@ def _held_view(path: Path, counted: Counted, opts: Options, state: State | None,
     """What the held route's result holds, ``(transcript, context)``, made from the bytes both passes read
     when a caller first reads either (``RunResult.held``): the context by the held route's own
     ``build_context`` with the state as the run found it; the transcript that context (it passed through)
-    or the compaction's, written as the held route writes it (``Format.compaction_output``)."""
+    or the compaction's, written as the held route writes it (``jsonl.compaction_output``)."""
     before = copy.deepcopy(state)  # (the result's state is this run's, updated after)
     made_records = compacted.transcript if compacted is not None else None
 
@@ -460,8 +460,8 @@ def _held_view(path: Path, counted: Counted, opts: Options, state: State | None,
         fmt = get_format(counted.format)
         if not _as_log(compacted, fmt):
             return made_records, ctx.transcript
-        written = fmt.compaction_output(data, made_records.records, compacted.tokens_before,
-                                        compacted.tokens_after)
+        written = compaction_output(fmt, data, made_records.records, compacted.tokens_before,
+                                 compacted.tokens_after)
         return dataclasses.replace(made_records, records=written), ctx.transcript
 
     return made

@@ -2,40 +2,34 @@
 the same stages as every other call (``formats.jsonl.parse_record``, ``clean.Cleaner``,
 ``tokens.counts.count_records``, ``pipeline.calibrate_counts``, ``report.make_report``), without holding the
 transcript. The cleaner hands out each part of the transcript as it settles; the part is counted and
-dropped, so memory follows the largest record and the part the cleaner holds, not the file. Only small
-integers per message are kept (the counts: the calibration from recorded usage needs their prefix sums).
+dropped, so memory follows the largest record and the part the cleaner holds, not the file (and the counts,
+small integers per message: the calibration from recorded usage needs their prefix sums).
 
-Pass 1 (:func:`count_file`) reads, validates, cleans, counts and decides: ``estimate`` of a large file is that
-pass. ``run`` from the command line (``engine.run(hold=False)``) takes it at any size; when the context
-passes through, pass 2 (:func:`written_lines`) reads the same bytes again and writes each settled part as
-it comes. A compaction of the default path is made in pass 2 too (:mod:`.compaction_stream`: the records
-into the conversation reader and the fact feed; pass 1 feeds them as it reads when the file will most
-likely compact); any other reads the file held, with pass 1's counts.
+Pass 1 (:func:`count_file`) reads, validates, cleans, counts and decides (``estimate`` of a large file,
+``run`` from the command line at any size). When the context passes through, pass 2 (:func:`written_lines`)
+reads the same bytes again and writes each settled part as it comes; a compaction of the default path is
+made in pass 2 too (:mod:`.compaction_stream`; pass 1 feeds it the records as it reads when the file will
+most likely compact), any other reads the file held, with pass 1's counts.
 
 A second call does not read again what the last one read (docs/concepts/state.md#the-settled-prefix): the
-count cache keeps where the last part the cleaner settled begins (a line within the settled prefix) and what
-the read carries over the bytes before it (the cleaner's call ids, the calls' names, the counts and totals:
-:class:`_Resume`); a call that proves those bytes unchanged with one SHA-256 starts pass 1 there, and pass 2
-copies the bytes before it as they are. The records from there on are read as a call from scratch reads
-them, so it hands out what one would.
+count cache keeps where the last part the cleaner settled begins and what the read carries over the bytes
+before it (the cleaner's call ids, the calls' names, the counts and totals: :class:`_Resume`); a call that
+proves those bytes unchanged with one SHA-256 starts pass 1 there (the records from there on are read as a
+call from scratch reads them), and pass 2 copies the bytes before it as they are.
 
 A state's covered prefix (a summary's watermark) is read as the held route reads it (:mod:`.covered`): proven
-in the pass that proves the settled prefix, its lead (system records, summary) cleaned first, the lines
-read from its end on.
+in the pass that proves the settled prefix, its lead (system records, summary) cleaned first.
 
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
-``estimate`` (it also says what masking would free), a state with layers to apply again (events,
-masking), a strategy whose ``describe`` needs the context, ``--exact anthropic``, a format whose reader
-finishes over the whole file (``Format.finish_stream`` is None: Claude Code follows its tree from the last
-line) or meets a line that hides the lines before it (``formats.base.NeedsWhole``: a Codex ``compacted``
-line, an ADK compaction), detection that the first lines do not decide, and any line the reader does not
-take (the held route reports it, or drops it with ``--lenient``, as always).
+``estimate`` (it also says what masking would free), a state with layers to apply again (events, masking),
+a strategy whose ``describe`` needs the context, ``--exact anthropic``, a line or an end its format's reader
+cannot finish alone (``formats.base.NeedsWhole``: a Codex ``compacted`` line, a Claude Code fork), detection
+the first lines do not decide, any line the reader does not take (the held route reports or drops it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -50,9 +44,10 @@ from .context import closes_trailing
 from .covered import Covered, Uncovered, covers
 from .errors import InputError, LineError, Problem
 from .formats import DETECT_LINES, get_format
-from .formats.base import Finish, Format, NeedsWhole
+from .formats.base import Finish, Format, NeedsWhole, Restart
 from .formats.jsonl import parse_record, write_transcript
 from .formats.registry import Detector
+from .hashed_lines import Hashing, lines_at
 from .model import EARLIER_SUMMARY, Record, Transcript
 from .options import Options
 from .paths import open_input
@@ -63,7 +58,7 @@ from .pipeline import (
     recorded_window,
     usage_points,
 )
-from .reader import decode_line, iter_lines_at
+from .reader import decode_line
 from .report import ContextStats, EstimateReport, context_stats
 from .state import State
 from .strategies import estimate_needs_context
@@ -81,7 +76,7 @@ CacheLoader = Callable[[tuple[str, str | None] | None], CountCache]
 
 
 class _Held(Exception):
-    """This file takes the held route (see the module docstring)."""
+    """The held route reads this file (module docstring); from a formats.base.Restart: unless read anew."""
 
 
 def may_stream(path: Path, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
@@ -293,74 +288,6 @@ class Counted:
     gathered: tuple[Any, int, int] | None = None  # compaction_stream.Gathering (pass 1's), records, lines
 
 
-class _Hashing:
-    """A binary stream's ``readline`` that hashes (SHA-256) what it hands out and stops after ``limit``
-    bytes (offsets from the file's start: a read that resumes begins at ``at``, with the hash of the bytes
-    before). A line is hashed when the next is asked for, so the hash of the bytes before the line handed
-    out last is there to copy (:meth:`before_last`)."""
-
-    def __init__(self, stream: BinaryIO, limit: int | None = None, at: int = 0, hashed: Any = None) -> None:
-        self.stream, self.limit, self.nbytes = stream, limit, at
-        self.hash = hashed if hashed is not None else hashlib.sha256()
-        self.last, self.last_at, self.lines = b"", at, 0  # lines: physical lines handed out (any last one)
-        #: a last line without its newline: where it begins, and the hash of the bytes before
-        self.unterminated: tuple[int, Any] | None = None
-
-    def _take(self) -> None:
-        if self.last:
-            if not self.last.endswith(b"\n"):
-                self.unterminated = (self.last_at, self.hash.copy())
-            self.hash.update(self.last)
-            self.last = b""
-
-    def readline(self) -> bytes:
-        self._take()
-        if self.limit is not None:
-            left = self.limit - self.nbytes
-            chunk = self.stream.readline(left) if left > 0 else b""
-        else:
-            chunk = self.stream.readline()
-        self.lines += 1 if chunk else 0
-        self.last, self.last_at = chunk, self.nbytes
-        self.nbytes += len(chunk)
-        return chunk
-
-    def copy(self, upto: int) -> Iterator[bytes]:
-        """The bytes up to offset ``upto``, as they are, in chunks."""
-        self._take()
-        while self.nbytes < upto:
-            chunk = self.stream.read(min(1 << 20, upto - self.nbytes))
-            if not chunk:
-                return
-            self.hash.update(chunk)
-            self.nbytes += len(chunk)
-            yield chunk
-
-    def before_last(self, offset: int) -> Any:
-        """The hash of the bytes before ``offset`` if that is where the line handed out last begins."""
-        return self.hash.copy() if self.last and self.last_at == offset else None
-
-    def digest(self) -> bytes:
-        self._take()
-        return bytes(self.hash.digest())
-
-    def whole_lines(self) -> tuple[int, bytes]:
-        """(length, SHA-256) of the bytes read up to the last newline."""
-        self._take()
-        if self.unterminated is not None:
-            return self.unterminated[0], self.unterminated[1].digest()
-        return self.nbytes, self.hash.digest()
-
-
-def _lines(hashing: _Hashing, at: int = 0, line: int = 1) -> Iterator[tuple[int, int, bytes]]:
-    """The stream's lines with their offsets in the file, read from offset ``at`` (line number ``line``)."""
-    if at == 0:
-        yield from iter_lines_at(hashing)  # type: ignore[arg-type]
-        return
-    for lineno, offset, raw in iter_lines_at(hashing, line):  # type: ignore[arg-type]
-        yield lineno, offset + at, raw
-
-
 def _begin(covered: Covered | None, start: _Resume | None) -> tuple[int, int]:
     """Where a read begins (offset, line number): a resume point, the covered prefix's end, or the start."""
     if start is not None:
@@ -395,8 +322,8 @@ class _Reading:
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
                  remember: bool = True, start: _Resume | None = None, covered: Covered | None = None,
-                 hashing: _Hashing | None = None) -> None:
-        self.path, self.opts, self.schema, self.remember = path, opts, schema, remember
+                 hashing: Hashing | None = None, limit: int | None = None) -> None:
+        self.path, self.opts, self.schema, self.remember, self.limit = path, opts, schema, remember, limit
         name = start.format if start is not None else covered.format if covered is not None else \
             fmt or (opts.format if opts.format != "auto" else None)
         self.chosen: Format | None = get_format(name) if name else None
@@ -433,6 +360,7 @@ class _Reading:
             finish = fmt.finish_stream(self.names, resume.finish if resume is not None else None)
             if finish is None:
                 raise _Held(f"{fmt.name} reads over the whole file")
+            finish.scan(self.path, _begin(self.covered, resume)[0], self.limit)  # (limit: what pass 1 read)
             self.started(fmt)
             self.cleaner = Cleaner(fmt.layout, fmt.name, source=str(self.path),
                                    close_trailing=closes_trailing(self.opts))
@@ -453,7 +381,7 @@ class _Reading:
             try:
                 finish(rec)
             except NeedsWhole as why:
-                raise _Held(str(why)) from None
+                raise _Held(str(why)) from why
             self.records += 1
             part = cleaner.feed(rec)
             if part:  # a part settled: ``rec`` begins the one held now, where a later read may start
@@ -533,6 +461,10 @@ class _Reading:
                 yield feed(self.chosen, *item, read=False)
         if self.records <= 1:
             raise _Held("one record: perhaps a whole-file JSON document (reader.split_document)")
+        try:
+            finish.end()  # type: ignore[union-attr]
+        except NeedsWhole as why:
+            raise _Held(str(why)) from None
         done = cleaner.finish()
         self.repairs = list(done.repairs)
         self.finishing = True
@@ -545,9 +477,8 @@ class _Reading:
         calls, started, settled = self.cleaner.carried()
         return {"v": _Resume.VERSION, "options": self.opts.format, "format": self.chosen.name,
                 "covered": self.covered.key if self.covered is not None else None, "line": mark.line,
-                "records": mark.records, "calls": calls, "started": started,
-                "settled": settled, "names": dict(islice(self.names.items(), mark.names)),
-                "finish": mark.finish,
+                "records": mark.records, "calls": calls, "started": started, "settled": settled,
+                "names": dict(islice(self.names.items(), mark.names)), "finish": mark.finish,
                 "detector": mark.detector}
 
 
@@ -569,23 +500,31 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
     later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering."""
     try:
         with open_input(path) as stream:
-            return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather)
+            try:
+                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather)
+            except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
+                if not isinstance(held.__cause__, Restart):
+                    raise
+                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
+                              fresh=True)
     except (_Held, Uncovered, OSError):
         return None
 
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
-           state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any) -> Counted:
+           state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any,
+           fresh: bool = False) -> Counted:
+    stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
     prefix = state.fingerprint.nbytes if state is not None and covers(state) else 0
     at_hash, covered_hash = (loaded if loaded is not None else CountCache()).prove_stream(stream, prefix)
     covered = Covered.read(stream, opts, state, covered_hash) if state is not None and prefix else None
-    resume = _Resume.proven(loaded, at_hash, opts, covered) if loaded is not None else None
+    resume = _Resume.proven(loaded, at_hash, opts, covered) if loaded is not None and not fresh else None
     at, _ = _begin(covered, resume)
     stream.seek(at)
     hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
-    hashing = _Hashing(stream, at=at, hashed=hashed.copy() if hashed is not None else None)
+    hashing = Hashing(stream, at=at, hashed=hashed.copy() if hashed is not None else None)
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
     reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing)
     totals: list[_Totals] = []
@@ -613,7 +552,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     plain: int | None = (resume.at if resume.plain else None) if resume is not None else at
     lead = covered.lead if covered is not None and resume is None else []
     later: dict[str, Any] | None = None  # what a later read resumes with
-    for part in reading.parts(_lines(hashing, *_begin(covered, resume))):
+    for part in reading.parts(lines_at(hashing, *_begin(covered, resume))):
         if reading.finishing and keep and totals[0].cache is not None and reading.mark is not None:
             totals[0].mark()  # every settled part is added: a later read starts after them
             later = {**reading.kept(reading.mark), "last": last, "kept": kept,
@@ -661,12 +600,12 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
                    (*gathered, reading.records, hashing.lines) if gathered else None)
 
 
-def may_write_streamed(fmt: str, opts: Options) -> bool:
+def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) -> bool:
     """Whether pass 2 may write the context part by part: the input's own format, written line by line
-    (no links between lines to remake, no fallback format), with nothing to convert."""
+    (no links between lines to remake, or no line a repair made; no fallback format), nothing to convert."""
     target = get_format(fmt)
     return (opts.to in (None, fmt) and target.writable
-            and type(target).link_records is Format.link_records)
+            and (type(target).link_records is Format.link_records or not repairs))
 
 
 def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes]:
@@ -678,17 +617,18 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
     covered prefix, only the bytes after it are read (pass 1 proved it and read its lead)."""
     start = counted.resumed if counted.resumed is not None and counted.resumed.plain else None
     covered = counted.covered
-    reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered)
+    reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
+                       limit=counted.nbytes)
     with open_input(path) as stream:
         at = _begin(covered, None)[0]
         stream.seek(at)
-        hashing = _Hashing(stream, counted.nbytes, at, covered.hash.copy() if covered is not None else None)
+        hashing = Hashing(stream, counted.nbytes, at, covered.hash.copy() if covered is not None else None)
         try:
             if start is not None:
                 if covered is not None:
                     yield from write_transcript(Transcript(counted.format, covered.lead, str(path)))
                 yield from hashing.copy(start.at)
-            lines = _lines(hashing, *_begin(covered, start))
+            lines = lines_at(hashing, *_begin(covered, start))
             if counted.verbatim:  # each record written from its own bytes: the lines are the output
                 for _lineno, _offset, raw in lines:
                     yield raw + b"\n"
@@ -701,4 +641,4 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
 
 
 # pass 2 of a compaction (compaction_stream) reads the file as these passes do
-Hashing, Held, Reading, begin, lines_at = _Hashing, _Held, _Reading, _begin, _lines
+Held, Reading, begin = _Held, _Reading, _begin

@@ -12,6 +12,7 @@ import abc
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult
@@ -145,36 +146,17 @@ class Format(abc.ABC):
         return [new_record(self.make_message(Role.USER, summary_text), Origin.SUMMARY),
                 new_record(cont, Origin.CONTINUATION)]
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
-                          post_tokens: int | None = None) -> list[Record]:
-        """What to write for a compaction whose context is ``records`` (``pre_tokens`` before it,
-        ``post_tokens`` after it, as the next request will count): by default the context itself. A format
-        whose logs are append-only (Claude Code, Codex, ADK events) writes the input's lines, then the
-        compaction after them, the way the agent records its own: one with :meth:`compaction_seen` gets that
-        here (the input's lines, then :meth:`compaction_appended`); the route that streams makes the same
-        from the same two methods (``compaction_stream``)."""
-        seen = self.compaction_seen()
-        if seen is None:
-            return records
-        from .jsonl import history_lines  # the reader's rule for which lines are records
-
-        history: list[Record] = []
-        for i, (raw, data) in enumerate(history_lines(input_data, self.name)):
-            seen.add(data, raw)
-            history.append(Record(index=i, line=i + 1, raw=raw, data=data))
-        after = self.compaction_appended(seen, records, pre_tokens, post_tokens)
-        return records if after is None else [*history, *after]
-
     def compaction_seen(self) -> Any | None:
-        """For a format whose :meth:`compaction_output` is the input's lines as read, then
-        :meth:`compaction_appended`: what it takes of those lines, gathered line by line (``add(data,
-        raw)``), so a reader that streams can write that compaction without holding the input
-        (``compaction_stream``). None otherwise."""
+        """For a format whose logs are append-only (Claude Code, Codex, ADK events), whose compaction is
+        written as the agent records its own (the input's lines as read, then :meth:`compaction_appended`:
+        ``formats.jsonl.compaction_output``, and the route that streams, ``compaction_stream``): what it
+        takes of those lines, gathered line by line (``add(data, raw)``), so the compaction can be written
+        without holding the input. None otherwise: a compaction is written as the compacted context."""
         return None
 
     def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
                             post_tokens: int | None = None) -> list[Record] | None:
-        """What :meth:`compaction_output` writes after the input's lines, from what ``seen``
+        """What a compaction writes after the input's lines, from what ``seen``
         (:meth:`compaction_seen`) gathered of them; None when it writes the context itself."""
         return None
 
@@ -205,11 +187,27 @@ class NeedsWhole(Exception):
     lines before it): a reader that streams leaves the file to the held route."""
 
 
+class Restart(NeedsWhole):
+    """A record a read resumed after a prefix cannot finish (what it carries over the prefix cannot be taken
+    back: a Claude Code compact_boundary after messages it counted), but a read from the file's start can."""
+
+
 class Finish:
     """:meth:`Format.finish` one record at a time (:meth:`Format.finish_stream`), called on each record in
     order before anything else sees it; raises :class:`NeedsWhole` on a record it cannot finish alone."""
 
+    def scan(self, path: Path, at: int, limit: int | None) -> None:
+        """Before the read: what only the end of the file says (Claude Code's last compact_boundary), found in
+        the bytes of ``path`` from offset ``at`` (up to ``limit``, None: the end) without parsing them.
+        Default: nothing."""
+        return None
+
     def __call__(self, rec: Record) -> None:
+        return None
+
+    def end(self) -> None:
+        """After the last record: raises :class:`NeedsWhole` where the end of the file undoes what was
+        finished record by record (a Claude Code fork off the branch the records were read on)."""
         return None
 
     def kept(self) -> Any:

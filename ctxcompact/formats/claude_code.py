@@ -68,14 +68,16 @@ from ..model import (
     is_interruption_message,
 )
 from ..reader import encode_json
-from .base import Format, Layout, new_record
+from .base import Finish, Format, Layout, new_record
 from .claude_code_out import (
     COMPACT_SUMMARY_OPENING,
-    compaction_output,
+    Seen,
+    compaction_appended,
     link_converted,
     link_records,
     now,
 )
+from .claude_code_stream import StreamFinish
 from .claude_code_tree import api_turns, finish, in_main_session_sidechain, relink_dropped, set_inactive
 
 #: line types seen in real logs ; others are accepted too, as message-less records.
@@ -296,6 +298,9 @@ class ClaudeCodeFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         return finish(records)
 
+    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+        return StreamFinish(kept)  # (no names: Claude Code's results are not given their calls' names)
+
     def foreign_type(self, record: Record) -> str | None:
         kind = record.meta.get("type")
         return kind if record.message is None and isinstance(kind, str) and kind not in KNOWN_TYPES else None
@@ -334,9 +339,12 @@ class ClaudeCodeFormat(Format):
         return [new_record(self.make_message(Role.USER, text), Origin.SUMMARY,
                            {"compact_summary": True, "injected": True})]
 
-    def compaction_output(self, input_data: bytes, records: list[Record], pre_tokens: int,
-                          post_tokens: int | None = None) -> list[Record]:
-        return compaction_output(self.name, input_data, records, pre_tokens, post_tokens)
+    def compaction_seen(self) -> Seen:
+        return Seen()
+
+    def compaction_appended(self, seen: Any, records: list[Record], pre_tokens: int,
+                            post_tokens: int | None = None) -> list[Record] | None:
+        return compaction_appended(seen, records, pre_tokens, post_tokens)
 
     def link_records(self, records: list[Record]) -> list[Record]:
         return link_records(records)

@@ -75,11 +75,27 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def compaction_output(name: str, input_data: bytes, records: list[Record], pre_tokens: int,
-                      post_tokens: int | None = None) -> list[Record]:
-    """The input's lines as read (the log stays append-only), then a ``compact_boundary`` line, then the
-    context the model now sees: summaries as ``isCompactSummary`` lines, kept messages as copies under
-    fresh uuids. :func:`link_records` chains them.
+class Seen:
+    """What a compaction takes of the log's lines (``Format.compaction_seen``): the last line of the main
+    chain (the made lines hang from it, in its session) and how many lines there are (the made lines' uuids
+    are seeded by their place in the output)."""
+
+    def __init__(self) -> None:
+        self.prev: dict[str, Any] | None = None
+        self.lines = 0
+
+    def add(self, data: Any, raw: bytes | None) -> None:
+        self.lines += 1
+        if isinstance(data, dict) and isinstance(data.get("uuid"), str) and not in_main_session_sidechain(
+                data):
+            self.prev = data
+
+
+def compaction_appended(seen: Seen, records: list[Record], pre_tokens: int,
+                        post_tokens: int | None = None) -> list[Record]:
+    """What a compaction writes after the log's lines: a ``compact_boundary`` line, then the context the
+    model now sees: summaries as ``isCompactSummary`` lines, kept messages as copies under fresh uuids, each
+    chained by :func:`link_records` after the log's last line (so they are written as they are).
 
     Claude Code's meter (``/context``, its auto-compact trigger) takes the last assistant usage after the
     last boundary, skipping usage whose input is 0, and estimates the lines after it. So the copies' usage
@@ -87,11 +103,6 @@ def compaction_output(name: str, input_data: bytes, records: list[Record], pre_t
     afresh; the originals before the boundary keep what the provider billed. A copy also gets a fresh
     ``message.id`` (one per original id, so the lines of one response stay one response): Claude Code
     merges the lines that share an id, and a copy under its original's id sent its blocks twice."""
-    history: list[Record] = []
-    from .jsonl import history_lines  # the reader's rule for which lines are records
-
-    for i, (raw, data) in enumerate(history_lines(input_data, name)):
-        history.append(Record(index=i, line=i + 1, raw=raw, data=data, meta={"history": True}))
     boundary = Record(index=-1, line=0, raw=None, data=None, origin=Origin.SUMMARY, dirty=True,
                       meta={"compact_boundary": True, "pre_tokens": pre_tokens,
                             "post_tokens": post_tokens})
@@ -118,21 +129,23 @@ def compaction_output(name: str, input_data: bytes, records: list[Record], pre_t
             message = dataclasses.replace(message, extra=extra)
         after.append(dataclasses.replace(rec, raw=None, data=data, message=message, dirty=True,
                                          meta={**rec.meta, "copy": True}))
-    return [*history, boundary, *after]
+    return link_records([boundary, *after], seen.prev, seen.lines)
 
 
-def link_records(records: list[Record]) -> list[Record]:
+def link_records(records: list[Record], prev: dict[str, Any] | None = None, at: int = 0) -> list[Record]:
     """Made records (no input line) are inserted into the ``parentUuid`` chain after the chained line
     before them: a fresh uuid, that line as parent, its session fields and timestamp; the later lines that
-    hung off that line hang off the made one instead, so the chain stays one line longer, not forked."""
+    hung off that line hang off the made one instead, so the chain stays one line longer, not forked. A
+    record linked once is left as it is (``meta["linked"]``). ``prev``: the envelope of the last chained
+    main-chain line before them; ``at``: how many lines come before them (a made line's uuid is seeded by
+    its place in the output)."""
     out: list[Record] = []
-    prev: dict[str, Any] | None = None  # the envelope of the last chained main-chain line written
     moved: dict[str, str] = {}  # old parent uuid -> the made line inserted after it
     for rec in records:
         data = rec.data if isinstance(rec.data, dict) else None
-        if rec.raw is None and (data is None or rec.meta.get("copy")):
+        if rec.raw is None and (data is None or rec.meta.get("copy")) and not rec.meta.get("linked"):
             parent = prev.get("uuid") if prev else None
-            env = made_envelope(prev, parent, len(out))
+            env = made_envelope(prev, parent, at + len(out))
             if rec.meta.get("compact_boundary"):
                 env = {**env, "parentUuid": None, "logicalParentUuid": parent, "type": "system",
                        "subtype": "compact_boundary", "content": "Conversation compacted",
@@ -144,7 +157,7 @@ def link_records(records: list[Record]) -> list[Record]:
                 env.update({"isVisibleInTranscriptOnly": True, "isCompactSummary": True})
             if parent is not None and not rec.meta.get("compact_boundary"):
                 moved[parent] = env["uuid"]
-            rec = dataclasses.replace(rec, data=env, dirty=True)
+            rec = dataclasses.replace(rec, data=env, dirty=True, meta={**rec.meta, "linked": True})
             data = env
         elif data is not None and data.get("parentUuid") in moved and not in_main_session_sidechain(data):
             data = {**data, "parentUuid": moved[data["parentUuid"]]}

@@ -167,37 +167,56 @@ def api_turns(records: list[Record]) -> list[Record]:
     return out if joined else records
 
 
+#: a chained line as the branch's rule reads it: uuid, parent uuid, message id, its calls' ids, its results'
+#: call ids (None: a line with no message), whether it carries only tool results
+Link = tuple[str, "str | None", "str | None", tuple[str, ...], "tuple[str, ...] | None", bool]
+
+
+def link_of(rec: Record) -> Link:
+    msg = rec.message
+    mid = rec.meta.get("message_id")
+    return (rec.meta["uuid"], rec.meta.get("parent_uuid"), mid if isinstance(mid, str) else None,
+            tuple(c.id for c in msg.tool_calls()) if msg is not None else (),
+            tuple(t.call_id for t in msg.tool_results()) if msg is not None else None,
+            msg is not None and msg.is_tool_result_only)
+
+
 def follow_branch(live: list[Record]) -> None:
-    by_uuid = {r.meta["uuid"]: r for r in live if "uuid" in r.meta and r.meta.get("inactive") is None}
     chained = [r for r in live if "uuid" in r.meta and r.meta.get("inactive") is None]
-    if not chained:
-        return
+    off = off_branch([link_of(r) for r in chained])
+    for r in chained:
+        if r.message is not None and r.meta["uuid"] in off:
+            set_inactive(r, "off_branch")
+
+
+def off_branch(lines: Sequence[Link]) -> set[str]:
+    """The uuids of the message lines off the active branch, of the chained lines after the last boundary, in
+    order: the ancestors of the last line, widened to a fixpoint by the lines of the same API response
+    (same message id) and the tool-result lines parented on a line of the branch answering its calls."""
+    if not lines:
+        return set()
+    by_uuid = {line[0]: line for line in lines}
     active: set[str] = set()
-    cur: Record | None = chained[-1]
-    while cur is not None and cur.meta["uuid"] not in active:
-        active.add(cur.meta["uuid"])
-        parent = cur.meta.get("parent_uuid")
+    cur: Link | None = lines[-1]
+    while cur is not None and cur[0] not in active:
+        active.add(cur[0])
+        parent = cur[1]
         cur = by_uuid.get(parent) if parent else None
-    # Widen to a fixpoint: lines of the same API response (same message.id) and the tool-result lines
-    # parented on an active line answering its calls are part of the branch too.
-    members = [r for r in chained if r.message is not None]
+    members = [line for line in lines if line[4] is not None]
+    ids = {m[2] for m in members if m[0] in active and m[2] is not None}
+    calls = {c for m in members if m[0] in active for c in m[3]}
     changed = True
     while changed:
         changed = False
-        on = [r for r in members if r.meta["uuid"] in active]
-        ids = {r.meta["message_id"] for r in on if "message_id" in r.meta}
-        calls = {c.id for r in on if r.message is not None for c in r.message.tool_calls()}
-        for r in members:
-            if r.meta["uuid"] in active:
+        for m in members:
+            if m[0] in active:
                 continue
-            msg = r.message
-            assert msg is not None
-            same_response = r.meta.get("message_id") in ids
-            answers = (msg.is_tool_result_only and r.meta.get("parent_uuid") in active
-                       and all(t.call_id in calls for t in msg.tool_results()))
-            if same_response or answers:
-                active.add(r.meta["uuid"])
+            results = m[4]
+            assert results is not None
+            if m[2] in ids or (m[5] and m[1] in active and all(t in calls for t in results)):
+                active.add(m[0])
+                if m[2] is not None:
+                    ids.add(m[2])
+                calls.update(m[3])
                 changed = True
-    for r in members:
-        if r.meta["uuid"] not in active:
-            set_inactive(r, "off_branch")
+    return {m[0] for m in members if m[0] not in active}

@@ -221,9 +221,9 @@ def _usage(payload: dict[str, Any]) -> Usage | None:
 
 
 class _Seen:
-    """What :meth:`CodexFormat.compaction_output` takes from the input's lines: the last timestamp, the user's
-    latest request (raw line, payload), the latest ``<environment_context>`` item, the last usage record and
-    the last ``token_count`` info."""
+    """What a Codex compaction (``jsonl.compaction_output``) takes from the input's lines: the last
+    timestamp, the user's latest request (raw line, payload), the latest ``<environment_context>`` item, the
+    last usage record and the last ``token_count`` info."""
 
     def __init__(self) -> None:
         self.stamp: str | None = None
@@ -463,7 +463,7 @@ class CodexFormat(Format):
         ``replacement_history`` becomes the whole history on resume (openai/codex
         ``codex-rs/core/src/codex/rollout_reconstruction.rs``: ``history.replace(replacement_history)``, later
         ``response_item`` lines recorded after it). So after the input's lines as read
-        (``Format.compaction_output``) come one ``compacted`` line, the kept items after it, then the meter,
+        (``jsonl.compaction_output``) come one ``compacted`` line, the kept items after it, then the meter,
         made from what ``seen`` (:meth:`compaction_seen`) took of those lines
         (docs/guides/claude-code-codex.md).
 

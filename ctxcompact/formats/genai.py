@@ -196,9 +196,9 @@ class _Finish(Finish):
 
 
 class _Seen:
-    """What :meth:`GenaiFormat.compaction_output` takes of the input's lines, one at a time: each event's
-    timestamp by its record's index (None: a bare Content or no number), the latest one, and whether an
-    event spells its fields in snake_case (``model_dump()``)."""
+    """What an ADK compaction (``jsonl.compaction_output``) takes of the input's lines, one at a time: each
+    event's timestamp by its record's index (None: a bare Content or no number), the latest one, and whether
+    an event spells its fields in snake_case (``model_dump()``)."""
 
     def __init__(self) -> None:
         self.stamps: list[Any] = []

@@ -253,7 +253,7 @@ def parse_record(chosen: Format, obj: Any, index: int, lineno: int, raw: bytes, 
 
 def history_lines(data: bytes, fmt_name: str) -> list[tuple[bytes, Any]]:
     """(raw line, decoded object) of each line of ``data`` an append-only log's compaction copies into its
-    output (``Format.compaction_output``): the lines the reader reads as records, by its one rule (lines
+    output (:func:`compaction_output`): the lines the reader reads as records, by its one rule (lines
     end at ``\\n`` only, a CR inside a line is JSON whitespace; then JSON, the format's parse and schema). A
     line lenient reading dropped is not copied (the output must validate), nor a line that only answers
     calls no line of the log makes (their call was on a dropped line)."""
@@ -269,6 +269,25 @@ def history_lines(data: bytes, fmt_name: str) -> list[tuple[bytes, Any]]:
             continue
         out.append((rec.raw, rec.data))
     return out
+
+
+def compaction_output(fmt: Format, input_data: bytes, records: list[Record], pre_tokens: int,
+                      post_tokens: int | None = None) -> list[Record]:
+    """What to write for a compaction whose context is ``records`` (``pre_tokens`` before it, ``post_tokens``
+    after it, as the next request will count): the context itself, but for an append-only log
+    (``Format.compaction_seen``: Claude Code, Codex, ADK events), which keeps the input's lines as read and
+    records the compaction after them as the agent records its own (``Format.compaction_appended``), with
+    what the agent's meter reads. The route that streams makes the same from the same two methods
+    (``compaction_stream``)."""
+    seen = fmt.compaction_seen()
+    if seen is None:
+        return records
+    history: list[Record] = []
+    for i, (raw, data) in enumerate(history_lines(input_data, fmt.name)):
+        seen.add(data, raw)
+        history.append(Record(index=i, line=i + 1, raw=raw, data=data))
+    after = fmt.compaction_appended(seen, records, pre_tokens, post_tokens)
+    return records if after is None else [*history, *after]
 
 
 def read_transcript(source: str | Path | BinaryIO | bytes, fmt: str = "auto", *, lenient: bool = False,

@@ -1,0 +1,213 @@
+"""A Claude Code log finished one record at a time (``Format.finish_stream``), for a reader that streams: what
+:func:`.claude_code_tree.finish` does over the whole file, done as the lines come wherever the end of the file
+cannot change it, and checked at the end (:meth:`StreamFinish.end`) where it could.
+
+- The last ``compact_boundary`` is found before the read by a byte scan (:meth:`StreamFinish.scan`), so the
+  messages before it are made inactive (``compacted``) as they come.
+- Usage is de-duplicated by ``message.id`` + ``requestId`` as the lines come (a response's lines are next to
+  each other; a key seen earlier but not last is left to the held route).
+- The active branch: every message line is assumed on it. The rule itself
+  (:func:`.claude_code_tree.off_branch`) is run, at the end and every :data:`WINDOW` chained lines, on the
+  last chained lines (their uuid, parent, message id, calls and results): it must find none off the branch,
+  and the branch must leave those lines where it left them before (the older lines then stay on it). Else
+  the file goes to the held route (:class:`~.base.NeedsWhole`): a fork, a rewind, a parent older than the
+  lines kept.
+- What this leaves to the held route: a subagent's line in the main session (CLI 1.0.x: its run is found over
+  the whole file), a boundary after messages the read already handed on (a read resumed before it restarts
+  from the file's start: :class:`~.base.Restart`), a boundary whose ``postTokens`` still stands at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from ..model import Record
+from .base import Finish, NeedsWhole, Restart
+from .claude_code_tree import Link, in_main_session_sidechain, link_of, off_branch, set_inactive
+
+#: chained lines kept for the branch's check; checked and halved when twice this many
+WINDOW = 256
+_MARK = b"compact_boundary"
+
+
+def _key(message_id: str, request_id: str) -> int:
+    """A stable 64-bit key of a response (a set of them is what a resume point carries)."""
+    return int.from_bytes(hashlib.blake2b(f"{message_id}\0{request_id}".encode(), digest_size=8).digest(),
+                          "big", signed=True)
+
+
+def _is_boundary(line: bytes) -> bool:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False  # (not a record: the reader leaves the file to the held route)
+    return (isinstance(obj, dict) and obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
+            and not in_main_session_sidechain(obj))
+
+
+class StreamFinish(Finish):
+    """:func:`.claude_code_tree.finish` one record at a time (the module docstring). ``kept``: what
+    :meth:`kept` gave (raises TypeError, ValueError or KeyError on anything else)."""
+
+    def __init__(self, kept: Any = None) -> None:
+        self.boundary: int | None = None  # offset of the last boundary at or after where the read starts
+        self.met = True
+        if kept is None:
+            self.members = 0  # message lines since the last boundary
+            self.chained = 0  # chained lines since the last boundary
+            self.exit: str | None = None  # where the branch leaves the lines kept (None: at a root)
+            self.window: dict[str, tuple[Any, ...]] = {}
+            self.anchors: dict[str, tuple[Any, ...]] = {}  # the last lines left: the messages, then exit
+            self.seen: set[int] = set()
+            self.last_key: int | None = None
+            self.post = False  # a boundary's postTokens still stands (no billed usage after it yet)
+        else:
+            self.members, self.chained = int(kept["members"]), int(kept["chained"])
+            self.exit = None if kept["exit"] is None else str(kept["exit"])
+            self.window, self.anchors = (
+                {str(u): (None if p is None else str(p), m, tuple(c), None if r is None else tuple(r),
+                          bool(t)) for u, p, m, c, r, t in kept[part]} for part in ("window", "anchors"))
+            self.seen = {int(k) for k in kept["seen"]}
+            self.last_key = None if kept["last_key"] is None else int(kept["last_key"])
+            self.post = bool(kept["post"])
+        self.resumed = kept is not None
+        self.before: tuple[Any, ...] = self._scalars()
+        self.added: str | None = None  # the window's entry the last record added
+        self.key_added: int | None = None
+
+    def _scalars(self) -> tuple[Any, ...]:
+        return (self.members, self.chained, self.exit, self.last_key, self.post)
+
+    def scan(self, path: Path, at: int, limit: int | None) -> None:
+        """Find the last ``compact_boundary`` line from offset ``at`` (to ``limit``), by its bytes: the lines
+        before it are history only."""
+        with open(path, "rb") as stream:
+            self._scan(stream, at, limit)
+
+    def _scan(self, stream: BinaryIO, at: int, limit: int | None) -> None:
+        stream.seek(at)
+        carry, pos = b"", at  # pos: offset of carry's first byte
+        while True:
+            want = 1 << 20 if limit is None else min(1 << 20, limit - pos - len(carry))
+            chunk = stream.read(want) if want > 0 else b""
+            data = carry + chunk
+            end = data.rfind(b"\n") + 1 if chunk else len(data)
+            hit = data.find(_MARK, 0, end)
+            while hit >= 0:
+                start = data.rfind(b"\n", 0, hit) + 1
+                stop = data.find(b"\n", hit)
+                stop = end if stop < 0 else stop
+                if _is_boundary(data[start:stop]):
+                    self.boundary, self.met = pos + start, False
+                hit = data.find(_MARK, stop, end)
+            if not chunk:
+                return
+            carry, pos = data[end:], pos + end
+
+    def __call__(self, rec: Record) -> None:
+        if len(self.window) >= 2 * WINDOW:
+            self._halve()  # (before the record: what kept() gives a read resuming at it)
+        self.before, self.added, self.key_added = self._scalars(), None, None
+        meta = rec.meta
+        if isinstance(rec.data, dict) and in_main_session_sidechain(rec.data):
+            raise NeedsWhole("a subagent's line in the main session (its run is found over the whole file)")
+        if meta.get("compact_boundary"):
+            if rec.offset == self.boundary:
+                self.met = True
+            elif self.boundary is not None and rec.offset < self.boundary:
+                return  # an earlier boundary: history, as the lines before the last
+            if self.members:
+                why = "a compact_boundary after messages already read"
+                raise (Restart(why) if self.resumed else NeedsWhole(why))
+            self.chained, self.exit, self.window, self.anchors = 0, None, {}, {}
+            post = rec.data.get("compactMetadata") if isinstance(rec.data, dict) else None
+            post = post.get("postTokens") if isinstance(post, dict) else None
+            self.seen, self.last_key, self.post = set(), None, isinstance(post, int) and post > 0
+            return
+        if self.boundary is not None and not self.met:  # before the last boundary: history only
+            if rec.message is not None:
+                set_inactive(rec, "compacted")
+            return
+        if rec.usage is not None:
+            key = (meta.get("message_id", ""), meta.get("request_id", ""))
+            if key != ("", ""):
+                k = _key(*key)
+                if k == self.last_key:
+                    rec.usage = None
+                elif k in self.seen:
+                    raise NeedsWhole("a response's usage seen before another's")
+                else:
+                    self.seen.add(k)
+                    self.last_key = self.key_added = k
+            if rec.usage is not None and rec.usage.prompt_tokens > 0:
+                self.post = False  # billed usage after the boundary: its postTokens is not used
+        if "uuid" not in meta or meta.get("inactive") is not None:
+            return
+        uuid, *entry = link_of(rec)
+        if uuid in self.window:
+            raise NeedsWhole("a uuid written twice")
+        self.window[uuid] = tuple(entry)
+        self.added = uuid
+        self.chained += 1
+        self.members += rec.message is not None
+
+    def _branch(self) -> tuple[list[str], str | None]:
+        """:func:`.claude_code_tree.off_branch` on the window's lines; raises NeedsWhole where it finds one
+        off the branch or where the branch leaves the lines elsewhere than the older lines' branch. Returns
+        the branch's lines from the last, as it walks them, and the parent it leaves them at.
+
+        The messages the window left last stand before it, chained to where the branch left it: they are on
+        the branch (the check before they were left says so), so a result in the window that answers a call
+        among them, or a response begun among them, is on it too, as over the whole file."""
+        window = self.window
+        lines: list[Link] = []
+        prev = None
+        for uuid, entry in self.anchors.items():
+            lines.append((uuid, prev, *entry[1:]))
+            prev = uuid
+        lines.extend((uuid, *entry) for uuid, entry in window.items())
+        if off_branch(lines):
+            raise NeedsWhole("a line off the active branch (a fork or a rewind)")
+        walk: dict[str, None] = {}  # (in order: a dict, not a list, to test membership)
+        cur = next(reversed(window)) if window else None
+        while cur in window and cur not in walk:
+            walk[cur] = None
+            cur = window[cur][0]
+        if cur != self.exit and (self.exit is not None or self.chained > len(window)):
+            raise NeedsWhole("the active branch leaves the lines kept elsewhere (a fork or a rewind)")
+        return list(walk), cur
+
+    def _halve(self) -> None:
+        """Check the window, then keep its newer half: the older lines are on the branch, which must leave the
+        newer half where it leaves it now."""
+        walk, left = self._branch()
+        items = list(self.window.items())
+        half = len(items) // 2
+        self.window = dict(items[half:])
+        older = next((u for u in walk if u not in self.window), None)  # its newest line in the older half
+        if older is None and any(v[3] is not None for _u, v in items[:half]):
+            raise NeedsWhole("messages kept on the branch only by its widening")
+        self.exit = older if older is not None else left
+        self.anchors = {u: v for u, v in items[:half] if v[3] is not None and u != older}
+        if older is not None:
+            self.anchors[older] = dict(items[:half])[older]
+
+    def end(self) -> None:
+        if not self.met:
+            raise NeedsWhole("the last compact_boundary was not read")
+        if self.post:
+            raise NeedsWhole("a compact_boundary's postTokens measures lines only the end decides")
+        self._branch()
+
+    def kept(self) -> Any:
+        members, chained, exit_, last_key, post = self.before
+        window = [(u, *v) for u, v in self.window.items() if u != self.added]
+        return {"members": members, "chained": chained, "exit": exit_, "window": window,
+                "anchors": [(u, *v) for u, v in self.anchors.items()],
+                "seen": [k for k in self.seen if k != self.key_added],
+                "last_key": last_key, "post": post}
+

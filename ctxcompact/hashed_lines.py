@@ -1,0 +1,79 @@
+"""Reading a transcript's lines by offset while hashing them: the one pass in which the streamed route
+proves the bytes a state knows (the settled prefix, the covered prefix) and reads what follows
+(``streaming``, ``compaction_stream``)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from .reader import iter_lines_at
+
+
+class Hashing:
+    """A binary stream's ``readline`` that hashes (SHA-256) what it hands out and stops after ``limit``
+    bytes (offsets from the file's start: a read that resumes begins at ``at``, with the hash of the bytes
+    before). A line is hashed when the next is asked for, so the hash of the bytes before the line handed
+    out last is there to copy (:meth:`before_last`)."""
+
+    def __init__(self, stream: BinaryIO, limit: int | None = None, at: int = 0, hashed: Any = None) -> None:
+        self.stream, self.limit, self.nbytes = stream, limit, at
+        self.hash = hashed if hashed is not None else hashlib.sha256()
+        self.last, self.last_at, self.lines = b"", at, 0  # lines: physical lines handed out (any last one)
+        #: a last line without its newline: where it begins, and the hash of the bytes before
+        self.unterminated: tuple[int, Any] | None = None
+
+    def _take(self) -> None:
+        if self.last:
+            if not self.last.endswith(b"\n"):
+                self.unterminated = (self.last_at, self.hash.copy())
+            self.hash.update(self.last)
+            self.last = b""
+
+    def readline(self) -> bytes:
+        self._take()
+        if self.limit is not None:
+            left = self.limit - self.nbytes
+            chunk = self.stream.readline(left) if left > 0 else b""
+        else:
+            chunk = self.stream.readline()
+        self.lines += 1 if chunk else 0
+        self.last, self.last_at = chunk, self.nbytes
+        self.nbytes += len(chunk)
+        return chunk
+
+    def copy(self, upto: int) -> Iterator[bytes]:
+        """The bytes up to offset ``upto``, as they are, in chunks."""
+        self._take()
+        while self.nbytes < upto:
+            chunk = self.stream.read(min(1 << 20, upto - self.nbytes))
+            if not chunk:
+                return
+            self.hash.update(chunk)
+            self.nbytes += len(chunk)
+            yield chunk
+
+    def before_last(self, offset: int) -> Any:
+        """The hash of the bytes before ``offset`` if that is where the line handed out last begins."""
+        return self.hash.copy() if self.last and self.last_at == offset else None
+
+    def digest(self) -> bytes:
+        self._take()
+        return bytes(self.hash.digest())
+
+    def whole_lines(self) -> tuple[int, bytes]:
+        """(length, SHA-256) of the bytes read up to the last newline."""
+        self._take()
+        if self.unterminated is not None:
+            return self.unterminated[0], self.unterminated[1].digest()
+        return self.nbytes, self.hash.digest()
+
+
+def lines_at(hashing: Hashing, at: int = 0, line: int = 1) -> Iterator[tuple[int, int, bytes]]:
+    """The stream's lines with their offsets in the file, read from offset ``at`` (line number ``line``)."""
+    if at == 0:
+        yield from iter_lines_at(hashing)  # type: ignore[arg-type]
+        return
+    for lineno, offset, raw in iter_lines_at(hashing, line):  # type: ignore[arg-type]
+        yield lineno, offset + at, raw

@@ -1,0 +1,329 @@
+"""A Claude Code log on the streamed route (formats/claude_code_stream.py): read record by record with a
+resume point like the other formats, its branch checked at the end. Each call as in a new process: any
+split of appends gives what the held route gives from scratch; a second call parses no line before the
+point; lines that fork off the branch, rewind it or add a compact_boundary after it give the held route's
+answer."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_resume import _resume_at, _run, _sequence
+
+from ctxcompact import engine
+
+DATA = Path(__file__).parent.parent / "data" / "claude-code"
+SESSION = "55604662-cf2a-4331-851a-ec234028f8ca"
+
+
+class _Log:
+    """Lines of a Claude Code 2.1 session, shaped as the real ones (tests/data/claude-code/spotter-*): a
+    response one content block per line (the same message.id, requestId and usage), parallel calls on
+    consecutive lines, hook progress lines chained on the last line, each result parented on its own
+    tool_use line, the next response on the last result."""
+
+    def __init__(self, seed: int) -> None:
+        self.rnd = random.Random(seed)
+        self.n = 0
+        self.tip: str | None = None
+        self.lines: list[bytes] = []
+        self.prompt = 1_000
+
+    def _uuid(self) -> str:
+        self.n += 1
+        return f"00000000-0000-4000-8000-{self.n:012d}"
+
+    def line(self, kind: str, parent: str | None, **fields: Any) -> str:
+        uuid = self._uuid()
+        obj = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/w",
+               "sessionId": SESSION, "version": "2.1.38", "gitBranch": "main", "type": kind, **fields,
+               "uuid": uuid, "timestamp": f"2026-02-10T21:{self.n // 60 % 60:02d}:{self.n % 60:02d}.000Z"}
+        self.lines.append(orjson.dumps(obj) + b"\n")
+        self.tip = uuid
+        return uuid
+
+    def user(self, text: str) -> None:
+        self.line("user", self.tip, message={"role": "user", "content": text})
+
+    def turn(self, calls: int) -> None:
+        """A response (thinking, text, ``calls`` tool_use lines), then its results."""
+        mid, req = f"msg_{self.n:020d}", f"req_{self.n:020d}"
+        self.prompt += self.rnd.randrange(200, 900)
+        usage = {"input_tokens": 3, "cache_read_input_tokens": self.prompt, "output_tokens": 20}
+        blocks: list[dict[str, Any]] = [{"type": "thinking", "thinking": "let me see", "signature": "s"},
+                                        {"type": "text", "text": f"Looking at step {self.n}."}]
+        ids = [f"toolu_{self.n:04d}_{i}" for i in range(calls)]
+        blocks += [{"type": "tool_use", "id": c, "name": "Bash", "input": {"command": f"ls {c}"}}
+                   for c in ids]
+        made: list[str] = []
+        for block in blocks:
+            msg = {"model": "claude-opus-4-6", "id": mid, "type": "message", "role": "assistant",
+                   "content": [block], "stop_reason": None, "usage": usage}
+            made.append(self.line("assistant", self.tip, message=msg, requestId=req))
+            if block["type"] == "tool_use" and self.rnd.random() < 0.5:
+                self.line("progress", self.tip, data={"type": "hook_progress", "hookEvent": "PreToolUse"},
+                          toolUseID=block["id"], parentToolUseID=block["id"])
+        order = list(range(calls))
+        self.rnd.shuffle(order)  # results in completion order, each on its own tool_use line
+        for i in order:
+            result = {"type": "tool_result", "tool_use_id": ids[i], "content": f"out {ids[i]} " * 20}
+            self.line("user", made[len(made) - calls + i], message={"role": "user", "content": [result]},
+                      toolUseResult={"stdout": "x"})
+
+    def reply(self) -> None:
+        self.prompt += 100
+        msg = {"model": "claude-opus-4-6", "id": f"msg_{self.n:020d}", "type": "message",
+               "role": "assistant", "content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn",
+               "usage": {"input_tokens": 3, "cache_read_input_tokens": self.prompt, "output_tokens": 5}}
+        self.line("assistant", self.tip, message=msg, requestId=f"req_{self.n:020d}")
+
+    def boundary(self) -> None:
+        logical = self.tip
+        self.line("system", None, subtype="compact_boundary", content="Conversation compacted",
+                  isMeta=False, level="info", logicalParentUuid=logical,
+                  compactMetadata={"trigger": "auto", "preTokens": self.prompt})
+        self.line("user", self.tip, message={"role": "user", "content": "This session is being continued "
+                                             "from a previous conversation. Summary: it went well."},
+                  isCompactSummary=True, isVisibleInTranscriptOnly=True)
+
+
+def _session(seed: int = 1, turns: int = 24, boundary_at: int | None = None) -> list[bytes]:
+    log = _Log(seed)
+    for t in range(turns):
+        if t == boundary_at:
+            log.boundary()
+        if t % 4 == 0:
+            log.user(f"Please do task {t}: keep the tests green.")
+        log.turn(log.rnd.choice([1, 1, 2, 3]))
+        if t % 4 == 3:
+            log.reply()
+    return log.lines
+
+
+def test_the_generated_log_reads_as_the_real_ones() -> None:
+    """Every line is a good Claude Code line, and all are on the branch (so the route streams them)."""
+    from ctxcompact.formats.jsonl import read_transcript
+
+    lines = _session(boundary_at=12)
+    records = read_transcript(b"".join(lines), "claude-code").transcript.records
+    assert len(records) == len(lines)
+    inactive = {r.meta.get("inactive") for r in records}
+    assert inactive == {None, "compacted"}
+    before = [b'"parentUuid":"' + r.meta["uuid"].encode() for r in records]
+    assert sum(b'"tool_result"' in line and before[i - 1] not in line
+               for i, line in enumerate(lines)) > 5  # results not chained on the line before
+
+
+def _loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    loaded: list[Any] = []
+    real = engine.InputData.load
+    monkeypatch.setattr(engine.InputData, "load", lambda source: loaded.append(source) or real(source))
+    return loaded
+
+
+@pytest.mark.parametrize("boundary_at", [None, 6])
+def test_a_second_call_parses_only_what_follows_the_resume_point(tmp_path, new_process, parsed, monkeypatch,
+                                                                 boundary_at):
+    """The usual hook call: lines appended on the branch's tip. No line before the resume point is parsed
+    (the file is never held), and the answer is the held route's from scratch."""
+    from ctxcompact.clean import Cleaner
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", 8)
+    loaded = _loads(monkeypatch)
+    lines = _session(boundary_at=boundary_at)
+    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
+    path.write_bytes(b"".join(lines[:-5]))
+    first = _run(path, out, hold=False)
+    assert len(set(parsed)) == len(lines) - 5  # every line, the first time
+    at = _resume_at(path)
+    assert at > len(b"".join(lines)) // 2
+    after = sum(1 for n in range(len(lines) - 5) if len(b"".join(lines[:n])) >= at)
+    parsed.clear()
+    path.write_bytes(b"".join(lines))
+    got = _run(path, out, hold=False)
+    assert loaded == []
+    assert min(parsed) == at  # nothing before the resume point is parsed, by either pass
+    assert len(set(parsed)) == after + 5 < len(lines) // 2
+    held = _sequence(tmp_path, lines, [len(lines) - 5, len(lines)], cold=True, hold=True)
+    assert [first, got] == held and first[0] != got[0]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), exact_opt=st.sampled_from(["tiktoken", "none"]),
+       window=st.sampled_from([400_000, 12_000]), first_try=st.sampled_from([2, 5, 64]),
+       boundary_at=st.sampled_from([None, 3, 10]))
+def test_any_split_of_appends_gives_the_held_answer(tmp_path, new_process, monkeypatch, data, exact_opt,
+                                                    window, first_try, boundary_at):
+    """Each call a new ``run`` (as a new process), streamed from the resume point, against the held route
+    from scratch: outputs, states, reports, repairs and warnings, below the threshold and across
+    compactions (the held route makes those), a compact_boundary before or after the resume point."""
+    from ctxcompact.clean import Cleaner
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", first_try)
+    lines = _session(seed=data.draw(st.integers(0, 3)), turns=14, boundary_at=boundary_at)
+    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(lines)), min_size=2,
+                                         max_size=4))))
+    opts = {"exact": exact_opt, "window": window,
+            "format": data.draw(st.sampled_from(["claude-code", "auto"]))}
+    cached = _sequence(tmp_path, lines, cuts, cold=False, hold=False, **opts)
+    cold = _sequence(tmp_path, lines, cuts, cold=True, hold=True, **opts)
+    assert cached == cold
+
+
+def _fork(lines: list[bytes], parent_of: int) -> bytes:
+    """A user line whose parent is line ``parent_of``'s uuid (a rewind: Claude Code's Esc Esc)."""
+    parent = orjson.loads(lines[parent_of])["uuid"]
+    obj = {**orjson.loads(lines[-1]), "parentUuid": parent, "uuid": "11111111-0000-4000-8000-000000000001",
+           "type": "user", "message": {"role": "user", "content": "No, do it another way."}}
+    obj.pop("requestId", None)
+    obj.pop("toolUseResult", None)
+    return orjson.dumps(obj) + b"\n"
+
+
+@pytest.mark.parametrize("shape", ["rewind", "fork off the last response", "new boundary", "two boundaries"])
+def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_path, new_process,
+                                                                          monkeypatch, shape):
+    """Appended lines that do not continue the branch: a rewind to an early line, a fork off a line before
+    the tip (the lines after it go off the branch), a compact_boundary after the messages the resume point
+    counted. The answer is the held route's from scratch; a fork is read held, a boundary streamed again
+    from the file's start (its messages before it are then history)."""
+    from ctxcompact.clean import Cleaner
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", 8)
+    log = _Log(5)
+    for t in range(16):
+        if t % 4 == 0:
+            log.user(f"task {t}")
+        log.turn(2)
+    cut = len(log.lines)
+    if shape == "rewind":
+        log.lines.append(_fork(log.lines, 3))
+    elif shape == "fork off the last response":
+        log.lines.append(_fork(log.lines, cut - 4))
+    else:
+        log.boundary()
+        log.turn(1)
+        log.reply()
+        if shape == "two boundaries":
+            log.boundary()
+            log.reply()
+    log.turn(1)
+    log.reply()
+    lines = log.lines
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(lines[:cut]))
+    first = _run(path, tmp_path / "out.jsonl", hold=False)
+    assert _resume_at(path) > 0
+    loaded = _loads(monkeypatch)
+    path.write_bytes(b"".join(lines))
+    got = _run(path, tmp_path / "out.jsonl", hold=False)
+    assert loaded == ([path] if "fork" in shape or shape == "rewind" else [])
+    assert [first, got] == _sequence(tmp_path, lines, [cut, len(lines)], cold=True, hold=True)
+
+
+REAL = sorted(DATA.glob("*.jsonl"))
+#: read held still: a CLI 1.0.x subagent's lines in the main file (their runs are found over the whole
+#: file); a subagent's compaction request whose lines fork off its first
+HELD = {"claude-code-viewer-orchestrator-1.0.108.jsonl",
+        "claude-code-viewer-orchestrator-1.0.98-excerpt.jsonl", "spotter-acompact-agent.jsonl"}
+
+
+@pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
+def test_a_real_log_streams_and_resumes(path, tmp_path, new_process, parsed, monkeypatch):
+    """Every real log but those named in HELD is read streamed (never held) below the threshold, the first
+    call on its first half and the second on all of it: the second parses only from the resume point
+    (wherever the cleaner settled; from the start when a compact_boundary follows it), and both give the
+    held route's answers."""
+    from ctxcompact.clean import Cleaner
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", 4)
+    loaded = _loads(monkeypatch)
+    lines = path.read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    t = tmp_path / "t.jsonl"
+    t.write_bytes(b"".join(lines[:half]))
+    first = _run(t, tmp_path / "out.jsonl", hold=False, window=1_000_000)
+    at = _resume_at(t)
+    parsed.clear()
+    t.write_bytes(b"".join(lines))
+    got = _run(t, tmp_path / "out.jsonl", hold=False, window=1_000_000)
+    if path.name in HELD:
+        assert loaded
+    else:
+        assert loaded == []
+        restarts = any(b'"compact_boundary"' in line for line in lines[half:])
+        assert min(parsed) == (0 if restarts else at)
+    held = _sequence(tmp_path, lines, [half, len(lines)], cold=True, hold=True, window=1_000_000)
+    assert [first, got] == held
+
+
+def _peak(path: Path, hold: bool) -> int:
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        engine.run(path, engine.Options(window=1_000_000_000, use_state=False, exact="none"),
+                   output=path.with_suffix(".out"), hold=hold)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
+    """Peak traced memory of a run on N and 4N turns: streamed, it grows by little per added record (the
+    counts, the responses' usage keys), held by the records (so the test can fail)."""
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small_lines, big_lines = _session(turns=250), _session(turns=1_000)
+    small.write_bytes(b"".join(small_lines))
+    big.write_bytes(b"".join(big_lines))
+    added = len(big_lines) - len(small_lines)
+    _peak(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
+    streamed = (_peak(big, False) - _peak(small, False)) / added
+    held = (_peak(big, True) - _peak(small, True)) / added
+    assert streamed < 200, f"{streamed:.0f} B per record (held: {held:.0f})"
+    assert held > 4 * streamed, (held, streamed)
+
+
+def _peak_compacting(path: Path, hold: bool) -> int:
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        r = engine.run(path, engine.Options(window=20_000, use_state=False), output=path.with_suffix(".out"),
+                       hold=hold, warn=lambda m: None)
+        assert r.compacted
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_compaction_is_made_in_pass_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Claude Code compaction of the default path is made without holding the file (its lines copied,
+    then the boundary and the context chained on the last line of the main chain): the held route's output
+    byte for byte, the file never loaded, and its peak grows by little per added record (the held one's by
+    the records, so the test can fail)."""
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small_lines, big_lines = _session(turns=250), _session(turns=1_000)
+    small.write_bytes(b"".join(small_lines))
+    big.write_bytes(b"".join(big_lines))
+    added = len(big_lines) - len(small_lines)
+    loaded = _loads(monkeypatch)
+    _peak_compacting(small, False)  # warm
+    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / added
+    assert loaded == []
+    out = big.with_suffix(".out").read_bytes()
+    held = (_peak_compacting(big, True) - _peak_compacting(small, True)) / added
+    assert big.with_suffix(".out").read_bytes() == out
+    assert out.startswith(big.read_bytes()) and b'"compact_boundary"' in out[big.stat().st_size:]
+    assert streamed < 200, f"{streamed:.0f} B per record (held: {held:.0f})"
+    assert held > 8 * streamed, (held, streamed)
