@@ -24,11 +24,12 @@ HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "c
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
-# the other formats' readers; nor a strategy whose section of the state is empty (sliding-window's events).
+# the other formats' readers; nor a strategy whose section of the state is empty (sliding-window's events);
+# nor statistics (only a log with billed usage fits a calibration line).
 NEXT_CALL = ("ctxcompact.strategies.conversation", "ctxcompact.strategies.mask", "ctxcompact.strategies.tail",
              "ctxcompact.strategies.sliding_window", "ctxcompact.summarizers", "ctxcompact.facts.handoff",
              "ctxcompact.facts.todos", "ctxcompact.formats.anthropic", "ctxcompact.formats.genai",
-             "ctxcompact.formats.claude_code", "ctxcompact.formats.codex")
+             "ctxcompact.formats.claude_code", "ctxcompact.formats.codex", "statistics")
 # After a compaction (the state holds a summary), the next call below the threshold loads no strategy that
 # keeps nothing in this state.
 AFTER_COMPACTION = ("ctxcompact.strategies.sliding_window", "ctxcompact.strategies.events",
