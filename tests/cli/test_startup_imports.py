@@ -15,12 +15,13 @@ import pytest
 # tiktoken (small inputs are counted without it), the regex module (tokens/bpe.py splits with re), the SDKs,
 # the message-list API's asyncio, the process pool, the evaluation, the summarizers and the facts a summary
 # is made of (only a compaction needs them); nor the strategy (its registry entry says whether it streams);
-# nor filelock and the logging it imports (the state's lock is a flock where the system has one).
+# nor filelock and the logging it imports (the state's lock is a flock where the system has one), nor the
+# other commands' definitions (cli/tools.py, cli/serve.py).
 HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "concurrent.futures",
          "ctxcompact.strategies.threshold", "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch",
          "ctxcompact.recall", "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive",
          "ctxcompact.facts.gather", "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes",
-         "ctxcompact.facts.files", "filelock", "logging")
+         "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve")
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
