@@ -35,9 +35,10 @@ from typing import BinaryIO
 
 from .errors import CtxCompactError, StateError, UsageError
 
-__all__ = ["SIDE_FILE_LIMIT", "STATE_FILE_LIMIT", "STREAM_INPUT_LIMIT", "check_paths", "check_side_files",
-           "check_state_path", "check_writes", "file_identity", "open_input", "read_input", "read_regular",
-           "read_side_file", "same_file", "side_files", "state_path_in", "stdin_path"]
+__all__ = ["SIDE_FILE_LIMIT", "STATE_FILE_LIMIT", "STREAM_INPUT_LIMIT", "cache_dir", "check_paths",
+           "check_side_files", "check_state_path", "check_writes", "file_identity", "open_input",
+           "read_input", "read_regular", "read_side_file", "same_file", "side_files", "state_path_in",
+           "stdin_path"]
 
 SIDE_FILE_LIMIT = 4 * 1024 * 1024
 """The most ctxcompact reads of a file that is not the transcript (``--todos``, ``--probes``, the config):
@@ -62,6 +63,16 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 def stdin_path() -> Path:
     """The name of what stdin is (``/dev/stdin``): comparing it finds ``run - -o in.jsonl < in.jsonl``."""
     return Path("/dev/stdin")
+
+
+def cache_dir() -> Path:
+    """The user's cache folder of ctxcompact, beside no input: ``$CTXCOMPACT_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/ctxcompact``, ``~/.cache/ctxcompact`` (the rank tables, the compiled schema checks)."""
+    explicit = os.environ.get("CTXCOMPACT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ctxcompact"
 
 
 def file_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
@@ -180,11 +191,12 @@ def _kind(mode: int) -> str:
 
 
 def read_regular(path: str | os.PathLike[str], what: str, limit: int, *,
-                 error: type[CtxCompactError] = UsageError, follow: bool = True) -> bytes:
+                 error: type[CtxCompactError] = UsageError, follow: bool = True,
+                 private: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (``what`` names it in messages), at most ``limit`` of them;
-    anything else (a FIFO, a device, a folder; a link when not ``follow``) or a larger file raises ``error``
-    before any read. An ``OSError`` of opening the file propagates (the caller decides whether a missing file
-    matters)."""
+    anything else (a FIFO, a device, a folder; a link when not ``follow``; when ``private``, a file another
+    user owns or may write) or a larger file raises ``error`` before any read. An ``OSError`` of opening the
+    file propagates (the caller decides whether a missing file matters)."""
     # O_NONBLOCK: opening a FIFO with no writer would block in open() itself; it changes nothing for a file
     flags = os.O_RDONLY | _NONBLOCK | (0 if follow else _NOFOLLOW)
     try:
@@ -199,6 +211,8 @@ def read_regular(path: str | os.PathLike[str], what: str, limit: int, *,
             raise error(f"{what}: not a regular file ({_kind(st.st_mode)}; it cannot be read as one)")
         if st.st_size > limit:
             raise error(f"{what}: {st.st_size:,} bytes, over the {limit:,}-byte limit of such a file")
+        if private and hasattr(os, "geteuid") and (st.st_uid != os.geteuid() or st.st_mode & 0o022):
+            raise error(f"{what}: owned by another user or writable by others")
         data = _read_bounded(fd, limit, st.st_size)
         if data is None:
             raise error(f"{what}: over the {limit:,}-byte limit of such a file")

@@ -14,10 +14,15 @@ against jsonschema's on every sample line, state and random mutations of them.
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 import re
+import sys
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
+from importlib.util import MAGIC_NUMBER
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import orjson
@@ -145,7 +150,7 @@ class _Compiler:
         ns: dict[str, Any] = {"_MISSING": _MISSING, "_is_type": _is_type, "_is_number": _is_number,
                               "_equal": _equal, "_raise": _raise, **self.consts}
         # the source holds no text of the schema: its names, values and patterns are constants passed in
-        exec(compile(src, "<schemacheck>", "exec"), ns)
+        exec(compiled_code(src), ns)
         check: Check = ns["_root"]
         return check
 
@@ -275,6 +280,60 @@ class _Compiler:
             else:
                 self.function(target, name)
         return name
+
+
+# A code object's marshal format is the interpreter's own: the header and the key carry its bytecode magic.
+_CODE_MAGIC = b"CTXSCHK1" + MAGIC_NUMBER + sys.implementation.cache_tag.encode().ljust(20, b"_")[:20]
+_CODE_LIMIT = 16 * 1024 * 1024
+
+
+def code_path(src: str) -> Path:
+    """Where the code compiled from ``src`` is cached: named by the hash of the source and the interpreter,
+    so a changed schema or checker is another file and a stale one is never read."""
+    from .paths import cache_dir
+
+    key = hashlib.sha256(_CODE_MAGIC + src.encode()).hexdigest()[:32]
+    return cache_dir() / f"schemacheck-{key}.code"
+
+
+def compiled_code(src: str) -> CodeType:
+    """``compile(src)``, from the user's cache when an earlier process compiled the same source (compiling
+    the state's and a format's checks cost every process ~13 ms; docs/measurements/performance.md). The
+    file holds the marshalled code after the magic and the code's SHA-256: a file that is short, another
+    interpreter's, corrupt or not a code object, or not the user's own, is ignored and written again."""
+    from .errors import CtxCompactError
+    from .paths import read_regular
+
+    path = code_path(src)
+    try:
+        data = read_regular(path, "compiled schema check", _CODE_LIMIT, follow=False, private=True)
+    except (OSError, CtxCompactError):
+        data = b""
+    at = len(_CODE_MAGIC)
+    head = at + 32
+    if data[:at] == _CODE_MAGIC and hashlib.sha256(data[head:]).digest() == data[at:head]:
+        try:
+            code = marshal.loads(data[head:])
+        except (ValueError, EOFError, TypeError):
+            code = None
+        if isinstance(code, CodeType):
+            return code
+    code = compile(src, "<schemacheck>", "exec")
+    _save_code(path, code)
+    return code
+
+
+def _save_code(path: Path, code: CodeType) -> None:
+    """Write the cache atomically; a cache that cannot be written is simply not kept."""
+    from .atomic import atomic_write
+    from .errors import CtxCompactError
+
+    payload = marshal.dumps(code)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, _CODE_MAGIC + hashlib.sha256(payload).digest() + payload)
+    except (OSError, CtxCompactError):
+        pass
 
 
 def _type_expr(t: str, v: str) -> str:

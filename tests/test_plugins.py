@@ -29,7 +29,8 @@ ATTRIBUTE = {"formats": "FORMAT", "strategies": "STRATEGY"}
 
 
 def _params(command: str) -> dict[str, click.Parameter]:
-    cmd = cli.commands[command]
+    cmd = cli.get_command(click.Context(cli), command)  # a command of cli/tools.py is loaded on first use
+    assert cmd is not None
     return {p.name: p for p in cmd.params if p.name}
 
 

@@ -12,7 +12,6 @@ import click
 
 from ..errors import CtxCompactError, ExitCode, OutputError
 from ..secrets import scrub_credentials
-from . import serve as _serve  # noqa: F401  (registers `ctxcompact mcp`)
 from .commands import cli
 from .options import echo_err
 

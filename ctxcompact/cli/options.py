@@ -318,3 +318,10 @@ def write_output(lines: Any, output: str | None) -> None:
     from .. import api
 
     api.write_output(lines, Path(output) if output and output != "-" else stdout())
+
+
+def from_environment(param: str) -> bool:
+    """The option came from its CTXCOMPACT_* variable, not from the command line."""
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(param) is ParameterSource.ENVIRONMENT

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .commands import EXIT_CODES, cli
+from .commands import cli
+from .options import EXIT_CODES
 
 
 @cli.command(epilog=EXIT_CODES)

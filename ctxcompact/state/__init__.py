@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from .calibration import record_estimate, record_real_tokens, remember_measured, reset_calibration
 from .fingerprint import HashedFile, check_fingerprint, make_fingerprint, prefix_fingerprint
+from .lock import state_lock
 from .model import (
     EMPTY_SHA256,
     STATE_VERSION,
@@ -48,7 +49,6 @@ from .store import (
     reset_state,
     save_state,
     stage_state,
-    state_lock,
     validate_state,
 )
 

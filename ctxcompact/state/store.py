@@ -3,14 +3,11 @@ every load and save, written atomically, guarded by a lock file."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import math
 import os
 import re
-import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +33,6 @@ from .model import (
 )
 
 STATE_SUFFIX = ".ctxstate.json"
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @functools.lru_cache(maxsize=1)
@@ -329,37 +324,3 @@ def reset_state(path: str | os.PathLike[str]) -> bool:
     except OSError as exc:
         raise StateError(f"cannot remove state file {p}: {exc.strerror or exc}") from None
     return True
-
-
-@contextlib.contextmanager
-def state_lock(path: str | os.PathLike[str], timeout: float = 10.0) -> Iterator[None]:
-    """Hold ``<state>.lock`` for the duration of a read-modify-write of the state.
-
-    Waits up to ``timeout`` seconds (0: try once), then raises StateError. The lock is advisory and
-    released when the process ends, even by a crash, so a stale lock file never blocks later runs."""
-    from filelock import FileLock, Timeout
-
-    lock_path = os.fspath(path) + ".lock"
-    check_side_files(Path(path))  # a link, FIFO or device as a side file: exit 3 before anything opens it
-    try:  # a folder where no file can be made (read-only, /proc) is not "locked by another run"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _NONBLOCK, 0o644)
-    except OSError as exc:
-        raise output_error(exc, "state lock", lock_path) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in since the check
-            raise StateError(f"the state lock {lock_path} is not a regular file")
-    finally:
-        os.close(fd)
-    lock = FileLock(lock_path, timeout=timeout)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise StateError(f"state file {os.fspath(path)} is locked by another ctxcompact run "
-                         f"(waited {timeout:g} s for {lock_path})") from None
-    except OSError as exc:
-        raise StateError(f"cannot lock state file {os.fspath(path)}: {exc.strerror or exc}") from None
-    try:
-        yield
-    finally:
-        lock.release()
-

@@ -33,7 +33,6 @@ surrogate.
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 import threading
 import unicodedata
@@ -44,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CtxCompactError
-from ..paths import read_regular
+from ..paths import cache_dir, read_regular
 
 TABLE_LIMIT = 64 * 1024 * 1024
 """The most read of a cached rank table (o200k's is about 5 MB)."""
@@ -54,15 +53,6 @@ _HEADER = len(_MAGIC) + 32 + 32 + 12  # magic, rank file SHA-256, payload SHA-25
 _INF = 1 << 62
 
 Lookup = Callable[[bytes], "int | None"]
-
-
-def cache_dir() -> Path:
-    """Where the rank tables are cached."""
-    explicit = os.environ.get("CTXCOMPACT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ctxcompact"
 
 
 def table_path(name: str, ranks_sha256: str) -> Path:

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -233,6 +232,8 @@ def fit_affine(points: Sequence[tuple[int, int]], prior_slope: float) -> Affine 
         return Affine(hidden=max(0, math.ceil(r - _exact(prior_slope) * v)), slope=prior_slope)
     slopes = [Fraction(r2 - r1, v2 - v1) for k, (v1, r1) in enumerate(pts) for v2, r2 in pts[k + 1:]
               if abs(v2 - v1) >= MIN_SPREAD_TOKENS]
+    import statistics  # here: only a log with billed usage fits a line, and the module costs every call ~2 ms
+
     slope = _clamped(statistics.median(slopes)) if slopes else _exact(prior_slope)
     v, r = pts[-1]
     hidden = max(Fraction(0), r - slope * v)

@@ -14,20 +14,23 @@ import pytest
 # Never on a hook's call below the threshold: the schema checker (only for a line that does not conform),
 # tiktoken (small inputs are counted without it), the regex module (tokens/bpe.py splits with re), the SDKs,
 # the message-list API's asyncio, the process pool, the evaluation, the summarizers and the facts a summary
-# is made of (only a compaction needs them); nor the strategy (its registry entry says whether it streams).
+# is made of (only a compaction needs them); nor the strategy (its registry entry says whether it streams);
+# nor filelock and the logging it imports (the state's lock is a flock where the system has one), nor the
+# other commands' definitions (cli/tools.py, cli/serve.py).
 HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "concurrent.futures",
          "ctxcompact.strategies.threshold", "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch",
          "ctxcompact.recall", "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive",
          "ctxcompact.facts.gather", "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes",
-         "ctxcompact.facts.files")
+         "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve")
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
-# the other formats' readers; nor a strategy whose section of the state is empty (sliding-window's events).
+# the other formats' readers; nor a strategy whose section of the state is empty (sliding-window's events);
+# nor statistics (only a log with billed usage fits a calibration line).
 NEXT_CALL = ("ctxcompact.strategies.conversation", "ctxcompact.strategies.mask", "ctxcompact.strategies.tail",
              "ctxcompact.strategies.sliding_window", "ctxcompact.summarizers", "ctxcompact.facts.handoff",
              "ctxcompact.facts.todos", "ctxcompact.formats.anthropic", "ctxcompact.formats.genai",
-             "ctxcompact.formats.claude_code", "ctxcompact.formats.codex")
+             "ctxcompact.formats.claude_code", "ctxcompact.formats.codex", "statistics")
 # After a compaction (the state holds a summary), the next call below the threshold loads no strategy that
 # keeps nothing in this state.
 AFTER_COMPACTION = ("ctxcompact.strategies.sliding_window", "ctxcompact.strategies.events",

@@ -269,10 +269,14 @@ def test_judge_asks_each_question_against_the_compacted_context(
 
 def test_eval_takes_every_option_run_takes_that_shapes_the_result() -> None:
     """eval compacts "exactly as run would": every run option but where and how run writes is eval's too."""
+    import click
+
     from ctxcompact.cli.commands import cli
 
     def names(command: str) -> set[str]:
-        return {p.name for p in cli.commands[command].params if p.name}
+        cmd = cli.get_command(click.Context(cli), command)  # eval's module is loaded on first use
+        assert cmd is not None
+        return {p.name for p in cmd.params if p.name}
 
     writing_only = {"output", "dry_run", "as_json", "quiet", "file", "strategy"}
     assert names("run") - writing_only <= names("eval"), names("run") - writing_only - names("eval")
