@@ -74,6 +74,29 @@ def _loaded(args: list[str]) -> tuple[int, set[str]]:
     return got["code"], set(got["modules"])
 
 
+def _among(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules for h in names if m == h or m.startswith(h + "."))
+
+
+def _append(src: Path, messages: list[dict]) -> None:
+    with src.open("ab") as f:
+        f.write(b"".join(orjson.dumps(m) + b"\n" for m in messages))
+
+
+def _two_calls(tmp_path: Path, window: int, appended: list[dict]) -> tuple[set[str], set[str]]:
+    """The modules a ``run`` with a state loads on a 40-message session, then on it with ``appended``."""
+    src = tmp_path / "session.jsonl"
+    _session(src, 40, False)
+    args = ["run", str(src), "--window", str(window), "-o", str(tmp_path / "out.jsonl"),
+            "--state", str(tmp_path / "s.json")]
+    code, first = _loaded(args)
+    assert code in (0, None)
+    _append(src, appended)
+    code, modules = _loaded(args)
+    assert code in (0, None)
+    return first, modules
+
+
 @pytest.mark.parametrize("end_on_result", [False, True], ids=["usual", "ends-on-a-result"])
 @pytest.mark.parametrize("state", [False, True], ids=["no-state", "state"])
 def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_result: bool,
@@ -86,50 +109,27 @@ def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_re
     code, modules = _loaded(args)
     assert code in (0, None)
     assert out.stat().st_size > 0
-    heavy = sorted(m for m in modules for h in HEAVY if m == h or m.startswith(h + "."))
-    assert heavy == []
+    assert _among(modules, HEAVY) == []
     if state:  # the second call, on the grown session, too
-        with src.open("ab") as f:
-            f.write(orjson.dumps({"role": "user", "content": "And the next one?"}) + b"\n")
+        _append(src, [{"role": "user", "content": "And the next one?"}])
         code, modules = _loaded(args)
         assert code in (0, None)
-        assert not [m for m in modules for h in HEAVY if m == h or m.startswith(h + ".")]
-
-
-def _among(modules: set[str], names: tuple[str, ...]) -> list[str]:
-    return sorted(m for m in modules for h in names if m == h or m.startswith(h + "."))
+        assert _among(modules, HEAVY) == []
 
 
 def test_the_next_call_loads_only_what_it_uses(tmp_path: Path) -> None:
-    src = tmp_path / "session.jsonl"
-    _session(src, 40, False)
-    args = ["run", str(src), "--window", "1000000", "-o", str(tmp_path / "out.jsonl"),
-            "--state", str(tmp_path / "s.json")]
-    code, first = _loaded(args)
-    assert code in (0, None)
+    first, modules = _two_calls(tmp_path, 1_000_000, [
+        {"role": "user" if i % 2 else "assistant", "content": f"Next {i}"} for i in range(5)])
     assert "ctxcompact.formats.codex" in first  # the first call detects the format: every reader asked
-    with src.open("ab") as f:
-        for i in range(5):
-            f.write(orjson.dumps({"role": "user" if i % 2 else "assistant", "content": f"Next {i}"}) + b"\n")
-    code, modules = _loaded(args)
-    assert code in (0, None)
     assert _among(modules, HEAVY + NEXT_CALL) == []
     assert "ctxcompact.formats.openai" in modules and "ctxcompact.strategies.base" in modules
 
 
 def test_the_call_after_a_compaction_loads_no_strategy_it_does_not_apply(tmp_path: Path) -> None:
-    src = tmp_path / "session.jsonl"
-    _session(src, 40, False)
-    args = ["run", str(src), "--window", "4000", "-o", str(tmp_path / "out.jsonl"),
-            "--state", str(tmp_path / "s.json")]
-    code, first = _loaded(args)
-    assert code in (0, None) and "ctxcompact.summarizers.extractive" in first
-    assert orjson.loads((tmp_path / "s.json").read_bytes())["watermark"] > 0
-    with src.open("ab") as f:
-        f.write(orjson.dumps({"role": "user", "content": "And the next one?"}) + b"\n")
-    code, modules = _loaded(args)
-    assert code in (0, None)
-    assert len(orjson.loads((tmp_path / "s.json").read_bytes())["compactions"]) == 1  # passed through
+    first, modules = _two_calls(tmp_path, 4000, [{"role": "user", "content": "And the next one?"}])
+    assert "ctxcompact.summarizers.extractive" in first
+    state = orjson.loads((tmp_path / "s.json").read_bytes())
+    assert state["watermark"] > 0 and len(state["compactions"]) == 1  # compacted once, then passed through
     assert _among(modules, AFTER_COMPACTION) == []
 
 
