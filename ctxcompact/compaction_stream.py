@@ -119,9 +119,10 @@ class Gathering:
         return ctx, self.reader.conversation(), self.positions
 
 
-#: pass 1 gathers the conversation as it counts (one read instead of two) when the file holds at least this
-#: many bytes per token of the threshold: it then almost surely compacts (transcripts hold 3-8 bytes per
-#: token); when it does not, what was gathered is dropped
+#: pass 1 gathers the conversation as it counts (one read instead of two) when what it reads (the file, or
+#: what follows a state's covered prefix) holds at least this many bytes per token of the threshold: it
+#: then almost surely compacts (transcripts hold 3-8 bytes per token); when it does not, what was gathered
+#: is dropped
 GATHER_BYTES_PER_TOKEN = 16
 
 
@@ -138,7 +139,8 @@ def gathering(path: Path, opts: Options,
 
     def make(fmt: str, covered: Covered | None, reading: Any) -> tuple[Gathering, ...]:  # (a Reading)
         threshold = budget.threshold
-        if (not threshold or size < GATHER_BYTES_PER_TOKEN * threshold or not may_compact_streamed(fmt, opts)
+        read = size - (covered.at if covered is not None else 0)  # (the call after a compaction: its tail)
+        if (not threshold or read < GATHER_BYTES_PER_TOKEN * threshold or not may_compact_streamed(fmt, opts)
                 or get_format(fmt).compaction_seen() is not None):
             return ()  # (an append-only log: engine._compact_streamed reads what it takes in pass 2)
         gathered = Gathering(covered)
