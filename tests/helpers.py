@@ -90,3 +90,19 @@ def summary_and_continuation(res: Any) -> tuple[str, str]:
     head, sep, tail = joined.partition(CONTINUATION_HEAD)
     assert sep, joined
     return head, sep + tail
+
+
+def comparable_state(path: Path, work: Path | None = None) -> Any:
+    """A state file's object without what says when or how long (not what): two routes' states compare equal.
+    ``work`` (the state's folder by default) is written ``W``, so states made in two folders compare too."""
+    if not path.exists():
+        return None
+    where = str(work if work is not None else path.parent).encode()
+    state = orjson.loads(path.read_bytes().replace(where, b"W"))
+    state["calibration"].pop("updated_at", None)
+    if isinstance(state.get("masking"), dict):
+        state["masking"].pop("updated_at", None)
+    for part in [*state.get("compactions", []), state.get("summary") or {}]:
+        for stamp in ("time", "duration_s", "created_at"):
+            part.pop(stamp, None)
+    return state

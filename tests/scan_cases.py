@@ -289,7 +289,8 @@ CASES: tuple[Case, ...] = (
          files.command_paths, 4_000),
     Case("heredoc: many closed here-documents",
          lambda n: "".join(f"cat << E{i}\nbody\nE{i}\n" for i in range(n)), files.command_paths, 4_000),
-    Case("sliding window: first run over many invocations", _invocations, _sliding_window, 600),
+    # (~10 ms of summarizing per invocation: 250 are enough to show a trend)
+    Case("sliding window: first run over many invocations", _invocations, _sliding_window, 250),
     # the cleaner fed part after part looked every carried call up again for each part (issue 25)
     Case("clean: a long tool loop, settled part after part", _tool_loop, _clean, 8_000),
     # (sizes under 200,000 characters: above it the exact counter changes gear, a step and no trend)

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import SAMPLES, assistant, coding_session, jsonl, sys_msg, user
+from helpers import SAMPLES, assistant, coding_session, comparable_state, jsonl, sys_msg, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,17 +26,6 @@ FILES = [*sorted(SAMPLES.glob("*.jsonl")), *sorted(DATA.glob("openai/*.jsonl")),
          *sorted(DATA.glob("anthropic/*.jsonl")), *sorted(DATA.glob("codex/*.jsonl")),
          *sorted(DATA.glob("genai/*.jsonl"))]
 MASKABLE = ("maskable_tokens", "maskable_results")
-
-
-def _state(path: Path) -> Any:
-    if not path.exists():
-        return None
-    state = orjson.loads(path.read_bytes().replace(str(path.parent).encode(), b"W"))
-    state["calibration"].pop("updated_at", None)
-    for part in [*state.get("compactions", []), state.get("summary") or {}]:
-        for stamp in ("time", "duration_s", "created_at"):  # when, and how long: not what
-            part.pop(stamp, None)
-    return state
 
 
 def _report(r: api.RunResult, work: Path, streamed: bool) -> Any:
@@ -59,7 +48,7 @@ def _call(path: Path, work: Path, hold: bool, opts: Options) -> tuple[Any, ...]:
     except CtxCompactError as exc:
         return "error", type(exc).__name__, exc.exit_code, str(exc).replace(str(work), "W")
     written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())
-    return (written.replace(str(work).encode(), b"W"), _state(Path(f"{path}.ctxstate.json")), said,
+    return (written.replace(str(work).encode(), b"W"), comparable_state(Path(f"{path}.ctxstate.json")), said,
             _report(r, work, not hold))
 
 
@@ -169,7 +158,8 @@ def _lib_calls(datas: list[bytes], work: Path, hold: bool, window: int, read: bo
         path.write_bytes(data)
         r = api.run(path, api.Options(window=window), output=out, warn=lambda _: None, hold=hold)
         seen = (r.transcript, r.context) if read else ()
-        got.append((out.read_bytes().replace(str(work).encode(), b"W"), _state(Path(f"{path}.ctxstate.json")),
+        state = comparable_state(Path(f"{path}.ctxstate.json"))
+        got.append((out.read_bytes().replace(str(work).encode(), b"W"), state,
                     r.compacted, r.tokens_before, r.tokens_after, r.exit_code, r.warnings, *seen))
     return got
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from helpers import SAMPLES
+from helpers import SAMPLES, comparable_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,13 +29,7 @@ assert len(LINES) >= 50
 
 def _run(path: Path, out: Path, *, window: int = 400_000, hold: bool = True, **kw) -> tuple:
     r = api.run(path, api.Options(window=window, **kw), output=out, hold=hold)
-    state = orjson.loads(Path(f"{path}.ctxstate.json").read_bytes())
-    state["calibration"].pop("updated_at", None)
-    if isinstance(state.get("masking"), dict):
-        state["masking"].pop("updated_at", None)  # when, not what
-    for part in [*state.get("compactions", []), state.get("summary") or {}]:
-        for stamp in ("time", "duration_s", "created_at"):  # when, and how long: not what
-            part.pop(stamp, None)
+    state = comparable_state(Path(f"{path}.ctxstate.json"))
     rep = r.estimate
     written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())  # made lines say when
     return (written, state, r.exit_code, r.compacted, rep.heuristic, rep.exact,

@@ -156,7 +156,7 @@ def test_a_transcript_over_the_window_is_retried_and_chunked(tmp_path: Path, lla
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     # no --summary-window and a server that reports none: the request goes out for 128k, the server answers
     # 400 context_length_exceeded naming 4,096, and the retry summarizes in chunks that fit it
-    lines = [*session()[:-1], *coding_session(5, tool_chars=2400), user(LATEST)]
+    lines = [*session()[:-1], *coding_session(3, tool_chars=2400), user(LATEST)]  # two chunks
     chars = sum(len(orjson.dumps(x)) for x in lines)
     assert chars // INPUT_CHARS_PER_TOKEN > input_budget(N_CTX, 300)  # larger than one request can take
     summary, out, line = run(tmp_path, lines, llama_server)
