@@ -44,8 +44,6 @@ from .report import EstimateReport
 from .source import InputData, Source
 from .state import State, check_is_state, load_state, save_state, state_lock
 from .state import reset_state as _reset_state
-from .tokens.usage import PromptUsage, load_usage_json
-from .tokens.usage import prompt_tokens as usage_prompt_tokens
 
 if TYPE_CHECKING:
     from .batch import Row, Totals, error_row
@@ -56,10 +54,12 @@ if TYPE_CHECKING:
     from .evaluate.replay import replay
     from .messages import CompactResult, Session, acompact, compact
     from .recall import Hit, Recall, recall
+    from .tokens.usage import PromptUsage, load_usage_json
+    from .tokens.usage import prompt_tokens as usage_prompt_tokens
     from .validate import ValidationReport
 
 # Loaded on first use, so a hook's `run` does not import the evaluation, the message-list API (asyncio), the
-# process pool or recall: name -> (module, attribute)
+# process pool, recall or the billed usage's reader: name -> (module, attribute)
 _LAZY = {
     "Row": ("batch", "Row"), "Totals": ("batch", "Totals"), "error_row": ("batch", "error_row"),
     "Probe": ("evaluate", "Probe"), "evaluate": ("evaluate", "evaluate"),
@@ -70,6 +70,8 @@ _LAZY = {
     "acompact": ("messages", "acompact"), "compact": ("messages", "compact"),
     "Hit": ("recall", "Hit"), "Recall": ("recall", "Recall"), "recall": ("recall", "recall"),
     "ValidationReport": ("validate", "ValidationReport"),
+    "PromptUsage": ("tokens.usage", "PromptUsage"), "load_usage_json": ("tokens.usage", "load_usage_json"),
+    "usage_prompt_tokens": ("tokens.usage", "prompt_tokens"),
 }
 
 

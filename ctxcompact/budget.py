@@ -165,8 +165,9 @@ def lookup_window(model: str, config_path: str | Path | None = None) -> tuple[in
     raise UsageError(f"unknown model {model!r}: " + _HOW_TO_ADD.format(path=path, name=model.strip()))
 
 
-_TOKENS = re.compile(r"[0-9]+|[0-9]{1,3}(?:[,_][0-9]{3})+")
-_PERCENT = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*%")
+# (re's own cache keeps them compiled: only a --threshold value needs them, not every process)
+_TOKENS = r"[0-9]+|[0-9]{1,3}(?:[,_][0-9]{3})+"
+_PERCENT = r"([0-9]+(?:\.[0-9]+)?)\s*%"
 
 
 def parse_threshold(value: str, window: int) -> tuple[int | None, str]:
@@ -178,7 +179,7 @@ def parse_threshold(value: str, window: int) -> tuple[int | None, str]:
     if len(text) > 40:  # no threshold needs more digits; int() of thousands of them is refused (or slow)
         raise UsageError(bad + f"{len(text):,} characters; give tokens (150000) or a share of the "
                          "window (80%)")
-    if m := _PERCENT.fullmatch(text):
+    if m := re.fullmatch(_PERCENT, text):
         share = Fraction(m.group(1)) / 100
         if share > 1:
             raise UsageError(bad + "a share of the window cannot be over 100%")
@@ -188,7 +189,7 @@ def parse_threshold(value: str, window: int) -> tuple[int | None, str]:
         if threshold <= 0:
             raise UsageError(bad + f"{text} of a {window}-token window is less than one token")
         return threshold, "--threshold %"
-    if _TOKENS.fullmatch(text):
+    if re.fullmatch(_TOKENS, text):
         tokens = int(text.replace("_", "").replace(",", ""))
         if tokens == 0:
             return None, "disabled"

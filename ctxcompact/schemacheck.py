@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import os
 import re
+import stat
 import sys
+import time
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from importlib.util import MAGIC_NUMBER
@@ -317,10 +320,56 @@ def compiled_code(src: str) -> CodeType:
         except (ValueError, EOFError, TypeError):
             code = None
         if isinstance(code, CodeType):
+            _still_used(path)
             return code
     code = compile(src, "<schemacheck>", "exec")
     _save_code(path, code)
     return code
+
+
+# A cache file no process has read for this long is another schema's, checker's or interpreter's (each
+# writes its own file and never reads the others): it is removed when a new one is written. A file in use
+# has its time of change renewed at most once a day, so it is never taken for a stale one.
+_STALE_AFTER = 30 * 86400
+_RENEW_AFTER = 86400
+_CODE_NAME = re.compile(r"schemacheck-[0-9a-f]{32}\.code")
+
+
+def _still_used(path: Path) -> None:
+    """Mark the cache file just read as in use (its mtime), when it was last marked over a day ago."""
+    if os.utime not in os.supports_follow_symlinks:  # (never through a link; where it cannot, not renewed)
+        return
+    try:
+        if time.time() - os.stat(path, follow_symlinks=False).st_mtime > _RENEW_AFTER:
+            os.utime(path, follow_symlinks=False)
+    except OSError:
+        pass
+
+
+def remove_stale(folder: Path, keep: Path) -> list[Path]:
+    """Remove the cache files of compiled checks in ``folder`` that no process has read for
+    :data:`_STALE_AFTER` (named as ours, regular files of the user's own; never a link, nor ``keep``), and
+    return them. What cannot be removed is left."""
+    removed: list[Path] = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    own = os.geteuid() if hasattr(os, "geteuid") else None
+    for entry in entries:
+        if entry.name == keep.name or not _CODE_NAME.fullmatch(entry.name):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if (not stat.S_ISREG(st.st_mode) or (own is not None and st.st_uid != own)
+                    or now - st.st_mtime <= _STALE_AFTER):
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
 
 
 def _save_code(path: Path, code: CodeType) -> None:
@@ -333,7 +382,8 @@ def _save_code(path: Path, code: CodeType) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, _CODE_MAGIC + hashlib.sha256(payload).digest() + payload)
     except (OSError, CtxCompactError):
-        pass
+        return
+    remove_stale(path.parent, path)
 
 
 def _type_expr(t: str, v: str) -> str:

@@ -203,3 +203,28 @@ def test_content_is_exactly_the_chunks(tmp_path_factory: pytest.TempPathFactory,
     atomic_write(target, chunks)
     assert target.read_bytes() == b"".join(chunks)
     assert _names(d) == ["out"]
+
+
+def test_a_temporary_name_taken_is_not_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The temporary file is new (O_EXCL): a name that exists, even as a link, is passed over for the next
+    random one, and the file is created 0600 in the target's folder with the sweep's name pattern."""
+    target = tmp_path / "out.jsonl"
+    draws = iter([b"\x00" * 4, b"\x00" * 4, b"\x01" * 4])
+    monkeypatch.setattr(atomic.os, "urandom", lambda n: next(draws))
+    (tmp_path / ".out.jsonl.00000000.tmp").symlink_to(tmp_path / "elsewhere")
+    fd, name = atomic._mkstemp(target)
+    os.close(fd)
+    assert name == str(tmp_path / ".out.jsonl.01010101.tmp")
+    assert stat.S_IMODE(os.stat(name).st_mode) == 0o600
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_no_free_temporary_name_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "out.jsonl"
+    monkeypatch.setattr(atomic.os, "urandom", lambda n: b"\x07" * n)
+    (tmp_path / ".out.jsonl.07070707.tmp").write_bytes(b"taken")
+    with pytest.raises(FileExistsError):
+        atomic._mkstemp(target)
+    with pytest.raises(FileExistsError):
+        atomic_write(target, b"x")
+    assert not target.exists()

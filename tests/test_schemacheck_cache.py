@@ -9,6 +9,7 @@ import marshal
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,67 @@ def test_the_checks_from_the_cache_give_the_same_verdicts(cache: Path) -> None:
     assert warm == cold and "True" in cold and "False" in cold
     assert sorted(p.name for p in cache.iterdir()) == written  # read, not written again
     assert orjson.loads(cold.replace("True", "true").replace("False", "false"))
+
+
+def _aged(path: Path, days: float) -> None:
+    then = time.time() - days * 86400
+    os.utime(path, (then, then), follow_symlinks=False)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners and links")
+def test_writing_a_new_cache_file_removes_the_stale_ones(cache: Path, tmp_path: Path) -> None:
+    """Each changed schema, checker or interpreter writes another file: one no process has read for 30 days
+    is removed when a new one is written. A recent one, a link, a file not named as ours, and what a link
+    points to are kept."""
+    old_src = SRC.replace("== 1", "== 3")
+    schemacheck.compiled_code(old_src)
+    stale = schemacheck.code_path(old_src)
+    recent = cache / ("schemacheck-" + "a" * 32 + ".code")
+    recent.write_bytes(b"x")
+    target = tmp_path / "target.code"
+    target.write_bytes(b"kept")
+    link = cache / ("schemacheck-" + "b" * 32 + ".code")
+    link.symlink_to(target)
+    others = [cache / "schemacheck-notours.code", cache / ("schemacheck-" + "c" * 32 + ".code.tmp"),
+              cache / "o200k_base-446a9538cb6c348e.ranks"]
+    for p in others:
+        p.write_bytes(b"y")
+    for p in [stale, target, link, *others]:
+        _aged(p, 31)
+    _aged(recent, 29)
+    schemacheck.compiled_code(SRC)  # a new file
+    assert schemacheck.code_path(SRC).is_file() and not stale.exists()
+    assert recent.exists() and link.is_symlink() and target.read_bytes() == b"kept"
+    assert all(p.exists() for p in others)
+
+
+def test_a_cache_file_in_use_is_not_stale(cache: Path) -> None:
+    """Reading a cache file renews its time (at most once a day): the next new file leaves it."""
+    in_use = SRC.replace("== 1", "== 4")
+    schemacheck.compiled_code(in_use)
+    path = schemacheck.code_path(in_use)
+    _aged(path, 40)
+    schemacheck.compiled_code(in_use)  # read from the cache
+    assert time.time() - path.stat().st_mtime < 60
+    mtime = path.stat().st_mtime_ns
+    _aged(path, 0.5)
+    schemacheck.compiled_code(in_use)  # read again within the day: the file is not touched
+    assert path.stat().st_mtime_ns != mtime and time.time() - path.stat().st_mtime > 3600
+    _aged(path, 40)
+    schemacheck.compiled_code(in_use)
+    schemacheck.compiled_code(SRC)  # a new file
+    assert path.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners")
+def test_another_users_stale_file_is_left(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old_src = SRC.replace("== 1", "== 5")
+    schemacheck.compiled_code(old_src)
+    stale = schemacheck.code_path(old_src)
+    _aged(stale, 60)
+    me = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: me + 1)  # the file now belongs to someone else
+    assert schemacheck.remove_stale(cache, schemacheck.code_path(SRC)) == []
+    monkeypatch.setattr(os, "geteuid", lambda: me)
+    assert schemacheck.remove_stale(cache, schemacheck.code_path(SRC)) == [stale]
+    assert not stale.exists()

@@ -116,30 +116,42 @@ def _number_problem(obj: Any) -> str | None:
     as a float (``120.0``) in a field of ctxcompact's is read as the integer it is (the schema's ``integer``
     accepts it; the code slices and counts with it); a strategy's section is left as written (its strategy
     reads it, and a state read and saved again is written as it was). Iterative: no recursion limit to
-    reach."""
-    stack: list[tuple[Any, str, int, bool, bool]] = [(obj, "$", 0, False, True)]
+    reach. A value's path is made only for a problem (this runs on every state read and written, over every
+    string of a summary's facts)."""
+    stack: list[tuple[Any, Any, int, bool, bool]] = [(obj, None, 0, False, True)]
     while stack:
         value, where, depth, free, whole = stack.pop()
         if isinstance(value, (dict, list)):
             if depth >= MAX_STATE_DEPTH:
-                return f"{_short(where)}: nested deeper than {MAX_STATE_DEPTH} levels"
+                return f"{_short(_path(where))}: nested deeper than {MAX_STATE_DEPTH} levels"
+            is_dict = isinstance(value, dict)
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for k, v in items:
-                at = f"{where}.{k}" if isinstance(value, dict) else f"{where}[{k}]"
-                inner = free or (isinstance(k, str) and (k.startswith("x-") or k in _FREE_KEYS))
+                if isinstance(v, str) or v is None or v is True or v is False:
+                    continue  # nothing to check: not kept on the stack
+                inner = free or (is_dict and isinstance(k, str) and (k.startswith("x-") or k in _FREE_KEYS))
                 own = whole and not (depth == 0 and k not in CORE_KEYS)
                 if isinstance(v, float):
                     if not math.isfinite(v) or (not inner and abs(v) > MAX_STATE_NUMBER):
-                        return _too_large(at, v, inner)
+                        return _too_large(_path((where, k, is_dict)), v, inner)
                     if not inner and own and v.is_integer():
                         value[k] = int(v)
                 else:
-                    stack.append((v, at, depth + 1, inner, own))
+                    stack.append((v, (where, k, is_dict), depth + 1, inner, own))
         elif isinstance(value, int) and not isinstance(value, bool):
             low, high = _FREE_INT if free else (-MAX_STATE_NUMBER, MAX_STATE_NUMBER)
             if not low <= value <= high:
-                return _too_large(where, value, free)
+                return _too_large(_path(where), value, free)
     return None
+
+
+def _path(where: Any) -> str:
+    """``$.a[0].b`` of a value, from its (parent, key, in a dict) links (None: the root)."""
+    keys: list[str] = []
+    while where is not None:
+        where, key, in_dict = where
+        keys.append(f".{key}" if in_dict else f"[{key}]")
+    return "$" + "".join(reversed(keys))
 
 
 def _too_large(where: str, value: float, free: bool) -> str:

@@ -16,26 +16,32 @@ import pytest
 # the message-list API's asyncio, the process pool, the evaluation, the summarizers and the facts a summary
 # is made of (only a compaction needs them); nor the strategy (its registry entry says whether it streams);
 # nor filelock and the logging it imports (the state's lock is a flock where the system has one), nor the
-# other commands' definitions (cli/tools.py, cli/serve.py).
+# other commands' definitions (cli/tools.py, cli/serve.py); nor the billed usage's reader (only calibrate
+# and the message-list API read a usage object).
 HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "concurrent.futures",
          "ctxcompact.strategies.threshold", "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch",
          "ctxcompact.recall", "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive",
          "ctxcompact.facts.gather", "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes",
-         "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve")
+         "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve",
+         "ctxcompact.tokens.usage")
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
 # the other formats' readers; nor a strategy whose section of the state is empty (sliding-window's events);
-# nor statistics (only a log with billed usage fits a calibration line).
+# nor statistics (only a log with billed usage fits a calibration line); nor tempfile with shutil, random and
+# the compression modules, nor the stdlib's secrets (atomic.py names its own temporary files; a first call
+# with no rank table in the cache may load them to build it); nor are the credential patterns compiled (only
+# a message to show is scrubbed).
+LIGHT_WRITES = ("tempfile", "shutil", "random", "secrets", "bz2", "lzma", "compiled:scrub")
 NEXT_CALL = ("ctxcompact.strategies.conversation", "ctxcompact.strategies.mask", "ctxcompact.strategies.tail",
              "ctxcompact.strategies.sliding_window", "ctxcompact.summarizers", "ctxcompact.facts.handoff",
              "ctxcompact.facts.todos", "ctxcompact.formats.anthropic", "ctxcompact.formats.genai",
-             "ctxcompact.formats.claude_code", "ctxcompact.formats.codex", "statistics")
+             "ctxcompact.formats.claude_code", "ctxcompact.formats.codex", "statistics", *LIGHT_WRITES)
 # After a compaction (the state holds a summary), the next call below the threshold loads no strategy that
 # keeps nothing in this state.
 AFTER_COMPACTION = ("ctxcompact.strategies.sliding_window", "ctxcompact.strategies.events",
                     "ctxcompact.strategies.invocations", "ctxcompact.formats.anthropic",
-                    "ctxcompact.formats.codex")
+                    "ctxcompact.formats.codex", *LIGHT_WRITES)
 
 PROBE = """
 import json, runpy, sys
@@ -45,7 +51,11 @@ try:
     runpy.run_module("ctxcompact", run_name="__main__", alter_sys=True)
 except SystemExit as exc:
     code = exc.code
-sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
+# what is compiled on first use only: the credential patterns (a message to scrub)
+scrub = sys.modules.get("ctxcompact.secrets")
+lazy = {"scrub": scrub._patterns.cache_info().currsize if scrub is not None else 0}
+got = {"code": code, "modules": sorted(sys.modules), "lazy": lazy}
+sys.stderr.write("\\nMODULES " + json.dumps(got) + "\\n")
 """
 
 
@@ -71,7 +81,8 @@ def _loaded(args: list[str]) -> tuple[int, set[str]]:
     marker = proc.stderr.rsplit("\nMODULES ", 1)
     assert len(marker) == 2, proc.stderr
     got = json.loads(marker[1])
-    return got["code"], set(got["modules"])
+    # what was compiled on first use is named "compiled:<what>" among the modules
+    return got["code"], set(got["modules"]) | {f"compiled:{k}" for k, v in got["lazy"].items() if v}
 
 
 def _among(modules: set[str], names: tuple[str, ...]) -> list[str]:
@@ -141,6 +152,13 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     code, modules = _loaded(["run", str(src), "--window", "2000", "--no-state", "-o", out])
     assert code in (0, None)
     assert "ctxcompact.summarizers.extractive" in modules
+
+
+def test_the_probe_sees_a_compiled_pattern(tmp_path: Path) -> None:
+    """An error's message is scrubbed: the credential patterns are compiled then."""
+    code, modules = _loaded(["run", str(tmp_path / "missing.jsonl"), "--no-state"])
+    assert code not in (0, None)
+    assert "compiled:scrub" in modules
 
 
 def test_api_names_resolve_lazily() -> None:

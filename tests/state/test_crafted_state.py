@@ -101,3 +101,40 @@ def test_attachment_lines_must_be_user_lines_inside_the_prefix(compacted: tuple[
         done = run_with(tmp_path, log, {**obj, "summary": {**obj["summary"], "attachment_lines": [span]}})
         assert done.returncode == 3, done.stderr
         assert why in done.stderr
+
+
+_AT_MOST = "(at most 9,007,199,254,740,992 in size)"
+
+
+@pytest.mark.parametrize(("obj", "problem"), [
+    ({"calibration": {"points": [[1, 1e308]]}},
+     "$.calibration.points[0][1]: 1e+308 is not a number a state holds " + _AT_MOST),
+    ({"x-a": [{"b": 2**64}], "summary": {"facts": [[float("inf")]]}},
+     "$.summary.facts[0][0]: inf is not a number a state holds (a 64-bit integer or a finite float)"),
+    ({"x-a": [{"b": 2**64}]},
+     "$.x-a[0].b: 18446744073709551616 is not a number a state holds (a 64-bit integer or a finite float)"),
+    ({"watermark": -(2**60), "n": "a string", "t": True},
+     "$.watermark: -1152921504606846976 is not a number a state holds " + _AT_MOST),
+])
+def test_a_numbers_problem_names_its_path(obj: dict, problem: str) -> None:
+    """The path of a bad number is made only for the problem, and is the value's whole path."""
+    from ctxcompact.state.store import _number_problem
+
+    assert _number_problem(obj) == problem
+
+
+def test_nesting_too_deep_names_where() -> None:
+    from ctxcompact.state.store import MAX_STATE_DEPTH, _number_problem
+
+    obj: dict = {}
+    cur = obj
+    for _ in range(MAX_STATE_DEPTH + 1):
+        cur["x-n"] = [{}]
+        cur = cur["x-n"][0]
+    got = _number_problem(obj)
+    assert got is not None and got.endswith(f": nested deeper than {MAX_STATE_DEPTH} levels")
+    assert got.startswith("$.x-n[0].x-n[0]") and "…" in got
+    whole = {"summary": {"facts": {"n": 120.0, "f": 1.5}}, "watermark": 3.0, "x-k": 4.0}
+    assert _number_problem(whole) is None
+    assert whole == {"summary": {"facts": {"n": 120.0, "f": 1.5}}, "watermark": 3, "x-k": 4.0}
+    assert type(whole["watermark"]) is int and type(whole["x-k"]) is float
