@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import orjson
 
-from ..model import Origin, Record, Role, ToolCall, ToolResult
-from .calls import call_index, command_of, is_content_tool, is_shell_call, quoted_spans, scan, writes_files
+from ..model import Record, Role, ToolCall, ToolResult
+from .calls import (
+    call_index,
+    command_of,
+    is_content_tool,
+    is_shell_call,
+    per_call,
+    quoted_spans,
+    writes_files,
+)
 from .files import paths_of_call
+from .seen import Seen, scan
 from .text import shorten
 
 
@@ -42,17 +52,17 @@ class CommandScan:
         #: the calls of ``runs`` (facts.gather.FactFeed's ``bounded``: only their outcomes are kept)
         self.ids: set[str] | None = None
 
-    def feed(self, rec: Record) -> None:
+    def feed(self, rec: Seen) -> None:
         i, self.n = self.n, self.n + 1
-        if rec.message is None:
-            return
-        for res in rec.message.tool_results():
-            if not res.synthetic and (self.ids is None or res.call_id in self.ids):
-                self.outcome[res.call_id] = not call_failed(self.calls.get(res.call_id), res, self.failed)
-        for call in rec.message.tool_calls():
+        if rec.results:
+            ids = self.ids
+            for res, _call, failed in rec.answers(self.calls, self.failed):
+                if failed is not None and (ids is None or res.call_id in ids):
+                    self.outcome[res.call_id] = not failed
+        for call in rec.calls:
             cmd = command_of(call)
             if cmd is not None:
-                self.runs.append((CommandRun(cmd, call.name, None, i, rec.index), call.id))
+                self.runs.append((CommandRun(cmd, call.name, None, i, rec.rec.index), call.id))
                 if self.ids is not None:
                     self.ids.add(call.id)
 
@@ -339,21 +349,25 @@ def call_key(call: ToolCall | None, name: str) -> str:
     return f"tool:{call.name}"
 
 
-def success_keys(call: ToolCall) -> set[str]:
+def success_keys(call: ToolCall) -> frozenset[str]:
     """The errors a success of ``call`` resolves, as keys: its own (:func:`call_key`), the same tool on each
     file it names, any tool's error on a file it changed (an Edit that failed is resolved by the Write or
     the Edit of that file that worked), and the key of earlier versions (``tool:name:arguments``), for
     errors carried in a state."""
+    return per_call("keys", call, _success_keys)  # (the error and evidence scans both ask it)
+
+
+def _success_keys(call: ToolCall) -> frozenset[str]:
     keys = {call_key(call, call.name), f"tool:{call.name}:{call.arguments.strip()}"}
     if command_of(call) is None or writes_files(call):
         for p in paths_of_call(call):
             keys.add(f"file:{call.name}:{p}")
             if writes_files(call):
                 keys.add(f"file:*:{p}")
-    return keys
+    return frozenset(keys)
 
 
-def resolves(keys: set[str], error_key: str, tool: str) -> bool:
+def resolves(keys: AbstractSet[str], error_key: str, tool: str) -> bool:
     """Whether successes with these keys resolve an error with ``error_key`` (made by ``tool``)."""
     if error_key in keys:
         return True
@@ -376,25 +390,22 @@ class ErrorScan:
         self.errors: list[ErrorSeen] = []
         self.n = 0
 
-    def feed(self, rec: Record) -> None:
+    def feed(self, rec: Seen) -> None:
         i, self.n = self.n, self.n + 1
-        msg = rec.message
-        if msg is None:
-            return
         errors = self.errors
-        if (msg.role is Role.ASSISTANT and rec.origin is Origin.INPUT and errors
-                and claims_resolution(msg.text())):
+        if rec.role is Role.ASSISTANT and rec.input and errors and claims_resolution(rec.text):
             for e in errors:
                 if not e.resolved:
                     e.resolved, e.resolved_by = True, "assistant"
-        for res in msg.tool_results():
-            if res.synthetic:
+        if not rec.results:
+            return
+        for res, call, failed in rec.answers(self.calls, self.failed):
+            if failed is None:
                 continue
-            call = self.calls.get(res.call_id)
             name = call.name if call else (res.name or "tool")
-            if call_failed(call, res, self.failed):
+            if failed:
                 errors.append(ErrorSeen(name, command_of(call) if call else None, error_text(res),
-                                        call_key(call, name), i, at=rec.index))
+                                        call_key(call, name), i, at=rec.rec.index))
             elif call is not None:
                 keys = success_keys(call)
                 for e in errors:
@@ -421,17 +432,13 @@ class EvidenceScan:
         self.keys: set[str] = set()
         self.claimed = False
 
-    def feed(self, rec: Record) -> None:
-        msg = rec.message
-        if msg is None:
-            return
-        if msg.role is Role.ASSISTANT and rec.origin is Origin.INPUT and claims_resolution(msg.text()):
+    def feed(self, rec: Seen) -> None:
+        if rec.role is Role.ASSISTANT and rec.input and claims_resolution(rec.text):
             self.claimed = True
-        for res in msg.tool_results():
-            call = self.calls.get(res.call_id)
-            if call is None or res.synthetic:
-                continue
-            if not call_failed(call, res, self.failed):
+        if not rec.results:
+            return
+        for _res, call, failed in rec.answers(self.calls, self.failed):
+            if call is not None and failed is False:
                 self.keys |= success_keys(call)
 
     def result(self) -> tuple[set[str], bool]:
