@@ -325,8 +325,17 @@ _NEGATION = re.compile(
 )
 
 
+# Every match of _RESOLVED_WORDS holds one of these, lowercased; but for three letters that ``re.I`` matches
+# to ``i`` or ``s`` and ``str.lower`` keeps apart (U+0130, U+0131, U+017F)
+_RESOLVED_HINTS = ("fixed", "resolved", "pass", "works", "working", "succeeded", "green")
+_ODD_CASE = ("\u0130", "\u0131", "\u017f")
+
+
 def claims_resolution(text: str) -> bool:
     """An assistant sentence says the problem is fixed (and does not negate it)."""
+    low = text.lower()  # (C-fast: most texts have none of the words, and the regex scan is not)
+    if not any(h in low for h in _RESOLVED_HINTS) and not any(c in text for c in _ODD_CASE):
+        return False
     if not _RESOLVED_WORDS.search(text):  # a sentence's match is a match in the whole text: one scan
         return False
     for sentence in re.split(r"(?<=[.!?\n])\s+", text):
