@@ -46,6 +46,7 @@ class CommandScan:
 
     def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
         self.calls, self.failed = calls, failed
+        self.judge = judge(failed)
         self.outcome: dict[str, bool] = {}  # the last result of each call decides (as over the whole list)
         self.runs: list[tuple[CommandRun, str]] = []
         self.n = 0
@@ -56,7 +57,7 @@ class CommandScan:
         i, self.n = self.n, self.n + 1
         if rec.results:
             ids = self.ids
-            for res, _call, failed in rec.answers(self.calls, self.failed):
+            for res, _call, failed in rec.answers(self.calls, self.judge):
                 if failed is not None and (ids is None or res.call_id in ids):
                     self.outcome[res.call_id] = not failed
         for call in rec.calls:
@@ -185,6 +186,11 @@ def call_failed(call: ToolCall | None, result: ToolResult, failed: FailureCheck 
         return False
     cmd = command_of(call) if call is not None else None
     return not (cmd and _SEARCH.match(cmd) and "|" not in cmd and not output_text(result).strip())
+
+
+def judge(failed: FailureCheck | None = None) -> Callable[[ToolCall | None, ToolResult], bool]:
+    """:func:`call_failed` with ``failed`` (what a scan gives ``Seen.answers``)."""
+    return lambda call, result: call_failed(call, result, failed)
 
 
 def failure_checker() -> FailureMemo:
@@ -396,6 +402,7 @@ class ErrorScan:
 
     def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
         self.calls, self.failed = calls, failed or result_is_error
+        self.judge = judge(self.failed)
         self.errors: list[ErrorSeen] = []
         self.n = 0
 
@@ -408,7 +415,7 @@ class ErrorScan:
                     e.resolved, e.resolved_by = True, "assistant"
         if not rec.results:
             return
-        for res, call, failed in rec.answers(self.calls, self.failed):
+        for res, call, failed in rec.answers(self.calls, self.judge):
             if failed is None:
                 continue
             name = call.name if call else (res.name or "tool")
@@ -438,6 +445,7 @@ class EvidenceScan:
 
     def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
         self.calls, self.failed = calls, failed or result_is_error
+        self.judge = judge(self.failed)
         self.keys: set[str] = set()
         self.claimed = False
 
@@ -446,7 +454,7 @@ class EvidenceScan:
             self.claimed = True
         if not rec.results:
             return
-        for _res, call, failed in rec.answers(self.calls, self.failed):
+        for _res, call, failed in rec.answers(self.calls, self.judge):
             if call is not None and failed is False:
                 self.keys |= success_keys(call)
 

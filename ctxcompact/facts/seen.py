@@ -11,13 +11,10 @@ every scan reads the same answers and none re-derives them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..model import Message, Origin, Record, Role, ToolCall, ToolResult
 from .text import is_machine_reply, typed_text
-
-if TYPE_CHECKING:
-    from .outcomes import FailureCheck
 
 _T = TypeVar("_T")
 _T_co = TypeVar("_T_co", covariant=True)
@@ -70,20 +67,18 @@ class Seen:
             self._machine = is_machine_reply(self.rec)
         return self._machine
 
-    def answers(self, calls: Mapping[str, ToolCall],
-                failed: FailureCheck | None = None) -> list[tuple[ToolResult, ToolCall | None, bool | None]]:
+    def answers(self, calls: Mapping[str, ToolCall], failed: Callable[[ToolCall | None, ToolResult], bool],
+                ) -> list[tuple[ToolResult, ToolCall | None, bool | None]]:
         """Each result with its call looked up in ``calls`` (None when there is none) and whether it failed
-        (:func:`.outcomes.call_failed`; None for a result the cleaner made). Worked out once for the first
-        ``calls`` asked with (the scans of one feed share it); a scan with another index gets its own."""
+        (``failed``: :func:`.outcomes.judge`; None for a result the cleaner made). Worked out once for the
+        first ``calls`` asked with (the scans of one feed share it); a scan with another index: its own."""
         kept = self._answers
         if kept is not _UNSET and kept[0] is calls:
             return kept[1]
-        from .outcomes import call_failed  # (outcomes reads records through this module)
-
         out: list[tuple[ToolResult, ToolCall | None, bool | None]] = []
         for res in self.results:
             call = calls.get(res.call_id)
-            out.append((res, call, None if res.synthetic else call_failed(call, res, failed)))
+            out.append((res, call, None if res.synthetic else failed(call, res)))
         if kept is _UNSET:
             self._answers = (calls, out)
         return out

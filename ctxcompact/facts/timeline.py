@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..model import Message, Record, Role, ToolCall
 from .calls import call_index, command_of, decode_args
 from .files import paths_of_call
-from .outcomes import FailureCheck, error_text, result_is_error
+from .outcomes import FailureCheck, error_text, judge, result_is_error
 from .seen import Seen, scan
 from .text import shorten
 from .todos import is_open, todo_list_from_call
@@ -231,6 +231,7 @@ class TimelineScan:
     def __init__(self, calls: Mapping[str, ToolCall], entry_limit: int = 160,
                  failed: FailureCheck | None = None) -> None:
         self.calls, self.entry_limit, self.failed = calls, entry_limit, failed or result_is_error
+        self.judge = judge(self.failed)
         self.out: list[tuple[int, str]] = []
 
     def feed(self, rec: Seen) -> None:
@@ -250,7 +251,7 @@ class TimelineScan:
                 out.append((at, shorten("Ran " + ", ".join(descs), entry_limit)))
         if not rec.results:
             return
-        for res, call, failed in rec.answers(self.calls, self.failed):
+        for res, call, failed in rec.answers(self.calls, self.judge):
             if call is not None and failed:
                 out.append((at, shorten(f"{call.name} failed: {error_text(res)}", entry_limit)))
 

@@ -16,7 +16,7 @@ from ctxcompact.context import build_context
 from ctxcompact.facts import files, outcomes
 from ctxcompact.facts.calls import call_index
 from ctxcompact.facts.gather import FactFeed
-from ctxcompact.facts.outcomes import call_failed, claims_resolution
+from ctxcompact.facts.outcomes import call_failed, claims_resolution, judge
 from ctxcompact.facts.seen import Seen
 from ctxcompact.facts.text import is_machine_reply, typed_text
 from ctxcompact.model import Message, Record, Role, TextBlock, ToolCall, ToolResult
@@ -43,7 +43,7 @@ def test_a_seen_record_answers_as_the_model_and_the_rules(path: Path) -> None:
         assert view.text == (msg.text() if msg else "")
         assert view.typed == typed_text(rec)
         assert view.machine == is_machine_reply(rec)
-        assert view.answers(calls) == [
+        assert view.answers(calls, judge()) == [
             (r, calls.get(r.call_id), None if r.synthetic else call_failed(calls.get(r.call_id), r))
             for r in view.results]
 
