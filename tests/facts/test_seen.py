@@ -85,13 +85,14 @@ def test_a_calls_paths_are_read_once_and_forgotten_once_answered(monkeypatch: py
 
     monkeypatch.setattr(files, "_paths_of_call", counting)
     feed = FactFeed(bounded=True)
-    call_rec, result_rec = _call_then_result(0)
-    feed.feed(call_rec)
+    call = ToolCall("c0", "read_file", '{"path": "src/app.py"}')  # (its success keys name its file)
+    feed.feed(Record(index=0, line=1, raw=None, data=None, message=Message(Role.ASSISTANT, [call])))
     assert feed.memo  # the call awaits its result: what was read of it is kept
-    feed.feed(result_rec)
-    assert read == ["c0"]  # the files, the timeline (its record), the error keys (its result's)
+    feed.feed(Record(index=1, line=2, raw=None, data=None,
+                     message=Message(Role.TOOL, [ToolResult("c0", [TextBlock("print(1)")])])))
+    assert read == ["c0"]  # the files, the timeline (its record), the success keys (its result's)
     assert not feed.memo  # answered: nothing of it is held
-    assert [f.path for f in feed.facts().facts.files] == ["tests/t0.py"]
+    assert [f.path for f in feed.facts().facts.files] == ["src/app.py"]
 
 
 _RESOLVED = re.compile(outcomes._RESOLVED_WORDS.pattern, re.I)
