@@ -6,11 +6,10 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from functools import lru_cache
 from heapq import merge
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
@@ -18,7 +17,6 @@ from ..model import Record, ToolCall
 
 _T = TypeVar("_T")
 _O = TypeVar("_O")
-_T_co = TypeVar("_T_co", covariant=True)
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 
 
@@ -30,22 +28,32 @@ def squash(s: str) -> str:
 
 # What is read from one tool call (its command, its paths) or record (what a person typed in it), by its id,
 # while a block of :func:`once_per_call` runs: the passes of facts.gather each ask it of every call.
-_PER_CALL: ContextVar[dict[tuple[str, int], tuple[Any, Any]] | None] = ContextVar(
-    "ctxcompact_per_call", default=None)
+Memo = dict[tuple[str, int], tuple[Any, Any]]
+_PER_CALL: ContextVar[Memo | None] = ContextVar("ctxcompact_per_call", default=None)
 
 
-@contextmanager
-def once_per_call() -> Iterator[None]:
+class once_per_call:
     """Within the block, :func:`per_call` works out each call's value once (the records, so the calls, stay
-    alive for the block: a call's id is its identity; the value is kept with the call and checked)."""
-    if _PER_CALL.get() is not None:  # already in one: the outer block's memo serves
-        yield
-        return
-    token = _PER_CALL.set({})
-    try:
-        yield
-    finally:
-        _PER_CALL.reset(token)
+    alive for the block: a call's id is its identity; the value is kept with the call and checked).
+    ``memo``: the one to work in (a caller that keeps values across blocks, facts.gather.FactFeed), else a
+    new one. A class, not a generator: it is entered for every record a compaction reads."""
+
+    __slots__ = ("memo", "token")
+    token: Token[Memo | None] | None
+
+    def __init__(self, memo: Memo | None = None) -> None:
+        self.memo = memo
+
+    def __enter__(self) -> None:
+        # already in one: the outer block's memo serves
+        if _PER_CALL.get() is not None:
+            self.token = None
+        else:
+            self.token = _PER_CALL.set({} if self.memo is None else self.memo)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _PER_CALL.reset(self.token)
 
 
 def per_call(kind: str, call: _O, compute: Callable[[_O], _T]) -> _T:
@@ -85,23 +93,6 @@ def decode_args(call: ToolCall) -> Any:
             return None
     return value
 
-
-
-class Scanner(Protocol[_T_co]):
-    """A fact read record by record: ``feed`` each record in order, then ``result()``. Every list function
-    of the fact modules is its scanner fed the whole list (:func:`scan`), so a reader that streams the
-    records (facts.gather.FactFeed) applies the same rules."""
-
-    def feed(self, rec: Record) -> None: ...
-
-    def result(self) -> _T_co: ...
-
-
-def scan(scanner: Scanner[_T], records: Iterable[Record]) -> _T:
-    """``scanner`` fed every record of ``records``, its result."""
-    for rec in records:
-        scanner.feed(rec)
-    return scanner.result()
 
 
 def call_index(records: Iterable[Record]) -> dict[str, ToolCall]:

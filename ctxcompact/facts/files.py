@@ -8,8 +8,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..model import Origin, Record, ToolCall
-from .calls import command_of, decode_args, per_call, quoted_spans, scan, strings, writes_files
+from ..model import Record, ToolCall
+from .calls import command_of, decode_args, per_call, quoted_spans, strings, writes_files
+from .seen import Seen, scan
 
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
@@ -297,18 +298,18 @@ class FileScan:
         self.found: dict[str, FileTouch] = {}
         self.n = 0
 
-    def feed(self, rec: Record) -> None:
+    def feed(self, rec: Seen) -> None:
         i, self.n = self.n, self.n + 1
-        if rec.message is None or rec.origin is not Origin.INPUT:
+        if not rec.calls or not rec.input:
             return
-        found = self.found
-        for call in rec.message.tool_calls():
+        found, at = self.found, rec.rec.index
+        for call in rec.calls:
             changes = None
             for p in paths_of_call(call):
                 ft = found.setdefault(p, FileTouch(p))
                 if call.name not in ft.tools:
                     ft.tools.append(call.name)
-                ft.last_index, ft.at = i, rec.index
+                ft.last_index, ft.at = i, at
                 if changes is None:
                     changes = writes_files(call)
                 ft.changed = ft.changed or changes

@@ -8,13 +8,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import SUBAGENT_MESSAGE, Message, Record, ToolCall
-from .calls import CallsSoFar, Scanner, call_index, once_per_call
+from .calls import CallsSoFar, Memo, call_index, once_per_call
 from .earlier import MAX_INSTRUCTION_CHARS, EarlierSummary, carried, earlier_summary
 from .files import FileScan
 from .handoff import InstructionScan
 from .identifiers import IdentifierScan
 from .outcomes import CommandScan, ErrorScan, EvidenceScan, failure_checker
 from .rules import ProjectRuleScan, rules_of
+from .seen import Scanner, Seen, seen
 from .store import (
     MAX_COMMANDS,
     MAX_DECISIONS,
@@ -31,7 +32,6 @@ from .store import (
     TodoFact,
 )
 from .subagents import subagent_runs
-from .text import typed_text
 from .timeline import ActionScan, StatementScan, TimelineScan
 from .todos import Todo, TodoScan
 
@@ -106,6 +106,9 @@ class FactFeed:
             self.statements, self.identifiers, self.project, self.instructions)
         self.earlier: list[EarlierSummary] = []
         self.subagent_lines = False  # a subagent's lines: their runs are read over the whole list
+        #: what the scans read of each call (its command, paths, keys: ``calls.per_call``), kept from the
+        #: call's record to its results' while the index holds the call (then dropped with it)
+        self.memo: Memo = {}
         if bounded:
             self.commands.ids = set()
 
@@ -115,15 +118,19 @@ class FactFeed:
         return (not self.subagent_lines and (self.index is None or self.index.exact)
                 and (self.ordered or not self.trimmed))
 
-    def feed(self, rec: Record) -> None:
+    def feed(self, record: Record | Seen) -> None:
+        """The next record (a :class:`.seen.Seen` of it when the caller has one: what the scans ask of
+        it is then worked out once for the caller and them)."""
+        view = seen(record)
+        rec = view.rec
         if self.index is not None:
             self.index.add(rec)
-        with once_per_call():
-            text = typed_text(rec)
+        with once_per_call(self.memo):
+            text = view.typed
             if text is not None:
                 self.typed.append(text)
             for s in self.scans:
-                s.feed(rec)
+                s.feed(view)
             found = earlier_summary(rec)
             if found is not None:
                 self.earlier.append(found)
@@ -132,6 +139,12 @@ class FactFeed:
         self.failed.clear()
         if self.index is not None:
             self.index.answered()
+            if self.memo:  # (a record's memo, and those of the calls answered, go)
+                calls = self.index.calls
+                self.memo = {k: v for k, v in self.memo.items()
+                             if type(v[0]) is ToolCall and calls.get(v[0].id) is v[0]}
+        else:
+            self.memo.clear()
         if self.bounded:
             self._trim(rec.index)
 

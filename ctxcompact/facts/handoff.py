@@ -27,7 +27,7 @@ from ..model import (
     ThinkingBlock,
     is_interruption_message,
 )
-from .calls import scan
+from .seen import Seen, scan
 from .text import (
     ANSWERED,
     IN_PROGRESS,
@@ -162,10 +162,10 @@ class InstructionScan:
     def __init__(self) -> None:
         self.out: list[str] = []
 
-    def feed(self, rec: Record) -> None:
-        if not rec.meta.get(INSTRUCTIONS) or rec.message is None:
+    def feed(self, rec: Seen) -> None:
+        if not rec.rec.meta.get(INSTRUCTIONS) or rec.msg is None:
             return
-        text = strip_injected(rec.message.text())
+        text = strip_injected(rec.text)
         if text and text not in self.out:
             self.out.append(text)
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..model import Origin, Record, Role
-from .calls import all_strings, decode_args, scan, strings
+from ..model import Record, Role
+from .calls import all_strings, decode_args, strings
 from .outcomes import output_text
-from .text import typed_text
+from .seen import Seen, scan
 
 # A URL, up to the characters that end one in prose or JSON; trailing punctuation is not part of it. The
 # scheme is bounded (linear time on a long run of word characters).
@@ -105,13 +105,12 @@ class IdentifierScan:
         self.said: set[str] = set()  # names used in prose (the assistant's text, what the user typed)
         self.urls: dict[str, int] = {}
 
-    def feed(self, rec: Record) -> None:
-        msg = rec.message
-        if msg is None or rec.origin is not Origin.INPUT:
+    def feed(self, rec: Seen) -> None:
+        if rec.msg is None or not rec.input:
             return
         printed, printed_at, urls, used = self.printed, self.printed_at, self.urls, self.used
-        at = rec.index
-        for res in msg.tool_results():
+        at = rec.rec.index
+        for res in rec.results:
             if res.synthetic:
                 continue
             out = output_text(res)[:OUTPUT_CHARS]
@@ -124,9 +123,9 @@ class IdentifierScan:
                 urls[url] = at
         written: list[str] = []
         prose = ""
-        if msg.role is Role.ASSISTANT:
-            prose = msg.text()
-            for call in msg.tool_calls():
+        if rec.role is Role.ASSISTANT:
+            prose = rec.text
+            for call in rec.calls:
                 args = decode_args(call)
                 written += all_strings(args)
                 if isinstance(args, dict):
@@ -134,10 +133,10 @@ class IdentifierScan:
                         for d in strings(args.get(key)):
                             if d.startswith(("/", "~")) and len(d) <= MAX_URL_CHARS and "\n" not in d:
                                 urls[d.rstrip("/")] = at
-            for url in urls_in(msg.text()):
+            for url in urls_in(prose):
                 urls[url] = at
-        elif msg.role is Role.USER:
-            prose = typed_text(rec) or ""
+        elif rec.role is Role.USER:
+            prose = rec.typed or ""
         if prose:
             names = names_in(prose)
             self.said |= names

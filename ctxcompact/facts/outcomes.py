@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import orjson
 
-from ..model import Origin, Record, Role, ToolCall, ToolResult
-from .calls import call_index, command_of, is_content_tool, is_shell_call, quoted_spans, scan, writes_files
+from ..model import Record, Role, ToolCall, ToolResult
+from .calls import (
+    call_index,
+    command_of,
+    is_content_tool,
+    is_shell_call,
+    per_call,
+    quoted_spans,
+    writes_files,
+)
 from .files import paths_of_call
+from .seen import Seen, scan
 from .text import shorten
 
 
@@ -36,23 +46,24 @@ class CommandScan:
 
     def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
         self.calls, self.failed = calls, failed
+        self.judge = judge(failed)
         self.outcome: dict[str, bool] = {}  # the last result of each call decides (as over the whole list)
         self.runs: list[tuple[CommandRun, str]] = []
         self.n = 0
         #: the calls of ``runs`` (facts.gather.FactFeed's ``bounded``: only their outcomes are kept)
         self.ids: set[str] | None = None
 
-    def feed(self, rec: Record) -> None:
+    def feed(self, rec: Seen) -> None:
         i, self.n = self.n, self.n + 1
-        if rec.message is None:
-            return
-        for res in rec.message.tool_results():
-            if not res.synthetic and (self.ids is None or res.call_id in self.ids):
-                self.outcome[res.call_id] = not call_failed(self.calls.get(res.call_id), res, self.failed)
-        for call in rec.message.tool_calls():
+        if rec.results:
+            ids = self.ids
+            for res, _call, failed in rec.answers(self.calls, self.judge):
+                if failed is not None and (ids is None or res.call_id in ids):
+                    self.outcome[res.call_id] = not failed
+        for call in rec.calls:
             cmd = command_of(call)
             if cmd is not None:
-                self.runs.append((CommandRun(cmd, call.name, None, i, rec.index), call.id))
+                self.runs.append((CommandRun(cmd, call.name, None, i, rec.rec.index), call.id))
                 if self.ids is not None:
                     self.ids.add(call.id)
 
@@ -175,6 +186,11 @@ def call_failed(call: ToolCall | None, result: ToolResult, failed: FailureCheck 
         return False
     cmd = command_of(call) if call is not None else None
     return not (cmd and _SEARCH.match(cmd) and "|" not in cmd and not output_text(result).strip())
+
+
+def judge(failed: FailureCheck | None = None) -> Callable[[ToolCall | None, ToolResult], bool]:
+    """:func:`call_failed` with ``failed`` (what a scan gives ``Seen.answers``)."""
+    return lambda call, result: call_failed(call, result, failed)
 
 
 def failure_checker() -> FailureMemo:
@@ -315,8 +331,17 @@ _NEGATION = re.compile(
 )
 
 
+# Every match of _RESOLVED_WORDS holds one of these, lowercased; but for three letters that ``re.I`` matches
+# to ``i`` or ``s`` and ``str.lower`` keeps apart (U+0130, U+0131, U+017F)
+_RESOLVED_HINTS = ("fixed", "resolved", "pass", "works", "working", "succeeded", "green")
+_ODD_CASE = ("\u0130", "\u0131", "\u017f")
+
+
 def claims_resolution(text: str) -> bool:
     """An assistant sentence says the problem is fixed (and does not negate it)."""
+    low = text.lower()  # (C-fast: most texts have none of the words, and the regex scan is not)
+    if not any(h in low for h in _RESOLVED_HINTS) and not any(c in text for c in _ODD_CASE):
+        return False
     if not _RESOLVED_WORDS.search(text):  # a sentence's match is a match in the whole text: one scan
         return False
     for sentence in re.split(r"(?<=[.!?\n])\s+", text):
@@ -339,21 +364,25 @@ def call_key(call: ToolCall | None, name: str) -> str:
     return f"tool:{call.name}"
 
 
-def success_keys(call: ToolCall) -> set[str]:
+def success_keys(call: ToolCall) -> frozenset[str]:
     """The errors a success of ``call`` resolves, as keys: its own (:func:`call_key`), the same tool on each
     file it names, any tool's error on a file it changed (an Edit that failed is resolved by the Write or
     the Edit of that file that worked), and the key of earlier versions (``tool:name:arguments``), for
     errors carried in a state."""
+    return per_call("keys", call, _success_keys)  # (the error and evidence scans both ask it)
+
+
+def _success_keys(call: ToolCall) -> frozenset[str]:
     keys = {call_key(call, call.name), f"tool:{call.name}:{call.arguments.strip()}"}
     if command_of(call) is None or writes_files(call):
         for p in paths_of_call(call):
             keys.add(f"file:{call.name}:{p}")
             if writes_files(call):
                 keys.add(f"file:*:{p}")
-    return keys
+    return frozenset(keys)
 
 
-def resolves(keys: set[str], error_key: str, tool: str) -> bool:
+def resolves(keys: AbstractSet[str], error_key: str, tool: str) -> bool:
     """Whether successes with these keys resolve an error with ``error_key`` (made by ``tool``)."""
     if error_key in keys:
         return True
@@ -373,28 +402,26 @@ class ErrorScan:
 
     def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
         self.calls, self.failed = calls, failed or result_is_error
+        self.judge = judge(self.failed)
         self.errors: list[ErrorSeen] = []
         self.n = 0
 
-    def feed(self, rec: Record) -> None:
+    def feed(self, rec: Seen) -> None:
         i, self.n = self.n, self.n + 1
-        msg = rec.message
-        if msg is None:
-            return
         errors = self.errors
-        if (msg.role is Role.ASSISTANT and rec.origin is Origin.INPUT and errors
-                and claims_resolution(msg.text())):
+        if rec.role is Role.ASSISTANT and rec.input and errors and claims_resolution(rec.text):
             for e in errors:
                 if not e.resolved:
                     e.resolved, e.resolved_by = True, "assistant"
-        for res in msg.tool_results():
-            if res.synthetic:
+        if not rec.results:
+            return
+        for res, call, failed in rec.answers(self.calls, self.judge):
+            if failed is None:
                 continue
-            call = self.calls.get(res.call_id)
             name = call.name if call else (res.name or "tool")
-            if call_failed(call, res, self.failed):
+            if failed:
                 errors.append(ErrorSeen(name, command_of(call) if call else None, error_text(res),
-                                        call_key(call, name), i, at=rec.index))
+                                        call_key(call, name), i, at=rec.rec.index))
             elif call is not None:
                 keys = success_keys(call)
                 for e in errors:
@@ -418,20 +445,17 @@ class EvidenceScan:
 
     def __init__(self, calls: Mapping[str, ToolCall], failed: FailureCheck | None = None) -> None:
         self.calls, self.failed = calls, failed or result_is_error
+        self.judge = judge(self.failed)
         self.keys: set[str] = set()
         self.claimed = False
 
-    def feed(self, rec: Record) -> None:
-        msg = rec.message
-        if msg is None:
-            return
-        if msg.role is Role.ASSISTANT and rec.origin is Origin.INPUT and claims_resolution(msg.text()):
+    def feed(self, rec: Seen) -> None:
+        if rec.role is Role.ASSISTANT and rec.input and claims_resolution(rec.text):
             self.claimed = True
-        for res in msg.tool_results():
-            call = self.calls.get(res.call_id)
-            if call is None or res.synthetic:
-                continue
-            if not call_failed(call, res, self.failed):
+        if not rec.results:
+            return
+        for _res, call, failed in rec.answers(self.calls, self.judge):
+            if call is not None and failed is False:
                 self.keys |= success_keys(call)
 
     def result(self) -> tuple[set[str], bool]:

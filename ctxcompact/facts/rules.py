@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from ..model import Origin, Record, Role, TextBlock
-from .calls import scan
+from ..model import Record, Role, TextBlock
+from .seen import Seen, scan
 from .text import user_requests
 
 # the look-ahead holds the words' first letters: most words fail it at once instead of being tried against
@@ -99,9 +99,9 @@ class ProjectRuleScan:
     def __init__(self) -> None:
         self.out: list[str] = []
 
-    def feed(self, rec: Record) -> None:
-        msg = rec.message
-        if msg is None or msg.role is not Role.USER or rec.origin is not Origin.INPUT:
+    def feed(self, rec: Seen) -> None:
+        msg = rec.msg
+        if msg is None or rec.role is not Role.USER or not rec.input:
             return
         for block in msg.blocks:
             if not isinstance(block, TextBlock) or "instructions" not in block.text:

@@ -6,11 +6,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..model import Message, Origin, Record, Role, ToolCall
-from .calls import call_index, command_of, decode_args, scan
+from ..model import Message, Record, Role, ToolCall
+from .calls import call_index, command_of, decode_args
 from .files import paths_of_call
-from .outcomes import FailureCheck, call_failed, error_text, result_is_error
-from .text import is_machine_reply, shorten, typed_text
+from .outcomes import FailureCheck, error_text, judge, result_is_error
+from .seen import Seen, scan
+from .text import shorten
 from .todos import is_open, todo_list_from_call
 
 
@@ -67,12 +68,12 @@ class ActionScan:
         self.step: list[Message] = []  # messages with text or calls since the last record that ends a step
         self.before: list[Message] = []  # the last step that record ended
 
-    def feed(self, rec: Record) -> None:
-        msg = rec.message
-        if msg is None or rec.origin is not Origin.INPUT:
+    def feed(self, rec: Seen) -> None:
+        msg = rec.msg
+        if msg is None or not rec.input:
             return
-        if msg.role is Role.ASSISTANT and not is_machine_reply(rec):
-            if msg.text().strip() or msg.tool_calls():  # an empty message adds nothing to a step
+        if rec.role is Role.ASSISTANT and not rec.machine:
+            if rec.calls or rec.text.strip():  # an empty message adds nothing to a step
                 self.step.append(msg)
         elif self.step:
             self.before, self.step = self.step, []
@@ -111,18 +112,17 @@ class StatementScan:
         self.pending: tuple[int, str] | None = None
         self.working = False  # the assistant made calls with or after the pending text
 
-    def feed(self, rec: Record) -> None:
-        msg = rec.message
-        if msg is None or rec.origin is not Origin.INPUT:
+    def feed(self, rec: Seen) -> None:
+        if rec.msg is None or not rec.input:
             return
-        if msg.role is Role.ASSISTANT and not is_machine_reply(rec):
-            said = msg.text().strip()
+        if rec.role is Role.ASSISTANT and not rec.machine:
+            said = rec.text.strip()
             if said:
                 if self.pending is not None:
                     self._said_along(self.pending)
-                self.pending, self.working = (rec.index, said), False
-            self.working = self.working or bool(msg.tool_calls())
-        elif msg.role is Role.USER and self.pending is not None and typed_text(rec) is not None:
+                self.pending, self.working = (rec.rec.index, said), False
+            self.working = self.working or bool(rec.calls)
+        elif rec.role is Role.USER and self.pending is not None and rec.typed is not None:
             self.answers.append(self.pending)
             self.pending = None
 
@@ -231,29 +231,28 @@ class TimelineScan:
     def __init__(self, calls: Mapping[str, ToolCall], entry_limit: int = 160,
                  failed: FailureCheck | None = None) -> None:
         self.calls, self.entry_limit, self.failed = calls, entry_limit, failed or result_is_error
+        self.judge = judge(self.failed)
         self.out: list[tuple[int, str]] = []
 
-    def feed(self, rec: Record) -> None:
-        msg = rec.message
-        if msg is None or rec.origin is not Origin.INPUT:
+    def feed(self, rec: Seen) -> None:
+        if rec.msg is None or not rec.input:
             return
-        at, out, entry_limit = rec.index, self.out, self.entry_limit
-        if msg.role is Role.USER:
-            typed = typed_text(rec)
+        at, out, entry_limit = rec.rec.index, self.out, self.entry_limit
+        if rec.role is Role.USER:
+            typed = rec.typed
             if typed:
                 out.append((at, shorten("User: " + typed, entry_limit)))
-        elif msg.role is Role.ASSISTANT and not is_machine_reply(rec):
-            said = msg.text().strip()
+        elif rec.role is Role.ASSISTANT and not rec.machine:
+            said = rec.text.strip()
             if said:
                 out.append((at, shorten("Assistant: " + said, entry_limit)))
-            descs = [describe_call(c, 60) for c in msg.tool_calls()]
+            descs = [describe_call(c, 60) for c in rec.calls]
             if descs:
                 out.append((at, shorten("Ran " + ", ".join(descs), entry_limit)))
-        for res in msg.tool_results():
-            call = self.calls.get(res.call_id)
-            if call is None or res.synthetic:
-                continue
-            if call_failed(call, res, self.failed):
+        if not rec.results:
+            return
+        for res, call, failed in rec.answers(self.calls, self.judge):
+            if call is not None and failed:
                 out.append((at, shorten(f"{call.name} failed: {error_text(res)}", entry_limit)))
 
     def result(self) -> list[tuple[int, str]]:

@@ -13,7 +13,8 @@ import orjson
 from ..errors import UsageError
 from ..model import Record, ToolCall
 from ..paths import read_side_file
-from .calls import decode_args, scan, squash
+from .calls import decode_args, squash
+from .seen import Seen, scan
 
 
 @dataclass(slots=True)
@@ -77,10 +78,8 @@ class TodoScan:
     def __init__(self) -> None:
         self.found: list[Todo] | None = None
 
-    def feed(self, rec: Record) -> None:
-        if rec.message is None:
-            return
-        for call in rec.message.tool_calls():
+    def feed(self, rec: Seen) -> None:
+        for call in rec.calls:
             todos = todo_list_from_call(call)
             if todos is not None:
                 self.found = todos

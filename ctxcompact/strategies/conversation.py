@@ -30,7 +30,7 @@ from ..errors import Unstreamable
 from ..facts.calls import once_per_call
 from ..facts.earlier import opaque_of
 from ..facts.handoff import flight_skips, status_stops, turn_goes_on
-from ..facts.text import typed_text
+from ..facts.seen import Seen
 from ..facts.todos import Todo, TodoScan, is_open
 from ..model import Origin, Record, Role
 
@@ -90,6 +90,8 @@ class Reader:
     records: list[Record] = field(default_factory=list)
     feed: FactFeed = field(default_factory=lambda: _feed())
     todos: TodoScan = field(default_factory=TodoScan)
+    #: the window's records as the fact scans read them (what they ask of each worked out once)
+    seen: list[Seen] = field(default_factory=list)
     walls: list[int] = field(default_factory=list)  # positions of the walls in the window
     #: told each record the conversation no longer holds (a streamed run forgets what it knew of it)
     dropped: Callable[[Record], None] = lambda rec: None
@@ -98,29 +100,34 @@ class Reader:
 
     def add(self, rec: Record) -> None:
         with once_per_call():  # (each test below asks what a person typed in it)
-            self._add(rec)
+            cut = self._add(rec)
+        if cut:  # (the feed keeps its own memo across records)
+            self._cut()
 
-    def _add(self, rec: Record) -> None:
+    def _add(self, rec: Record) -> bool:
+        """Take ``rec``; whether the window's start may move."""
         if rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
             self.carried.append(rec)
-            return
+            return False
         if rec.message is not None and rec.message.role is Role.SYSTEM:
             self.system.append(rec)
-            return
+            return False
         kept = opaque_of(rec)
         if kept:
             self.opaque.extend(kept)
             if kept[0] is rec:
-                return  # kept as it is: not part of what is summarized
-        if typed_text(rec) is not None:
+                return False  # kept as it is: not part of what is summarized
+        view = Seen(rec)
+        if view.typed is not None:
             if self.latest is not None and not any(r is self.latest for r in self.window):
                 self.dropped(self.latest)  # (already out of the window: nothing holds it now)
             self.latest = rec
-        self.todos.feed(rec)
+        self.todos.feed(view)
         if self.hold:
             self.records.append(rec)
         at = len(self.window)
         self.window.append(rec)
+        self.seen.append(view)
         if _wall(rec):
             self.walls.append(at)
         stops, skipped = status_stops(rec), flight_skips(rec)
@@ -128,8 +135,7 @@ class Reader:
             self.last_stop = at
         if not skipped:
             self.last_unskipped = at
-        if stops or not skipped:
-            self._cut()
+        return stops or not skipped
 
     def _cut(self) -> None:
         """Move the window's start to the last wall before the last record flight_skips does not pass, at or
@@ -139,11 +145,12 @@ class Reader:
             return
         cut = self.walls[k]
         if not self.hold:
-            for rec in self.window[:cut]:
-                self.feed.feed(rec)
-                if rec is not self.latest:
-                    self.dropped(rec)
+            for view in self.seen[:cut]:
+                self.feed.feed(view)
+                if view.rec is not self.latest:
+                    self.dropped(view.rec)
         del self.window[:cut]
+        del self.seen[:cut]
         self.walls = [w - cut for w in self.walls[k:]]
         self.last_stop -= cut
         self.last_unskipped -= cut
