@@ -79,14 +79,16 @@ class _Held(Exception):
     """The held route reads this file (module docstring); from a formats.base.Restart: unless read anew."""
 
 
-def may_stream(path: Path, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
+def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
     """Whether ``estimate`` (or ``run``, at any size: ``from_bytes=0``) of ``path`` may stream, before
-    reading it."""
+    reading it (``path`` None: stdin, not yet read; all but its size)."""
     if opts.exact == "anthropic" or estimate_needs_context(opts.strategy, opts):
         return False
     if state is not None and (state.holds_sections() or (not covers(state) and (
             state.watermark > 0 or state.summary or state.fingerprint.nbytes > 0))):
         return False  # layers to apply again, or a covered prefix of an older state's shape
+    if path is None:
+        return True
     try:
         least = STREAMING_FROM_BYTES if from_bytes is None else from_bytes
         return os.path.getsize(path) >= least and Path(path).is_file()
@@ -286,6 +288,9 @@ class Counted:
     #: the state's covered prefix, proven (None: none): both passes read after it, its lead first
     covered: Covered | None = None
     gathered: tuple[Any, int, int] | None = None  # compaction_stream.Gathering (pass 1's), records, lines
+    #: how the transcripts made of it name their input (``Transcript.source``): the path, ``-`` for stdin
+    #: read through a spool file (paths.spooled)
+    source: str = ""
 
 
 def _begin(covered: Covered | None, start: _Resume | None) -> tuple[int, int]:
@@ -322,8 +327,9 @@ class _Reading:
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
                  remember: bool = True, start: _Resume | None = None, covered: Covered | None = None,
-                 hashing: Hashing | None = None, limit: int | None = None) -> None:
+                 hashing: Hashing | None = None, limit: int | None = None, source: str | None = None) -> None:
         self.path, self.opts, self.schema, self.remember, self.limit = path, opts, schema, remember, limit
+        self.source = str(path) if source is None else source  # (Counted.source)
         name = start.format if start is not None else covered.format if covered is not None else \
             fmt or (opts.format if opts.format != "auto" else None)
         self.chosen: Format | None = get_format(name) if name else None
@@ -362,7 +368,7 @@ class _Reading:
                 raise _Held(f"{fmt.name} reads over the whole file")
             finish.scan(self.path, _begin(self.covered, resume)[0], self.limit)  # (limit: what pass 1 read)
             self.started(fmt)
-            self.cleaner = Cleaner(fmt.layout, fmt.name, source=str(self.path),
+            self.cleaner = Cleaner(fmt.layout, fmt.name, source=self.source,
                                    close_trailing=closes_trailing(self.opts))
             if resume is not None:
                 self.cleaner.resume(resume.calls, resume.started, resume.settled)
@@ -483,10 +489,10 @@ class _Reading:
 
 
 def stream_report(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
-                  load_cache: CacheLoader | None = None) -> EstimateReport | None:
+                  load_cache: CacheLoader | None = None, *, name: str | None = None) -> EstimateReport | None:
     """The report of ``path`` read record by record, or None when it takes the held route. ``load_cache``:
     ``(key) -> CountCache``, the counts earlier calls kept (looked up, never added to)."""
-    counted = count_file(path, opts, state, budget, state_path, load_cache, keep=False)
+    counted = count_file(path, opts, state, budget, state_path, load_cache, keep=False, name=name)
     if counted is None:
         return None
     counted.report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
@@ -494,25 +500,29 @@ def stream_report(path: Path, opts: Options, state: State | None, budget: Budget
 
 
 def count_file(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
-               load_cache: CacheLoader | None = None, *, keep: bool, gather: Any = None) -> Counted | None:
+               load_cache: CacheLoader | None = None, *, keep: bool, gather: Any = None,
+               name: str | None = None) -> Counted | None:
     """Pass 1: read, validate, clean, count and decide, record by record; None when the held route must
     read the file. ``keep``: add what is counted to the count cache, with the settled prefix and where a
-    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering."""
+    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering.
+    ``name``: how the transcript names its input (:attr:`Counted.source`; default the path)."""
+    source = str(path) if name is None else name
     try:
         with open_input(path) as stream:
             try:
-                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather)
+                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
+                              source)
             except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
                 if not isinstance(held.__cause__, Restart):
                     raise
                 return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
-                              fresh=True)
+                              source, fresh=True)
     except (_Held, Uncovered, OSError):
         return None
 
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
-           state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any,
+           state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any, source: str,
            fresh: bool = False) -> Counted:
     stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
@@ -526,7 +536,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
     hashing = Hashing(stream, at=at, hashed=hashed.copy() if hashed is not None else None)
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
-    reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing)
+    reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing,
+                       source=source)
     totals: list[_Totals] = []
     gathered: list[Any] = []  # a compaction's conversation as pass 1 reads (not resumed: pass 2 reads all)
 
@@ -597,7 +608,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         total.cache.resume = later
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
                    total.cache, verbatim, resume, covered,
-                   (*gathered, reading.records, hashing.lines) if gathered else None)
+                   (*gathered, reading.records, hashing.lines) if gathered else None, source)
 
 
 def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) -> bool:
@@ -618,7 +629,7 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
     start = counted.resumed if counted.resumed is not None and counted.resumed.plain else None
     covered = counted.covered
     reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
-                       limit=counted.nbytes)
+                       limit=counted.nbytes, source=counted.source)
     with open_input(path) as stream:
         at = _begin(covered, None)[0]
         stream.seek(at)
@@ -626,14 +637,14 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
         try:
             if start is not None:
                 if covered is not None:
-                    yield from write_transcript(Transcript(counted.format, covered.lead, str(path)))
+                    yield from write_transcript(Transcript(counted.format, covered.lead, counted.source))
                 yield from hashing.copy(start.at)
             lines = lines_at(hashing, *_begin(covered, start))
             if counted.verbatim:  # each record written from its own bytes: the lines are the output
                 for _lineno, _offset, raw in lines:
                     yield raw + b"\n"
             for part in () if counted.verbatim else reading.parts(lines):
-                yield from write_transcript(Transcript(counted.format, part, str(path)))
+                yield from write_transcript(Transcript(counted.format, part, counted.source))
         except _Held as held:
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
         if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
