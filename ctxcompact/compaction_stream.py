@@ -165,7 +165,7 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
         return found.result(path, counted, records, nlines)
     covered = counted.covered
     reading = Reading(path, opts, counted.format, schema=False, covered=covered, limit=counted.nbytes,
-                      source=counted.source)
+                      source=counted.source, state=counted.layers)
     gathered = Gathering(covered, taken)
     reading.parsed = gathered.parsed
     changed = f"{path} changed while it was read; run again"
