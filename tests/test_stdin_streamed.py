@@ -21,6 +21,8 @@ from typing import Any
 import orjson
 import pytest
 from helpers import SAMPLES, coding_session, jsonl, sys_msg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ctxcompact import engine, paths, source, streaming
 from ctxcompact.cli.render import run_json
@@ -112,6 +114,25 @@ def test_a_summary_names_stdin_as_the_held_route_does(tmp_path: Path,
 def test_empty_and_one_record_stdin(data: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _calls([data], tmp_path / "s", False, 8000, monkeypatch) == \
         _calls([data], tmp_path / "h", True, 8000, monkeypatch)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=4),
+       st.sampled_from([2_500, 1_000_000]))
+def test_any_split_of_appends_on_stdin_gives_the_held_run(tmp_path_factory: Any,
+                                                          monkeypatch: pytest.MonkeyPatch, splits: list[int],
+                                                          window: int) -> None:
+    """A session grown by appends of any sizes, each call a new ``run -`` with the state the last one left:
+    the same outputs, states, warnings and reports on both routes."""
+    msgs = [sys_msg("You are a coding agent."), *coding_session(8, tool_chars=900)]
+    ends, at = [], 2
+    for n in splits:
+        at = min(len(msgs), at + n * 2)
+        ends.append(at)
+    datas = [jsonl(msgs[:end]) for end in ends]
+    work = tmp_path_factory.mktemp("split")
+    assert _calls(datas, work / "s", False, window, monkeypatch) == \
+        _calls(datas, work / "h", True, window, monkeypatch)
 
 
 @pytest.fixture
