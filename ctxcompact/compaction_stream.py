@@ -112,7 +112,7 @@ class Gathering:
         ``records`` input records, ``lines`` lines read after the covered prefix, if any."""
         covered = counted.covered
         lines += covered.line - 1 if covered is not None else 0
-        ctx = Context(transcript=Transcript(counted.format, [], str(path)), input_records=records,
+        ctx = Context(transcript=Transcript(counted.format, [], counted.source), input_records=records,
                       covered=covered.records if covered is not None else 0, input_bytes=counted.nbytes,
                       input_lines=lines, system_spans=self.spans,
                       repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
@@ -164,7 +164,8 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
         found, records, nlines = counted.gathered
         return found.result(path, counted, records, nlines)
     covered = counted.covered
-    reading = Reading(path, opts, counted.format, schema=False, covered=covered, limit=counted.nbytes)
+    reading = Reading(path, opts, counted.format, schema=False, covered=covered, limit=counted.nbytes,
+                      source=counted.source, state=counted.layers)
     gathered = Gathering(covered, taken)
     reading.parsed = gathered.parsed
     changed = f"{path} changed while it was read; run again"

@@ -24,7 +24,7 @@ from .formats.base import Format
 from .model import EARLIER_SUMMARY, Record, Role, Transcript
 from .options import Options
 from .reader import decode_line
-from .source import InputData, count_lines
+from .source import InputData, count_lines, source_name
 from .state import Fingerprint, State, check_fingerprint
 
 #: re-applies what earlier runs decided beyond the watermark (``strategies.reapply_all``)
@@ -148,7 +148,7 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
     records = prefix_system + summary_records + new_records
     if state is not None and reapply is not None:
         records = reapply(records, state, fmt_name)
-    transcript = Transcript(format=fmt_name, records=records, source=str(inp.path or "-"))
+    transcript = Transcript(format=fmt_name, records=records, source=source_name(inp.path))
     cleaned = clean(transcript, close_trailing=closes_trailing(opts))
     return Context(
         transcript=cleaned.transcript,

@@ -95,5 +95,18 @@ class Covered:
                    bool(summary), key)
 
 
+    @staticmethod
+    def prove(state: State, hashed: Any) -> None:
+        """The prefix a state without a summary fingerprints (the input its layers acted on: masking),
+        proven by its SHA-256 (``hashed``, None when the file is shorter); :class:`Uncovered` where the held
+        route says what is wrong."""
+        if hashed is None:
+            raise Uncovered("shorter than the fingerprinted prefix")
+        try:
+            check_fingerprint(state, b"", hashed=(hashed.hexdigest(), state.fingerprint.nbytes))
+        except StateError as err:
+            raise Uncovered(str(err)) from None
+
+
 def _spans(spans: Any) -> list[tuple[int, int]]:
     return [(int(o), int(n)) for o, n in spans]

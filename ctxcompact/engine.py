@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
@@ -28,7 +28,7 @@ from .formats.base import Format
 from .formats.jsonl import compaction_output, write_transcript
 from .model import Origin, Transcript
 from .options import MAX_TOKENS, Options, check_options
-from .paths import check_paths, check_side_files, open_input, state_path_in
+from .paths import check_paths, check_side_files, open_input, spooled, state_path_in
 from .pipeline import (
     budget_from_transcript,
     count_and_decide,
@@ -41,7 +41,7 @@ from .progress import progress
 from .report import EstimateReport
 from .result import RunResult, Warn, judge_fit, output_format
 from .secrets import scrub_credentials
-from .source import InputData, Source, is_file
+from .source import InputData, Source, is_file, is_stdin, source_name
 from .state import (
     HashedFile,
     InputInfo,
@@ -61,6 +61,7 @@ from .state.cache import cache_path, load_counts, save_counts
 from .strategies import get_strategy, reapply_all
 from .strategies.base import StrategyInput, Written
 from .streaming import (
+    STREAMING_FROM_BYTES,
     CacheLoader,
     Counted,
     count_file,
@@ -125,13 +126,30 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=False)
     state = None if (state_path is None or opts.reset_state) else load_state(state_path)
+    if is_stdin(source) and may_stream(None, opts, state):
+        # streamed from the size a file is (paths.spooled: below it, read whole as always)
+        with spooled(sys.stdin.buffer, hold_below=STREAMING_FROM_BYTES - 1) as got:
+            if isinstance(got, bytes):
+                inp = InputData.load(got)
+            else:
+                with progress("reading and counting"):
+                    streamed = stream_report(got, opts, state, budget, state_path, _cache_loader(state_path),
+                                             name=source_name(None))
+                if streamed is not None:
+                    return streamed
+                inp = InputData.load(got.read_bytes())  # (named as stdin: no path)
+        return _estimate_held(inp, opts, state, budget, state_path)
     if is_file(source) and may_stream(Path(source), opts, state):  # type: ignore[arg-type]
         with progress("reading and counting"):
             streamed = stream_report(Path(source), opts, state, budget, state_path,  # type: ignore[arg-type]
                                      _cache_loader(state_path))
         if streamed is not None:
             return streamed
-    inp = InputData.load(source)
+    return _estimate_held(InputData.load(source), opts, state, budget, state_path)
+
+
+def _estimate_held(inp: InputData, opts: Options, state: State | None, budget: Budget,
+                   state_path: Path | None) -> EstimateReport:
     with progress("reading and counting"):  # shown only on a terminal, and only if it takes a while
         # what earlier runs counted is looked up, never written: estimate does not take the state's lock
         cache = load_counts(cache_path(state_path), None) if state_path else None
@@ -169,6 +187,11 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     (``RunResult.held``), so a caller that reads only the figures and ``lines()`` never holds the file. The
     report's ``maskable_tokens`` is null on that route (it needs the whole context; ``estimate`` gives it).
     ``hold=True`` takes the held route whatever the input (the tests compare the two).
+
+    Stdin (``-``) with an ``output`` takes the file's route through a private temporary copy
+    (``paths.spooled``), named as stdin wherever the run names its input; the copy is gone when ``run``
+    returns, so such a result's records are not read again (reading them raises InputError): with
+    ``output=None``, stdin is held as before.
     """
     opts = opts or Options()
     check_options(opts)
@@ -182,11 +205,40 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
         if state_path is not None:
             check_side_files(state_path)
     if not hold and not dry_run and is_file(source) and Path(source).is_file():  # type: ignore[arg-type]
-        if state_path is None:
-            return _run_file(Path(source), opts, budget, None, output, warn)  # type: ignore[arg-type]
-        with state_lock(state_path, timeout=opts.lock_timeout):
-            return _run_file(Path(source), opts, budget, state_path, output, warn)  # type: ignore[arg-type]
-    inp = InputData.load(source)
+        return _run_file_locked(Path(source), opts, budget, state_path, output, warn)  # type: ignore[arg-type]
+    if not hold and not dry_run and output is not None and is_stdin(source):
+        with spooled(sys.stdin.buffer) as got:  # (before the lock, as stdin was always read)
+            if isinstance(got, bytes):
+                return _run_input(InputData.load(got), opts, budget, state_path, output, warn)
+            return _gone(_run_file_locked(got, opts, budget, state_path, output, warn, named=False))
+    return _run_input(InputData.load(source), opts, budget, state_path, output, warn, dry_run)
+
+
+def _run_file_locked(path: Path, opts: Options, budget: Budget, state_path: Path | None,
+                     output: Path | BinaryIO | None, warn: Warn, *, named: bool = True) -> RunResult:
+    if state_path is None:
+        return _run_file(path, opts, budget, None, output, warn, named=named)
+    with state_lock(state_path, timeout=opts.lock_timeout):
+        return _run_file(path, opts, budget, state_path, output, warn, named=named)
+
+
+def _gone(result: RunResult) -> RunResult:
+    """A result of stdin read through its spool file, which is removed as ``run`` returns: what would read
+    it again (``lines()``, ``transcript``, ``context``, when not read yet) says so instead."""
+    def gone() -> Any:
+        raise InputError("stdin was read through a temporary copy that is gone: its records cannot be read "
+                         "again (run with output=None to hold them, or read a file)")
+
+    if result.streamed is not None:
+        result.streamed = gone
+    if result.held is not None:
+        result.held = gone
+    return result
+
+
+def _run_input(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
+               output: Path | BinaryIO | None, warn: Warn, dry_run: bool = False) -> RunResult:
+    """``run`` of the input held (the held route)."""
     if inp.document is not None:
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
              "(line N is its record N), and written as JSONL")
@@ -224,29 +276,32 @@ def _check_summarizer(opts: Options) -> None:
 
 
 def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
-              output: Path | BinaryIO | None, warn: Warn) -> RunResult:
+              output: Path | BinaryIO | None, warn: Warn, *, named: bool = True) -> RunResult:
     """``run`` of a file without holding it (docs/DESIGN.md, "The flow of `run`"): pass 1 reads, validates,
     cleans, counts and decides record by record (``streaming.count_file``, after a state's covered prefix
     too); a context that passes through is written by pass 2, which reads the same bytes again
     (``streaming.written_lines``); a compaction of the default path is made in pass 2
     (``_compact_streamed``), any other reads the file held, with pass 1's counts. Whatever ``streaming``
-    does not take is read held, as always."""
+    does not take is read held, as always. ``named=False``: ``path`` is stdin's spool file
+    (``paths.spooled``), named as the held route names stdin (no path, ``-``) in the state, the transcripts
+    and the messages."""
+    name = path if named else None
     state = load_state(state_path) if state_path is not None and not opts.reset_state else None
     _check_summarizer(opts)
     counted = None
     if may_stream(path, opts, state, from_bytes=0):
         with progress("validating, cleaning and counting"):
             counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path), keep=True,
-                                 gather=gathering(path, opts, budget))
+                                 gather=gathering(path, opts, budget), name=source_name(name))
         if (counted is not None and not counted.report.over_threshold
                 and may_write_streamed(counted.format, opts, counted.repairs)):
-            return _pass_through(path, counted, opts, state, state_path, output, warn)
+            return _pass_through(path, name, counted, opts, state, state_path, output, warn)
         if counted is not None and counted.report.over_threshold and may_compact_streamed(counted.format,
                                                                                             opts):
-            streamed = _compact_streamed(path, counted, opts, state, state_path, output, warn)
+            streamed = _compact_streamed(path, name, counted, opts, state, state_path, output, warn)
             if streamed is not None:
                 return streamed
-    inp = InputData.load(path)
+    inp = InputData.load(path if named else path.read_bytes())
     if inp.document is not None:
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
              "(line N is its record N), and written as JSONL")
@@ -257,8 +312,8 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
                        counted=counted)
 
 
-def _pass_through(path: Path, counted: Counted, opts: Options, state: State | None, state_path: Path | None,
-                  output: Path | BinaryIO | None, warn: Warn) -> RunResult:
+def _pass_through(path: Path, name: Path | None, counted: Counted, opts: Options, state: State | None,
+                  state_path: Path | None, output: Path | BinaryIO | None, warn: Warn) -> RunResult:
     """Below the threshold: the cleaned context is the output; pass 2 writes it part by part. What the held
     route does after its strategy passes the context through, on pass 1's figures (the output is the context:
     its counts are the context's)."""
@@ -269,16 +324,16 @@ def _pass_through(path: Path, counted: Counted, opts: Options, state: State | No
     report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
     cal = report.calibrated
     result = RunResult(
-        transcript=Transcript(format=counted.format, records=[], source=str(path)),
+        transcript=Transcript(format=counted.format, records=[], source=counted.source),
         output_format=counted.format, compacted=False, tokens_before=cal.tokens, tokens_after=cal.tokens,
         estimate=report, repairs=counted.repairs, problems=[],
         state=state or new_state(counted.format), state_path=state_path,
         streamed=lambda: written_lines(path, counted, opts),
         written=(len(counts.heuristic), report.from_input),  # the context, record for record
-        held=_held_view(path, counted, opts, state))
+        held=_held_view(path, name, counted, opts, state))
     judge_fit(result, counts, report.budget, decided_upfront=True, system=counted.system)
     assert result.state is not None
-    _note_input(result.state, path, counted.format)
+    _note_input(result.state, name, counted.format)
     _note_run(result.state, result, counts)
     _write_both(result, output, state_path)
     if state_path is not None and counted.cache is not None:
@@ -385,7 +440,7 @@ def _apply_strategy(si: StrategyInput, result: RunResult, dry_run: bool, *, held
     return out_counts
 
 
-def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State | None,
+def _compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Options, state: State | None,
                       state_path: Path | None, output: Path | BinaryIO | None,
                       warn: Warn) -> RunResult | None:
     """Over the threshold: the compaction made in pass 2 without holding the file (:mod:`.compaction_stream`),
@@ -415,13 +470,13 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
             out_counts = _apply_strategy(si, result, False, held=False)
     except Unstreamable:
         return None
-    view = _held_view(path, counted, opts, state, result)  # (the state as found: updated below)
+    view = _held_view(path, name, counted, opts, state, result)  # (the state as found: updated below)
     appended = fmt.compaction_appended(seen, result.transcript.records, result.tokens_before,
                                        result.tokens_after) if _as_log(result, fmt) else None
     if appended is not None:  # the input's lines copied, then the compaction (jsonl.compaction_output)
         if fmt.compaction_note:
             said.append(fmt.compaction_note)
-        after = Transcript(counted.format, appended, str(path))
+        after = Transcript(counted.format, appended, counted.source)
         result.streamed = lambda: chain(input_lines(path, counted), write_transcript(after))
         # every record read is copied as the input's (formats.jsonl.history_lines), then what is appended
         result.written = (report.records + len(appended),
@@ -431,7 +486,7 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
     report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
     assert result.state is not None
     # the fingerprint is of the bytes both passes read and hashed (state.HashedFile): the bytes summarized
-    _update_state(result.state, path, HashedFile(path, counted.nbytes, counted.digest), ctx, result,
+    _update_state(result.state, name, HashedFile(path, counted.nbytes, counted.digest), ctx, result,
                   out_counts)
     _write_both(result, output, state_path)
     if state_path is not None and cache is not None:
@@ -440,7 +495,7 @@ def _compact_streamed(path: Path, counted: Counted, opts: Options, state: State 
     return result
 
 
-def _held_view(path: Path, counted: Counted, opts: Options, state: State | None,
+def _held_view(path: Path, name: Path | None, counted: Counted, opts: Options, state: State | None,
                compacted: RunResult | None = None) -> Callable[[], tuple[Transcript, Transcript | None]]:
     """What the held route's result holds, ``(transcript, context)``, made from the bytes both passes read
     when a caller first reads either (``RunResult.held``): the context by the held route's own
@@ -454,7 +509,7 @@ def _held_view(path: Path, counted: Counted, opts: Options, state: State | None,
             data = stream.read(counted.nbytes)
         if len(data) != counted.nbytes or hashlib.sha256(data).digest() != counted.digest:
             raise InputError(f"{path} changed since it was read; run again")
-        ctx = build_context(InputData(data, path), opts, before, schema=True, reapply=reapply_all)
+        ctx = build_context(InputData(data, name), opts, before, schema=True, reapply=reapply_all)
         if compacted is None or made_records is None:
             return ctx.transcript, ctx.transcript
         fmt = get_format(counted.format)

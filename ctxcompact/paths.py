@@ -29,7 +29,9 @@ import hashlib
 import io
 import os
 import stat
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
@@ -37,8 +39,8 @@ from .errors import CtxCompactError, StateError, UsageError
 
 __all__ = ["SIDE_FILE_LIMIT", "STATE_FILE_LIMIT", "STREAM_INPUT_LIMIT", "cache_dir", "check_paths",
            "check_side_files", "check_state_path", "check_writes", "file_identity", "open_input",
-           "read_input", "read_regular", "read_side_file", "same_file", "side_files", "state_path_in",
-           "stdin_path"]
+           "read_input", "read_regular", "read_side_file", "same_file", "side_files", "spooled",
+           "state_path_in", "stdin_path"]
 
 SIDE_FILE_LIMIT = 4 * 1024 * 1024
 """The most ctxcompact reads of a file that is not the transcript (``--todos``, ``--probes``, the config):
@@ -50,8 +52,12 @@ one ctxcompact wrote: exit 3)."""
 
 STREAM_INPUT_LIMIT = 256 * 1024 * 1024
 """The most ctxcompact reads from a transcript path that is a FIFO or a device (``/dev/zero`` never ends):
-256 MiB, then a usage error (exit 2). Stdin (``-``) is a stream and is read whole; a regular file is read
-whole."""
+256 MiB, then a usage error (exit 2). Stdin (``-``) is a stream: copied to a private temporary file that the
+streamed routes read like any file (:func:`spooled`), or read whole where the held route reads it; a regular
+file is read whole where it is held."""
+
+SPOOL_CHUNK = 1 << 20
+"""Stdin is copied to its spool file this many bytes at a time: all of it a run holds while copying."""
 
 Named = tuple[str, "Path | None"]
 """A file a command reads or writes, with what it is (``input``, ``output``, ``state``, ``--todos``…)."""
@@ -296,3 +302,48 @@ def read_input(path: Path) -> bytes:
         return data
     finally:
         os.close(fd)
+
+
+@contextmanager
+def spooled(stream: BinaryIO, *, hold_below: int = 0) -> Iterator[Path | bytes]:
+    """``stream`` (stdin) as a file the streamed routes read by offset, twice: copied in bounded chunks to
+    a private temporary file (``tempfile.mkstemp``: O_EXCL, mode 0600, in ``$TMPDIR``), removed on leaving
+    whatever happens (an error, KeyboardInterrupt). Gives the bytes instead, the held route's input, when
+    the stream ends within ``hold_below`` bytes (nothing written) or the temporary folder cannot take it
+    (full, read-only: stdin is then read whole, as it always was)."""
+    head = stream.read(hold_below + 1) if hold_below else b""
+    if hold_below and len(head) <= hold_below:
+        yield head
+        return
+    try:
+        fd, name = tempfile.mkstemp(prefix="ctxcompact-stdin-", suffix=".jsonl")
+    except OSError:
+        yield head + stream.read()
+        return
+    try:
+        held = _spill(fd, name, head, stream)
+        yield Path(name) if held is None else held
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(name)
+
+
+def _spill(fd: int, name: str, chunk: bytes, stream: BinaryIO) -> bytes | None:
+    """``chunk`` then the rest of ``stream`` written to ``fd`` (closed after); None, or all the bytes if a
+    write failed (those written read back, then the rest of the stream)."""
+    written = 0
+    with os.fdopen(fd, "wb", buffering=0) as spool:
+        while True:
+            if chunk:
+                try:
+                    view = memoryview(chunk)
+                    while view:  # (an unbuffered write may take part of it)
+                        view = view[spool.write(view):]
+                except OSError:
+                    break
+                written += len(chunk)
+            chunk = stream.read(SPOOL_CHUNK)
+            if not chunk:
+                return None
+    with open(name, "rb") as back:
+        return back.read(written) + chunk + stream.read()

@@ -86,8 +86,9 @@ def _made_on_read(name: str) -> property:
     def get(self: RunResult) -> Transcript | None:
         chosen = self.__dict__.get("_chosen", ())  # set by the caller: never made over
         if self.held is not None and slot not in chosen:
-            made, self.held = self.held, None
-            for name, value in zip(("_transcript", "_context"), made(), strict=True):
+            made = self.held()  # (cleared once made: a view that cannot be made says so on every read)
+            self.held = None
+            for name, value in zip(("_transcript", "_context"), made, strict=True):
                 if name not in chosen:
                     self.__dict__[name] = value
         return self.__dict__[slot]

@@ -70,3 +70,14 @@ def count_lines(data: bytes, end: int) -> int:
 def is_file(source: Source) -> bool:
     """A path on disk (not ``-``, bytes or a stream)."""
     return isinstance(source, (str, Path)) and str(source) != "-"
+
+
+def is_stdin(source: Source) -> bool:
+    """``-``: stdin."""
+    return isinstance(source, (str, Path)) and str(source) == "-"
+
+
+def source_name(path: Path | None) -> str:
+    """How a transcript names where it was read (``Transcript.source``): its path, ``-`` for stdin or
+    bytes; the same on every route (stdin read through a spool file is still ``-``)."""
+    return str(path or "-")

@@ -18,10 +18,14 @@ proves those bytes unchanged with one SHA-256 starts pass 1 there (the records f
 call from scratch reads them), and pass 2 copies the bytes before it as they are.
 
 A state's covered prefix (a summary's watermark) is read as the held route reads it (:mod:`.covered`): proven
-in the pass that proves the settled prefix, its lead (system records, summary) cleaned first.
+in the pass that proves the settled prefix, its lead (system records, summary) cleaned first. What earlier
+runs left in the state to apply again (masking) is applied to each record as it is read, before the
+cleaner, by each strategy's own code a record at a time (``strategies.reapply_each``); its fingerprint is
+proven in the same pass.
 
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
-``estimate`` (it also says what masking would free), a state with layers to apply again (events, masking),
+``estimate`` (it also says what masking would free), a state with sliding-window events (they need the
+records around them),
 a strategy whose ``describe`` needs the context, ``--exact anthropic``, a line or an end its format's reader
 cannot finish alone (``formats.base.NeedsWhole``: a Codex ``compacted`` line, a Claude Code fork), detection
 the first lines do not decide, any line the reader does not take (the held route reports or drops it).
@@ -30,6 +34,7 @@ the first lines do not decide, any line the reader does not take (the held route
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +42,8 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
+
+import orjson
 
 from .budget import Budget
 from .clean import Cleaner, Repair
@@ -61,7 +68,7 @@ from .pipeline import (
 from .reader import decode_line
 from .report import ContextStats, EstimateReport, context_stats
 from .state import State
-from .strategies import estimate_needs_context
+from .strategies import estimate_needs_context, reapplies_each, reapply_each
 from .tokens.cache import CountCache
 from .tokens.calibration import UsagePoint
 from .tokens.counts import Counts, count_key, count_records, encoding_name, system_tokens
@@ -79,14 +86,17 @@ class _Held(Exception):
     """The held route reads this file (module docstring); from a formats.base.Restart: unless read anew."""
 
 
-def may_stream(path: Path, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
+def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
     """Whether ``estimate`` (or ``run``, at any size: ``from_bytes=0``) of ``path`` may stream, before
-    reading it."""
+    reading it (``path`` None: stdin, not yet read; all but its size)."""
     if opts.exact == "anthropic" or estimate_needs_context(opts.strategy, opts):
         return False
-    if state is not None and (state.holds_sections() or (not covers(state) and (
-            state.watermark > 0 or state.summary or state.fingerprint.nbytes > 0))):
-        return False  # layers to apply again, or a covered prefix of an older state's shape
+    if state is not None and state.holds_sections() and not reapplies_each(state):
+        return False  # layers to apply again that need the records around them (sliding-window events)
+    if state is not None and not covers(state) and (state.watermark > 0 or state.summary):
+        return False  # a covered prefix of an older state's shape
+    if path is None:
+        return True
     try:
         least = STREAMING_FROM_BYTES if from_bytes is None else from_bytes
         return os.path.getsize(path) >= least and Path(path).is_file()
@@ -231,8 +241,8 @@ class _Resume:
     VERSION = 2
 
     @classmethod
-    def proven(cls, cache: CountCache, hashed: Any, opts: Options,
-               covered: Covered | None) -> _Resume | None:
+    def proven(cls, cache: CountCache, hashed: Any, opts: Options, covered: Covered | None,
+               layers: str | None = None) -> _Resume | None:
         """The cache's resume point if the input still starts with the bytes it was kept after (``hashed``:
         the SHA-256 state there, from :meth:`CountCache.prove_stream`, None if not), for these options and
         this covered prefix (kept by a read that began after it, with the same lead); else None."""
@@ -244,6 +254,8 @@ class _Resume:
                 return None  # (a format detected is not a format given: the detection is part of the read)
             if kept.get("covered") != (covered.key if covered is not None else None) or (
                     covered is not None and cache.resume_at < covered.at):
+                return None
+            if kept.get("layers") != layers:  # (what it carries was counted with these layers applied)
                 return None
             if cache.key != count_key(opts, cache.format):
                 return None
@@ -258,6 +270,14 @@ class _Resume:
                        None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
+
+
+def _layers_key(state: State | None) -> str | None:
+    """What a resume point is kept under of the state's layers (None: none to apply again)."""
+    if state is None or not state.holds_sections():
+        return None
+    d = state.to_json()
+    return hashlib.sha256(orjson.dumps({k: d.get(k) for k in sorted(state.sections)})).hexdigest()
 
 
 def _detector(kept: Any) -> dict[str, Any] | None:
@@ -286,6 +306,11 @@ class Counted:
     #: the state's covered prefix, proven (None: none): both passes read after it, its lead first
     covered: Covered | None = None
     gathered: tuple[Any, int, int] | None = None  # compaction_stream.Gathering (pass 1's), records, lines
+    #: how the transcripts made of it name their input (``Transcript.source``): the path, ``-`` for stdin
+    #: read through a spool file (paths.spooled)
+    source: str = ""
+    #: the state whose layers the reading applied again (``strategies.reapply_each``): pass 2 does too
+    layers: State | None = None
 
 
 def _begin(covered: Covered | None, start: _Resume | None) -> tuple[int, int]:
@@ -322,8 +347,12 @@ class _Reading:
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
                  remember: bool = True, start: _Resume | None = None, covered: Covered | None = None,
-                 hashing: Hashing | None = None, limit: int | None = None) -> None:
+                 hashing: Hashing | None = None, limit: int | None = None, source: str | None = None,
+                 state: State | None = None) -> None:
         self.path, self.opts, self.schema, self.remember, self.limit = path, opts, schema, remember, limit
+        self.source = str(path) if source is None else source  # (Counted.source)
+        self.state = state  # its layers are applied again to each record (strategies.reapply_each)
+        self.again: Callable[[Record], Record | None] | None = None
         name = start.format if start is not None else covered.format if covered is not None else \
             fmt or (opts.format if opts.format != "auto" else None)
         self.chosen: Format | None = get_format(name) if name else None
@@ -362,7 +391,8 @@ class _Reading:
                 raise _Held(f"{fmt.name} reads over the whole file")
             finish.scan(self.path, _begin(self.covered, resume)[0], self.limit)  # (limit: what pass 1 read)
             self.started(fmt)
-            self.cleaner = Cleaner(fmt.layout, fmt.name, source=str(self.path),
+            self.again = reapply_each(self.state, fmt.name) if self.state is not None else None
+            self.cleaner = Cleaner(fmt.layout, fmt.name, source=self.source,
                                    close_trailing=closes_trailing(self.opts))
             if resume is not None:
                 self.cleaner.resume(resume.calls, resume.started, resume.settled)
@@ -383,6 +413,11 @@ class _Reading:
             except NeedsWhole as why:
                 raise _Held(str(why)) from why
             self.records += 1
+            if self.again is not None:  # (as build_context: the state's layers, then the cleaner)
+                again = self.again(rec)
+                if again is None:
+                    return []
+                rec = again
             part = cleaner.feed(rec)
             if part:  # a part settled: ``rec`` begins the one held now, where a later read may start
                 if read:  # (the line just read; else from the head, with what was kept of it)
@@ -411,7 +446,10 @@ class _Reading:
             assert self.chosen is not None
             cleaner = start(self.chosen)
         if resumed is None and self.covered is not None and cleaner is not None:
-            for rec in self.covered.lead:  # (no line of its own: a later read may not start in it)
+            for lead in self.covered.lead:  # (no line of its own: a later read may not start in it)
+                rec = lead if self.again is None else self.again(lead)
+                if rec is None:
+                    continue
                 part = cleaner.feed(rec)
                 if part:
                     self.mark = None
@@ -476,17 +514,18 @@ class _Reading:
         assert self.cleaner is not None and self.chosen is not None
         calls, started, settled = self.cleaner.carried()
         return {"v": _Resume.VERSION, "options": self.opts.format, "format": self.chosen.name,
-                "covered": self.covered.key if self.covered is not None else None, "line": mark.line,
+                "covered": self.covered.key if self.covered is not None else None,
+                "layers": _layers_key(self.state), "line": mark.line,
                 "records": mark.records, "calls": calls, "started": started, "settled": settled,
                 "names": dict(islice(self.names.items(), mark.names)), "finish": mark.finish,
                 "detector": mark.detector}
 
 
 def stream_report(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
-                  load_cache: CacheLoader | None = None) -> EstimateReport | None:
+                  load_cache: CacheLoader | None = None, *, name: str | None = None) -> EstimateReport | None:
     """The report of ``path`` read record by record, or None when it takes the held route. ``load_cache``:
     ``(key) -> CountCache``, the counts earlier calls kept (looked up, never added to)."""
-    counted = count_file(path, opts, state, budget, state_path, load_cache, keep=False)
+    counted = count_file(path, opts, state, budget, state_path, load_cache, keep=False, name=name)
     if counted is None:
         return None
     counted.report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
@@ -494,39 +533,50 @@ def stream_report(path: Path, opts: Options, state: State | None, budget: Budget
 
 
 def count_file(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
-               load_cache: CacheLoader | None = None, *, keep: bool, gather: Any = None) -> Counted | None:
+               load_cache: CacheLoader | None = None, *, keep: bool, gather: Any = None,
+               name: str | None = None) -> Counted | None:
     """Pass 1: read, validate, clean, count and decide, record by record; None when the held route must
     read the file. ``keep``: add what is counted to the count cache, with the settled prefix and where a
-    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering."""
+    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering.
+    ``name``: how the transcript names its input (:attr:`Counted.source`; default the path)."""
+    source = str(path) if name is None else name
     try:
         with open_input(path) as stream:
             try:
-                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather)
+                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
+                              source)
             except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
                 if not isinstance(held.__cause__, Restart):
                     raise
                 return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
-                              fresh=True)
+                              source, fresh=True)
     except (_Held, Uncovered, OSError):
         return None
 
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
-           state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any,
+           state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any, source: str,
            fresh: bool = False) -> Counted:
     stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
     prefix = state.fingerprint.nbytes if state is not None and covers(state) else 0
-    at_hash, covered_hash = (loaded if loaded is not None else CountCache()).prove_stream(stream, prefix)
+    # (a state's layers without a summary fingerprint the input they acted on too: proven in the same pass)
+    fingerprinted = state.fingerprint.nbytes if state is not None and not prefix else 0
+    at_hash, covered_hash = (loaded if loaded is not None else CountCache()).prove_stream(
+        stream, prefix or fingerprinted)
     covered = Covered.read(stream, opts, state, covered_hash) if state is not None and prefix else None
-    resume = _Resume.proven(loaded, at_hash, opts, covered) if loaded is not None and not fresh else None
+    if state is not None and fingerprinted:
+        Covered.prove(state, covered_hash)
+    resume = _Resume.proven(loaded, at_hash, opts, covered, _layers_key(state)) \
+        if loaded is not None and not fresh else None
     at, _ = _begin(covered, resume)
     stream.seek(at)
     hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
     hashing = Hashing(stream, at=at, hashed=hashed.copy() if hashed is not None else None)
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
-    reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing)
+    reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing,
+                       source=source, state=state)
     totals: list[_Totals] = []
     gathered: list[Any] = []  # a compaction's conversation as pass 1 reads (not resumed: pass 2 reads all)
 
@@ -597,7 +647,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         total.cache.resume = later
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
                    total.cache, verbatim, resume, covered,
-                   (*gathered, reading.records, hashing.lines) if gathered else None)
+                   (*gathered, reading.records, hashing.lines) if gathered else None, source, state)
 
 
 def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) -> bool:
@@ -618,7 +668,7 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
     start = counted.resumed if counted.resumed is not None and counted.resumed.plain else None
     covered = counted.covered
     reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
-                       limit=counted.nbytes)
+                       limit=counted.nbytes, source=counted.source, state=counted.layers)
     with open_input(path) as stream:
         at = _begin(covered, None)[0]
         stream.seek(at)
@@ -626,14 +676,14 @@ def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes
         try:
             if start is not None:
                 if covered is not None:
-                    yield from write_transcript(Transcript(counted.format, covered.lead, str(path)))
+                    yield from write_transcript(Transcript(counted.format, covered.lead, counted.source))
                 yield from hashing.copy(start.at)
             lines = lines_at(hashing, *_begin(covered, start))
             if counted.verbatim:  # each record written from its own bytes: the lines are the output
                 for _lineno, _offset, raw in lines:
                     yield raw + b"\n"
             for part in () if counted.verbatim else reading.parts(lines):
-                yield from write_transcript(Transcript(counted.format, part, str(path)))
+                yield from write_transcript(Transcript(counted.format, part, counted.source))
         except _Held as held:
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
         if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:

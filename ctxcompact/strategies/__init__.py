@@ -13,6 +13,7 @@ cheap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..plugins import ESTIMATE_STREAMS, STRATEGIES
@@ -25,7 +26,8 @@ if TYPE_CHECKING:  # the interface is in .base; importing it here would load the
 
 NAMES: tuple[str, ...] = STRATEGIES.builtin_names()
 
-__all__ = ["NAMES", "estimate_needs_context", "get_strategy", "names", "reapply_all", "register"]
+__all__ = ["NAMES", "estimate_needs_context", "get_strategy", "names", "reapplies_each", "reapply_all",
+           "reapply_each", "register"]
 
 
 def register(strategy: Strategy) -> None:
@@ -66,12 +68,42 @@ def reapply_all(records: list[Record], state: State, fmt_name: str) -> list[Reco
     """What every strategy left in the state, applied again (so a later run never re-expands what an earlier
     one reduced), whatever strategy this run uses. A built-in is loaded only when the state holds its
     section, not empty (its registry entry names the key): without one, its ``reapply`` changes nothing."""
+    for strategy in _layered(state):
+        records = strategy.reapply(records, state, fmt_name)
+    return records
+
+
+def _layered(state: State) -> list[Strategy]:
+    """The strategies :func:`reapply_all` applies again, in order."""
     def may_reapply(name: str) -> bool:
         own = STRATEGIES.state_key_of(name)
         return not STRATEGIES.is_builtin(name) or (own is not None and state.holds(own))
 
-    layered = sorted((s for s in map(get_strategy, filter(may_reapply, names())) if s.state_layer),
-                     key=lambda s: s.state_layer)
-    for strategy in layered:
-        records = strategy.reapply(records, state, fmt_name)
-    return records
+    return sorted((s for s in map(get_strategy, filter(may_reapply, names())) if s.state_layer),
+                  key=lambda s: s.state_layer)
+
+
+def reapplies_each(state: State) -> bool:
+    """Whether :func:`reapply_each` can apply the state again a record at a time: every strategy it applies
+    has a ``reapply_each`` (masking does; sliding-window events do not: an event's summary goes where its
+    range begins, and the records it drops are kept on it, so they need the records around them)."""
+    return all(hasattr(s, "reapply_each") for s in _layered(state))
+
+
+def reapply_each(state: State, fmt_name: str) -> Callable[[Record], Record | None] | None:
+    """:func:`reapply_all` for a reading that does not hold the records (``streaming``): a function giving
+    each record as ``reapply_all`` gives it (None: dropped), with each strategy's own ``reapply_each``, the
+    code of its ``reapply``; None when there is nothing to apply again. Only where :func:`reapplies_each`."""
+    each = [s.reapply_each(state, fmt_name) for s in _layered(state)]  # type: ignore[attr-defined]
+    if not each:
+        return None
+
+    def one(rec: Record) -> Record | None:
+        for f in each:
+            got = f(rec)
+            if got is None:
+                return None
+            rec = got
+        return rec
+
+    return one

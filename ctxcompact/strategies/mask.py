@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,18 +297,24 @@ def reapply_masking(records: list[Record], masking: Masking, fmt_name: str) -> l
     """Replace the results of previously masked call ids with their recorded placeholders (copies, marked
     dirty), drop thinking an earlier ``--clear-thinking`` cleared, and ignore usage recorded before the
     masking (it measured the unmasked context). Idempotent; records it does not change are returned as is."""
+    one = masking_each(masking, fmt_name)
+    return [r for r in map(one, records) if r is not None]
+
+
+def masking_each(masking: Masking, fmt_name: str) -> Callable[[Record], Record | None]:
+    """:func:`reapply_masking` of one record (None: dropped): a record at a time, for a reading that does not
+    hold the records (``streaming``); each record's own, so the same whatever the records around it."""
     placeholders = {r.call_id: r.placeholder for r in masking.results}
     thinking_before = masking.thinking_before
     usage_before = masking.input_records
     split = get_format(fmt_name).layout.split_turns
-    out: list[Record] = []
-    for rec in records:
+
+    def one(rec: Record) -> Record | None:
         msg = rec.message
         if rec.usage is not None and 0 <= rec.index < usage_before:
             rec = dataclasses.replace(rec, usage=None)  # the line itself is unchanged: still written as read
         if msg is None:
-            out.append(rec)
-            continue
+            return rec
         blocks = list(msg.blocks)
         changed = False
         for bi, b in enumerate(blocks):
@@ -323,9 +329,10 @@ def reapply_masking(records: list[Record], masking: Masking, fmt_name: str) -> l
             if stripped is not None or split:
                 new_msg, changed = stripped, True
         if new_msg is None:
-            continue
-        out.append(dataclasses.replace(rec, message=new_msg, dirty=True) if changed else rec)
-    return out
+            return None
+        return dataclasses.replace(rec, message=new_msg, dirty=True) if changed else rec
+
+    return one
 
 
 def merge_masking(old: Masking | None, entries: Sequence[MaskedResult], *, input_records: int,
@@ -454,6 +461,10 @@ def _nothing(state: State, written: Written) -> None:
     return None  # nothing was masked: the state stays as it was
 
 
+def _same(rec: Record) -> Record | None:
+    return rec
+
+
 class MaskStrategy:
     name = NAME
     state_layer = 2  # after sliding-window events (placeholders apply to what the events kept)
@@ -462,6 +473,11 @@ class MaskStrategy:
     def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
         masking = state.section(Masking)
         return reapply_masking(records, masking, fmt_name) if masking else records
+
+    def reapply_each(self, state: State, fmt_name: str) -> Callable[[Record], Record | None]:
+        """:meth:`reapply` a record at a time (``strategies.reapply_each``)."""
+        masking = state.section(Masking)
+        return masking_each(masking, fmt_name) if masking else _same
 
     def estimate_needs_context(self, opts: Options) -> bool:
         return estimate_needs_context(NAME, opts)  # its registry entry says (plugins.STRATEGIES)
