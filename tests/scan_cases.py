@@ -205,6 +205,22 @@ def _failed_commands(n: int) -> bytes:
     return _jsonl(lines)
 
 
+def _failures_then_successes(n: int) -> Any:
+    """``n`` failing commands, then ``n`` other commands that succeed (each success looked for the errors it
+    resolves: it walked every error seen)."""
+    from ctxcompact.model import Message, Record, Role, TextBlock, ToolCall, ToolResult
+
+    def turn(i: int, command: str, output: str, failed: bool) -> list[Record]:
+        args = f'{{"command": "{command}"}}'
+        asked = Message(Role.ASSISTANT, [ToolCall(f"c{i}", "bash", args, {"command": command})])
+        said = Message(Role.TOOL, [ToolResult(f"c{i}", [TextBlock(output)], is_error=failed)])
+        return [Record(index=2 * i, line=2 * i, raw=None, data=None, message=asked),
+                Record(index=2 * i + 1, line=2 * i + 1, raw=None, data=None, message=said)]
+
+    records = [r for i in range(n) for r in turn(i, f"pytest tests/test_{i}.py", "Error: boom", True)]
+    return records + [r for i in range(n) for r in turn(n + i, f"make target{i}", "ok", False)]
+
+
 def _eval(data: bytes) -> object:
     from ctxcompact import api
     from ctxcompact.options import Options
@@ -297,6 +313,8 @@ CASES: tuple[Case, ...] = (
     Case("anthropic: a system message inside every turn (run)", _system_mid_conversation, _anthropic_run,
          500),
     Case("eval: many failed commands", _failed_commands, _eval, 400),
+    Case("errors seen: many failures, then many other successes", _failures_then_successes,
+         outcomes.errors_seen, 2_000),
     # the credential scrubber on what looks almost like a credential, over and over
     Case("credentials: a-a-a… names before '='", lambda n: "a-" * n + "=", scrub_credentials, 50_000),
     Case("credentials: many near-miss keys", lambda n: "sk-abc ghp_x Bearer x key= " * n, scrub_credentials,

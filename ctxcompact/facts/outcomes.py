@@ -4,7 +4,7 @@ resolved it, and the shell commands run with their outcome."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -378,8 +378,11 @@ def _success_keys(call: ToolCall) -> frozenset[str]:
         for p in paths_of_call(call):
             keys.add(f"file:{call.name}:{p}")
             if writes_files(call):
-                keys.add(f"file:*:{p}")
+                keys.add(f"{_ANY_TOOL_FILE}{p}")
     return frozenset(keys)
+
+
+_ANY_TOOL_FILE = "file:*:"  # a success key: a write of this file by any tool
 
 
 def resolves(keys: AbstractSet[str], error_key: str, tool: str) -> bool:
@@ -387,7 +390,7 @@ def resolves(keys: AbstractSet[str], error_key: str, tool: str) -> bool:
     if error_key in keys:
         return True
     prefix = f"file:{tool}:"
-    return error_key.startswith(prefix) and f"file:*:{error_key[len(prefix):]}" in keys
+    return error_key.startswith(prefix) and f"{_ANY_TOOL_FILE}{error_key[len(prefix):]}" in keys
 
 
 def errors_seen(records: Sequence[Record], failed: FailureCheck | None = None) -> list[ErrorSeen]:
@@ -405,14 +408,21 @@ class ErrorScan:
         self.judge = judge(self.failed)
         self.errors: list[ErrorSeen] = []
         self.n = 0
+        # the errors not yet resolved, by what resolves them (:func:`resolves`: their key, or the file of a
+        # file key, which any tool's write of that file resolves), so a success looks up its own keys
+        # instead of walking every error seen (quadratic in a session of many failures and successes); an
+        # entry resolved through one index is skipped when the other gives it
+        self.open: list[ErrorSeen] = []
+        self.open_by_key: dict[str, list[ErrorSeen]] = {}
+        self.open_by_file: dict[str, list[ErrorSeen]] = {}
 
     def feed(self, rec: Seen) -> None:
         i, self.n = self.n, self.n + 1
-        errors = self.errors
-        if rec.role is Role.ASSISTANT and rec.input and errors and claims_resolution(rec.text):
-            for e in errors:
+        if rec.role is Role.ASSISTANT and rec.input and self.open and claims_resolution(rec.text):
+            for e in self.open:
                 if not e.resolved:
                     e.resolved, e.resolved_by = True, "assistant"
+            self.open, self.open_by_key, self.open_by_file = [], {}, {}
         if not rec.results:
             return
         for res, call, failed in rec.answers(self.calls, self.judge):
@@ -420,13 +430,27 @@ class ErrorScan:
                 continue
             name = call.name if call else (res.name or "tool")
             if failed:
-                errors.append(ErrorSeen(name, command_of(call) if call else None, error_text(res),
-                                        call_key(call, name), i, at=rec.rec.index))
+                self._add(ErrorSeen(name, command_of(call) if call else None, error_text(res),
+                                    call_key(call, name), i, at=rec.rec.index))
             elif call is not None:
-                keys = success_keys(call)
-                for e in errors:
-                    if not e.resolved and resolves(keys, e.key, e.tool):
-                        e.resolved, e.resolved_by = True, "rerun"
+                for key in success_keys(call):
+                    self._resolve(self.open_by_key.pop(key, ()))
+                    if key.startswith(_ANY_TOOL_FILE):
+                        self._resolve(self.open_by_file.pop(key[len(_ANY_TOOL_FILE):], ()))
+
+    def _add(self, e: ErrorSeen) -> None:
+        self.errors.append(e)
+        self.open.append(e)
+        self.open_by_key.setdefault(e.key, []).append(e)
+        prefix = f"file:{e.tool}:"
+        if e.key.startswith(prefix):
+            self.open_by_file.setdefault(e.key[len(prefix):], []).append(e)
+
+    @staticmethod
+    def _resolve(errors: Iterable[ErrorSeen]) -> None:
+        for e in errors:
+            if not e.resolved:
+                e.resolved, e.resolved_by = True, "rerun"
 
     def result(self) -> list[ErrorSeen]:
         return self.errors

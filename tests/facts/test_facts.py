@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxcompact.errors import UsageError
 from ctxcompact.facts import (
@@ -329,3 +331,64 @@ def test_last_assistant_action() -> None:
     assert action.text is None
     assert action.calls == ["bash(pytest)"]
     assert last_assistant_action([user("hi")]) is None
+
+
+# ------------------------------------------------------------ errors resolved by index
+
+
+def _errors_by_walking(records: list[Record]) -> list[tuple[str, str, bool, str | None]]:
+    """The error scan as it was: every success and every claim walked every error seen (quadratic)."""
+    from ctxcompact.facts.outcomes import (
+        call_index,
+        call_key,
+        claims_resolution,
+        error_text,
+        judge,
+        resolves,
+        result_is_error,
+        success_keys,
+    )
+    from ctxcompact.facts.seen import Seen
+
+    calls, check = call_index(records), judge(result_is_error)
+    errors: list[Any] = []
+    for r in records:
+        seen = Seen(r)
+        if seen.role is Role.ASSISTANT and seen.input and errors and claims_resolution(seen.text):
+            for e in errors:
+                e[2] = e[2] or "assistant"
+        for res, c, failed in seen.answers(calls, check) if seen.results else ():
+            if failed is None:
+                continue
+            name = c.name if c else (res.name or "tool")
+            if failed:
+                errors.append([call_key(c, name), name, None, error_text(res)])
+            elif c is not None:
+                for e in errors:
+                    if not e[2] and resolves(success_keys(c), e[0], e[1]):
+                        e[2] = "rerun"
+    return [(e[0], e[3], bool(e[2]), e[2]) for e in errors]
+
+
+_ERROR_CALLS = [("Bash", {"command": "make"}), ("Bash", {"command": "pytest -x"}),
+                ("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"}),
+                ("Write", {"file_path": "a.py", "content": "y"}),
+                ("Write", {"file_path": "b.py", "content": "z"}),
+                ("Read", {"file_path": "a.py"}), ("lookup", {"q": "x"}), ("lookup", {"q": "y"})]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_ERROR_CALLS) - 1), st.booleans(), st.integers(0, 5)),
+                max_size=30))
+def test_errors_resolved_by_index_as_by_walking_every_error(steps: list[tuple[int, bool, int]]) -> None:
+    """The error scan looks resolving keys up (by key, and by file for a write by any tool): which errors
+    it marks resolved, and by what, is what walking every error gave."""
+    records: list[Record] = []
+    for i, (which, fails, say) in enumerate(steps):
+        name, args = _ERROR_CALLS[which]
+        records += [assistant(call(str(i), name, args)),
+                    result(str(i), "Error: boom" if fails else "ok", is_error=fails)]
+        if say == 0:
+            records.append(assistant("Fixed: the build passes now."))
+    got = [(e.key, e.text, e.resolved, e.resolved_by) for e in errors_seen(records)]
+    assert got == _errors_by_walking(records)
