@@ -88,25 +88,50 @@ class StreamFinish(Finish):
         with open(path, "rb") as stream:
             self._scan(stream, at, limit)
 
-    def _scan(self, stream: BinaryIO, at: int, limit: int | None) -> None:
+    def _scan(self, stream: BinaryIO, at: int, limit: int | None, size: int = 1 << 20) -> None:
+        """:meth:`scan` over ``stream``, read ``size`` bytes at a time. A line longer than that is not held:
+        only whether the mark is in it is kept (and the mark's possible start), and the line is read again
+        whole only if it is; so one long line costs its length once, not a re-join per chunk."""
         stream.seek(at)
-        carry, pos = b"", at  # pos: offset of carry's first byte
+        off = line = at  # off: the next byte to read; line: where the line not ended yet begins
+        carry = b""  # the bytes of that line read so far (its last few only, once it is longer than a chunk)
+        long = marked = False
+        keep = len(_MARK) - 1
         while True:
-            want = 1 << 20 if limit is None else min(1 << 20, limit - pos - len(carry))
+            want = size if limit is None else min(size, limit - off)
             chunk = stream.read(want) if want > 0 else b""
+            off, eof = off + len(chunk), not chunk
+            first = chunk.find(b"\n")
+            if not eof and first < 0:  # the line goes on past this chunk
+                carry += chunk
+                marked = marked or _MARK in carry
+                carry, long = carry[-keep:], True
+                continue
+            if long:  # a long line ends here (or at the end)
+                stop = off if eof else off - len(chunk) + first
+                if marked or _MARK in carry + chunk[:first]:
+                    here = stream.tell()
+                    stream.seek(line)
+                    if _is_boundary(stream.read(stop - line)):
+                        self.boundary, self.met = line, False
+                    stream.seek(here)
+                if eof:
+                    return
+                carry, line, long, marked = b"", stop + 1, False, False
+                chunk = chunk[first + 1:]
             data = carry + chunk
-            end = data.rfind(b"\n") + 1 if chunk else len(data)
+            end = len(data) if eof else data.rfind(b"\n") + 1
             hit = data.find(_MARK, 0, end)
             while hit >= 0:
                 start = data.rfind(b"\n", 0, hit) + 1
                 stop = data.find(b"\n", hit)
                 stop = end if stop < 0 else stop
                 if _is_boundary(data[start:stop]):
-                    self.boundary, self.met = pos + start, False
+                    self.boundary, self.met = line + start, False
                 hit = data.find(_MARK, stop, end)
-            if not chunk:
+            if eof:
                 return
-            carry, pos = data[end:], pos + end
+            carry, line = data[end:], line + end
 
     def __call__(self, rec: Record) -> None:
         if len(self.window) >= 2 * WINDOW:
