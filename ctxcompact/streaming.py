@@ -76,7 +76,13 @@ CacheLoader = Callable[[tuple[str, str | None] | None], CountCache]
 
 
 class _Held(Exception):
-    """The held route reads this file (module docstring); from a formats.base.Restart: unless read anew."""
+    """The held route reads this file (module docstring); from a formats.base.Restart: unless read anew;
+    from :class:`_Carried`: unless read anew without the summary of the lead."""
+
+
+class _Carried(Exception):
+    """A record after the covered prefix holds the state's summary (``covered.Covered.carries``): the log
+    ctxcompact wrote into an agent's log put in the input's place. The context has the log's copy only."""
 
 
 def may_stream(path: Path, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
@@ -342,6 +348,7 @@ class _Reading:
             start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
         self.parsed: Callable[[Record], None] | None = None  # told each record as read, before cleaning
+        self.finish: Finish | None = None  # the format's, once the format is known
 
     def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
         # the lines read before the format is decided (with, to mark where a part settles among them, the
@@ -360,6 +367,7 @@ class _Reading:
             finish = fmt.finish_stream(self.names, resume.finish if resume is not None else None)
             if finish is None:
                 raise _Held(f"{fmt.name} reads over the whole file")
+            self.finish = finish
             finish.scan(self.path, _begin(self.covered, resume)[0], self.limit)  # (limit: what pass 1 read)
             self.started(fmt)
             self.cleaner = Cleaner(fmt.layout, fmt.name, source=str(self.path),
@@ -374,14 +382,14 @@ class _Reading:
             rec = parse_record(fmt, obj, self.records, lineno, raw, offset,
                                self.schema and offset + len(raw) > self.checked_from, refuse, self.remember)
             assert rec is not None and cleaner is not None and finish is not None
-            if self.covered is not None and self.covered.summary and rec.meta.get(EARLIER_SUMMARY):
-                raise _Held("a record that may carry the state's summary (context.log_carries)")
             if self.parsed is not None:
                 self.parsed(rec)
             try:
                 finish(rec)
             except NeedsWhole as why:
                 raise _Held(str(why)) from why
+            if self.covered is not None and rec.meta.get(EARLIER_SUMMARY) and self.covered.carries(rec):
+                raise _Held("the log carries the state's summary") from _Carried()
             self.records += 1
             part = cleaner.feed(rec)
             if part:  # a part settled: ``rec`` begins the one held now, where a later read may start
@@ -500,20 +508,25 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
     later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering."""
     try:
         with open_input(path) as stream:
-            try:
-                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather)
-            except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
-                if not isinstance(held.__cause__, Restart):
-                    raise
-                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
-                              fresh=True)
+            fresh = carried = False
+            while True:
+                try:
+                    return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
+                                  fresh=fresh, carried=carried)
+                except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
+                    if isinstance(held.__cause__, Restart) and not fresh:
+                        fresh = True
+                    elif isinstance(held.__cause__, _Carried) and not carried:
+                        carried = True
+                    else:
+                        raise
     except (_Held, Uncovered, OSError):
         return None
 
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
            state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any,
-           fresh: bool = False) -> Counted:
+           fresh: bool = False, carried: bool = False) -> Counted:
     stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
@@ -521,6 +534,12 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     at_hash, covered_hash = (loaded if loaded is not None else CountCache()).prove_stream(stream, prefix)
     covered = Covered.read(stream, opts, state, covered_hash) if state is not None and prefix else None
     resume = _Resume.proven(loaded, at_hash, opts, covered) if loaded is not None and not fresh else None
+    if covered is not None and covered.summary and (carried or (resume is None and loaded is not None)):
+        # the log carries the lead's summary (a read found so, or the one that kept the resume point did)
+        alt = covered.carried()
+        again = _Resume.proven(loaded, at_hash, opts, alt) if loaded is not None and not fresh else None
+        if carried or again is not None:
+            covered, resume = alt, again
     at, _ = _begin(covered, resume)
     stream.seek(at)
     hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
@@ -552,6 +571,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     plain: int | None = (resume.at if resume.plain else None) if resume is not None else at
     lead = covered.lead if covered is not None and resume is None else []
     later: dict[str, Any] | None = None  # what a later read resumes with
+    target: tuple[int, Record] | None = None  # where the record Finish.late_usage is for lands, and it
     for part in reading.parts(lines_at(hashing, *_begin(covered, resume))):
         if reading.finishing and keep and totals[0].cache is not None and reading.mark is not None:
             totals[0].mark()  # every settled part is added: a later read starts after them
@@ -568,11 +588,21 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
                 last = None
             same = plain == r.offset and not r.dirty and r.raw is not None
             plain = r.offset + len(r.raw) + 1 if same else None  # type: ignore[arg-type]
+        finish = reading.finish
+        if finish is not None and finish.target is not None:
+            at_part = len(totals[0].heuristic) + len(totals[0].pending)
+            target = next(((at_part + i, r) for i, r in enumerate(part) if r.offset == finish.target), target)
         for g in gathered:
             g.add(part)
         totals[0].add(part)
     total = totals[0]
     total.flush()
+    finish = reading.finish
+    late = finish.late_usage() if finish is not None else None
+    if late is not None and target is not None and finish is not None and target[1].offset == finish.target:
+        position, line = target[0] + late.after, target[1].line
+        total.usage.append(UsagePoint(position, late.prompt_tokens, line, late.source))
+        total.usage.sort(key=lambda p: p.position)  # (in the records' order, as usage_points gives them)
     assert reading.chosen is not None
     total.stats.records, total.stats.repairs = reading.records, len(reading.repairs)
     total.stats.covered = covered.records if covered is not None else 0

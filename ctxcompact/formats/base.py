@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult
+from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +208,15 @@ class Finish:
     def end(self) -> None:
         """After the last record: raises :class:`NeedsWhole` where the end of the file undoes what was
         finished record by record (a Claude Code fork off the branch the records were read on)."""
+        return None
+
+    #: the offset of the record :meth:`late_usage` is for (a reader notes where it lands in the context)
+    target: int | None = None
+
+    def late_usage(self) -> Usage | None:
+        """After :meth:`end`: the usage only the end of the file gives the record at :attr:`target` (Claude
+        Code's postTokens when no bill follows its boundary), as :meth:`Format.finish` gives it. Default:
+        none."""
         return None
 
     def kept(self) -> Any:

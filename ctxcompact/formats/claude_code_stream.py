@@ -25,9 +25,18 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..model import Record
+from ..model import Record, Usage
 from .base import Finish, NeedsWhole, Restart
-from .claude_code_tree import Link, in_main_session_sidechain, link_of, off_branch, set_inactive
+from .claude_code_tree import (
+    Link,
+    in_main_session_sidechain,
+    link_of,
+    off_branch,
+    post_figure,
+    post_usage,
+    set_inactive,
+    written_with,
+)
 
 #: chained lines kept for the branch's check; checked and halved when twice this many
 WINDOW = 256
@@ -75,6 +84,11 @@ class StreamFinish(Finish):
             self.last_key = None if kept["last_key"] is None else int(kept["last_key"])
             self.post = bool(kept["post"])
         self.resumed = kept is not None
+        # the boundary's postTokens, its timestamp, and the offset of the last line written with it (the
+        # boundary's own at first): the line the figure goes on if it still stands at the end (not carried
+        # over a resume point: a read resumed with it standing at the end reads again from the start)
+        self.figure, self.stamp = 0, None
+        self.target: int | None = None
         self.before: tuple[Any, ...] = self._scalars()
         self.added: str | None = None  # the window's entry the last record added
         self.key_added: int | None = None
@@ -149,9 +163,9 @@ class StreamFinish(Finish):
                 why = "a compact_boundary after messages already read"
                 raise (Restart(why) if self.resumed else NeedsWhole(why))
             self.chained, self.exit, self.window, self.anchors = 0, None, {}, {}
-            post = rec.data.get("compactMetadata") if isinstance(rec.data, dict) else None
-            post = post.get("postTokens") if isinstance(post, dict) else None
-            self.seen, self.last_key, self.post = set(), None, isinstance(post, int) and post > 0
+            post = post_figure(rec)
+            self.seen, self.last_key, self.post = set(), None, post is not None
+            self.figure, self.stamp, self.target = post or 0, rec.meta.get("timestamp"), rec.offset
             return
         if self.boundary is not None and not self.met:  # before the last boundary: history only
             if rec.message is not None:
@@ -169,7 +183,9 @@ class StreamFinish(Finish):
                     self.seen.add(k)
                     self.last_key = self.key_added = k
             if rec.usage is not None and rec.usage.prompt_tokens > 0:
-                self.post = False  # billed usage after the boundary: its postTokens is not used
+                self.post, self.target = False, None  # billed usage after the boundary: postTokens not used
+        if self.post and written_with(self.stamp, rec):
+            self.target = rec.offset
         if "uuid" not in meta or meta.get("inactive") is not None:
             return
         uuid, *entry = link_of(rec)
@@ -224,9 +240,12 @@ class StreamFinish(Finish):
     def end(self) -> None:
         if not self.met:
             raise NeedsWhole("the last compact_boundary was not read")
-        if self.post:
-            raise NeedsWhole("a compact_boundary's postTokens measures lines only the end decides")
+        if self.post and self.target is None:  # (its boundary before the resume point)
+            raise Restart("a compact_boundary's postTokens measures a line read before the resume point")
         self._branch()
+
+    def late_usage(self) -> Usage | None:
+        return post_usage(self.figure) if self.post else None
 
     def kept(self) -> Any:
         members, chained, exit_, last_key, post = self.before

@@ -29,7 +29,8 @@ assert len(LINES) >= 50
 
 def _run(path: Path, out: Path, *, window: int = 400_000, hold: bool = True, **kw) -> tuple:
     r = api.run(path, api.Options(window=window, **kw), output=out, hold=hold)
-    state = orjson.loads(Path(f"{path}.ctxstate.json").read_bytes())
+    kept = Path(f"{path}.ctxstate.json")
+    state = orjson.loads(kept.read_bytes()) if kw.get("use_state", True) else {"calibration": {}}
     state["calibration"].pop("updated_at", None)
     if isinstance(state.get("masking"), dict):
         state["masking"].pop("updated_at", None)  # when, not what
