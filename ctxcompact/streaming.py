@@ -18,13 +18,15 @@ proves those bytes unchanged with one SHA-256 starts pass 1 there (the records f
 call from scratch reads them), and pass 2 copies the bytes before it as they are.
 
 A state's covered prefix (a summary's watermark) is read as the held route reads it (:mod:`.covered`): proven
-in the pass that proves the settled prefix, its lead (system records, summary) cleaned first.
+in the pass that proves the settled prefix, its lead (system records, summary) cleaned first; without the
+summary where a record after the prefix carries it (:class:`_Carried`).
 
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
 ``estimate`` (it also says what masking would free), a state with layers to apply again (events, masking),
 a strategy whose ``describe`` needs the context, ``--exact anthropic``, a line or an end its format's reader
-cannot finish alone (``formats.base.NeedsWhole``: a Codex ``compacted`` line, a Claude Code fork), detection
-the first lines do not decide, any line the reader does not take (the held route reports or drops it).
+cannot finish alone (``formats.base.NeedsWhole``: a compaction line its scan did not find, a Claude Code
+fork), detection the first lines do not decide, any line the reader does not take (the held route reports
+or drops it).
 """
 
 from __future__ import annotations

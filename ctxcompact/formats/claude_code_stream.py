@@ -14,7 +14,9 @@ cannot change it, and checked at the end (:meth:`StreamFinish.end`) where it cou
   lines kept.
 - What this leaves to the held route: a subagent's line in the main session (CLI 1.0.x: its run is found over
   the whole file), a boundary after messages the read already handed on (a read resumed before it restarts
-  from the file's start: :class:`~.base.Restart`), a boundary whose ``postTokens`` still stands at the end.
+  from the file's start: :class:`~.base.Restart`). A boundary whose ``postTokens`` still stands at the end
+  gives it to the last line written with it (:meth:`StreamFinish.late_usage`, the rule of
+  :func:`.claude_code_tree.post_tokens`); a read resumed past that line restarts.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ..model import Record, Usage
-from .base import Finish, NeedsWhole, Restart
+from .base import Finish, NeedsWhole, Restart, marked_lines
 from .claude_code_tree import (
     Link,
     in_main_session_sidechain,
@@ -103,49 +105,9 @@ class StreamFinish(Finish):
             self._scan(stream, at, limit)
 
     def _scan(self, stream: BinaryIO, at: int, limit: int | None, size: int = 1 << 20) -> None:
-        """:meth:`scan` over ``stream``, read ``size`` bytes at a time. A line longer than that is not held:
-        only whether the mark is in it is kept (and the mark's possible start), and the line is read again
-        whole only if it is; so one long line costs its length once, not a re-join per chunk."""
-        stream.seek(at)
-        off = line = at  # off: the next byte to read; line: where the line not ended yet begins
-        carry = b""  # the bytes of that line read so far (its last few only, once it is longer than a chunk)
-        long = marked = False
-        keep = len(_MARK) - 1
-        while True:
-            want = size if limit is None else min(size, limit - off)
-            chunk = stream.read(want) if want > 0 else b""
-            off, eof = off + len(chunk), not chunk
-            first = chunk.find(b"\n")
-            if not eof and first < 0:  # the line goes on past this chunk
-                carry += chunk
-                marked = marked or _MARK in carry
-                carry, long = carry[-keep:], True
-                continue
-            if long:  # a long line ends here (or at the end)
-                stop = off if eof else off - len(chunk) + first
-                if marked or _MARK in carry + chunk[:first]:
-                    here = stream.tell()
-                    stream.seek(line)
-                    if _is_boundary(stream.read(stop - line)):
-                        self.boundary, self.met = line, False
-                    stream.seek(here)
-                if eof:
-                    return
-                carry, line, long, marked = b"", stop + 1, False, False
-                chunk = chunk[first + 1:]
-            data = carry + chunk
-            end = len(data) if eof else data.rfind(b"\n") + 1
-            hit = data.find(_MARK, 0, end)
-            while hit >= 0:
-                start = data.rfind(b"\n", 0, hit) + 1
-                stop = data.find(b"\n", hit)
-                stop = end if stop < 0 else stop
-                if _is_boundary(data[start:stop]):
-                    self.boundary, self.met = line + start, False
-                hit = data.find(_MARK, stop, end)
-            if eof:
-                return
-            carry, line = data[end:], line + end
+        for offset, line in marked_lines(stream, at, limit, _MARK, size):
+            if _is_boundary(line):
+                self.boundary, self.met = offset, False
 
     def __call__(self, rec: Record) -> None:
         if len(self.window) >= 2 * WINDOW:

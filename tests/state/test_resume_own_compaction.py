@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_resume import _resume_at, _run
-from test_resume_claude_code import _Log, _loads, _session
+from test_resume_claude_code import _loads, _Log, _session
 
 from ctxcompact import api
 from ctxcompact.state.cache import cache_path
@@ -155,8 +155,8 @@ def test_lines_off_the_branch_after_our_compaction_give_the_held_answer(tmp_path
     more = _continued(log, 6)
     lines = log.splitlines(keepends=True)
     boundary = next(i for i, line in enumerate(lines) if b'"compact_boundary"' in line)
-    parent = {"rewind to the summary": lines[boundary + 1],
-              "fork off the last response": more[-4], "rewind before the boundary": lines[boundary - 5]}[shape]
+    parent = {"rewind to the summary": lines[boundary + 1], "fork off the last response": more[-4],
+              "rewind before the boundary": lines[boundary - 5]}[shape]
     more = [*more, _off(more, orjson.loads(parent)["uuid"])]
     first, got = _calls(tmp_path, log, kept, more, [len(more) - 1, len(more)], cold=False, hold=False)
     assert [first, got] == _calls(tmp_path, log, kept, more, [len(more) - 1, len(more)], cold=True, hold=True)
