@@ -246,7 +246,7 @@ def marked_lines(stream: BinaryIO, at: int, limit: int | None, mark: bytes,
         if not eof and first < 0:  # the line goes on past this chunk
             carry += chunk
             marked = marked or mark in carry
-            carry, long = carry[len(carry) - keep:], True
+            carry, long = carry[max(0, len(carry) - keep):], True
             continue
         if long:  # a long line ends here (or at the end)
             stop = off if eof else off - len(chunk) + first

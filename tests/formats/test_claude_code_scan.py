@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxcompact.formats.claude_code_stream import _MARK, StreamFinish, _is_boundary
@@ -33,6 +33,8 @@ def _reference(data: bytes, at: int, limit: int | None) -> int | None:
 
 
 @settings(max_examples=25, deadline=None)
+@example([_LINES[0]], False, 1, 0, None)  # (a line longer than a chunk while shorter than the mark's tail)
+@example([_LINES[3], _LINES[1]], True, 7, 0, 3)
 @given(st.lists(st.sampled_from(_LINES), max_size=12), st.booleans(), st.integers(1, 40),
        st.integers(0, 30), st.one_of(st.none(), st.integers(0, 60)))
 def test_the_scan_finds_the_last_boundary_line_by_line(lines: list[bytes], ended: bool, size: int, at: int,
