@@ -294,6 +294,7 @@ class Counted:
     #: the state's covered prefix, proven (None: none): both passes read after it, its lead first
     covered: Covered | None = None
     gathered: tuple[Any, int, int] | None = None  # compaction_stream.Gathering (pass 1's), records, lines
+    hides: bool = False  # a line read hides lines before it (formats.base.Finish.hides)
 
 
 def _begin(covered: Covered | None, start: _Resume | None) -> tuple[int, int]:
@@ -629,7 +630,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         total.cache.resume = later
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
                    total.cache, verbatim, resume, covered,
-                   (*gathered, reading.records, hashing.lines) if gathered else None)
+                   (*gathered, reading.records, hashing.lines) if gathered else None,
+                   reading.finish is not None and reading.finish.hides)
 
 
 def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) -> bool:

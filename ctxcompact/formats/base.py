@@ -210,6 +210,8 @@ class Finish:
         finished record by record (a Claude Code fork off the branch the records were read on)."""
         return None
 
+    #: a line the read reaches hides lines before it (a Codex or ADK compaction line, found by :meth:`scan`)
+    hides = False
     #: the offset of the record :meth:`late_usage` is for (a reader notes where it lands in the context)
     target: int | None = None
 

@@ -213,6 +213,7 @@ class _Finish(Finish):
                 found = _compaction(obj) if _is_event(obj) else None
                 if found is not None:
                     self.ranges.append((offset, *found[0]))
+                    self.hides = True
 
     def __call__(self, rec: Record) -> None:
         self.before = None
