@@ -12,10 +12,10 @@ prefix (it changed, the file is shorter, a span is corrupt, text was glued to it
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
-from .context import covered_format, covered_system, glued_to_prefix, summary_messages
+from .context import covered_format, covered_system, glued_to_prefix, log_carries, summary_messages
 from .errors import InputError, StateError, UsageError
 from .formats import get_format
 from .model import Record
@@ -63,7 +63,7 @@ class Covered:
     format: str
     lead: list[Record]
     spans: list[tuple[int, int]]  # of its system records
-    summary: bool  # the lead holds a summary (a record that carries one too: held, context.log_carries)
+    summary: int  # the summary's records at the lead's end (0: none)
     #: what a resume point must have been kept under to be taken (the lead and where the read starts)
     key: str
 
@@ -92,7 +92,18 @@ class Covered:
         key = hashlib.sha256(repr((at, made)).encode()).hexdigest()
         assert fp.lines is not None
         return cls(fp.nbytes, hashed, fp.lines + 1, state.watermark, fmt.name, system + summary, spans,
-                   bool(summary), key)
+                   len(summary), key)
+
+    def carries(self, rec: Record) -> bool:
+        """Whether ``rec``, read after the prefix, holds the lead's summary (``context.log_carries``: the
+        output ctxcompact wrote into an agent's log put in the input's place); the context then has the
+        log's copy, not the lead's (:meth:`carried`)."""
+        return bool(self.summary) and log_carries(self.lead[len(self.lead) - self.summary:], [rec])
+
+    def carried(self) -> Covered:
+        """This prefix, its summary carried by the log: the lead is its system records only."""
+        key = hashlib.sha256(f"{self.key} carried".encode()).hexdigest()
+        return replace(self, lead=self.lead[:len(self.lead) - self.summary], summary=0, key=key)
 
 
     @staticmethod

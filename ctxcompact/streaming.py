@@ -18,25 +18,24 @@ proves those bytes unchanged with one SHA-256 starts pass 1 there (the records f
 call from scratch reads them), and pass 2 copies the bytes before it as they are.
 
 A state's covered prefix (a summary's watermark) is read as the held route reads it (:mod:`.covered`): proven
-in the pass that proves the settled prefix, its lead (system records, summary) cleaned first. What earlier
-runs left in the state to apply again (masking) is applied to each record as it is read, before the
-cleaner, by each strategy's own code a record at a time (``strategies.reapply_each``); its fingerprint is
-proven in the same pass.
+in the pass that proves the settled prefix, its lead (system records, summary) cleaned first; without the
+summary where a record after the prefix carries it (:class:`_Carried`). What earlier runs left in the state
+to apply again (masking) is applied to each record as it is read, before the cleaner, by each strategy's own
+code a record at a time (``strategies.reapply_each``); its fingerprint is proven in the same pass.
 
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
 ``estimate`` (it also says what masking would free), a state with sliding-window events (they need the
 records around them),
 a strategy whose ``describe`` needs the context, ``--exact anthropic``, a line or an end its format's reader
-cannot finish alone (``formats.base.NeedsWhole``: a Codex ``compacted`` line, a Claude Code fork), detection
-the first lines do not decide, any line the reader does not take (the held route reports or drops it).
+cannot finish alone (``formats.base.NeedsWhole``: a compaction line its scan did not find, a Claude Code
+fork), detection the first lines do not decide, any line the reader does not take (the held route reports
+or drops it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
-from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -59,19 +58,17 @@ from .model import EARLIER_SUMMARY, Record, Transcript
 from .options import Options
 from .paths import open_input
 from .pipeline import (
-    budget_from_window,
     calibrate_counts,
     make_estimate_report,
-    recorded_window,
-    usage_points,
 )
 from .reader import decode_line
-from .report import ContextStats, EstimateReport, context_stats
+from .report import EstimateReport
 from .state import State
 from .strategies import estimate_needs_context, reapplies_each, reapply_each
+from .stream_totals import Totals
 from .tokens.cache import CountCache
 from .tokens.calibration import UsagePoint
-from .tokens.counts import Counts, count_key, count_records, encoding_name, system_tokens
+from .tokens.counts import Counts, count_key, encoding_name
 
 #: ``estimate`` streams from this file size on; below it, it holds the context and also says what masking
 #: would free (``maskable_tokens``; null when streamed)
@@ -83,7 +80,13 @@ CacheLoader = Callable[[tuple[str, str | None] | None], CountCache]
 
 
 class _Held(Exception):
-    """The held route reads this file (module docstring); from a formats.base.Restart: unless read anew."""
+    """The held route reads this file (module docstring); from a formats.base.Restart: unless read anew;
+    from :class:`_Carried`: unless read anew without the summary of the lead."""
+
+
+class _Carried(Exception):
+    """A record after the covered prefix holds the state's summary (``covered.Covered.carries``): the log
+    ctxcompact wrote into an agent's log put in the input's place. The context has the log's copy only."""
 
 
 def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
@@ -104,116 +107,6 @@ def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes
         return False  # the held route says what is wrong with it
 
 
-class _Totals:
-    """What the report needs of the parts counted so far."""
-
-    def __init__(self, fmt: str, opts: Options, budget: Budget, cache: CountCache | None) -> None:
-        self.opts, self.cache, self.base_budget = opts, cache, budget
-        # 8 bytes a record (a list holds a slot and, over 256, an int object per record)
-        self.heuristic = array("q")
-        self.exact: array[int] | None = None if opts.exact == "none" else array("q")
-        self.usage: list[UsagePoint] = []
-        self.system = 0
-        self.window: tuple[int, int] | None = None  # the latest window the log records, and its line
-        self.stats = ContextStats(format=fmt, records=0, covered=0)
-        self.pending: list[Record] = []
-        self.pending_bytes = 0
-        self.at_mark: int | None = None  # the records before a resume point (:meth:`mark`)
-        self.marked: dict[str, Any] | None = None  # what was counted of them (:meth:`kept`)
-
-    #: settled records are counted in batches of about this many bytes or records (a tiktoken call per batch,
-    #: not per part; a batch's records are held while counting, so tiny lines are bounded by number too)
-    BATCH_BYTES = 1000000
-    BATCH_RECORDS = 4096
-
-    @property
-    def budget(self) -> Budget:
-        return budget_from_window(self.base_budget, self.opts, self.window)  # the latest window wins, as held
-
-    def add(self, part: list[Record]) -> None:
-        self.pending.extend(part)
-        self.pending_bytes += sum(len(r.raw) if r.raw is not None else 0 for r in part)
-        if self.pending_bytes >= self.BATCH_BYTES or len(self.pending) >= self.BATCH_RECORDS:
-            self.flush()
-
-    def mark(self) -> None:
-        """Keep what the records added so far count (:attr:`marked`), once they are counted: a later read
-        starts after them. (Counted with what follows, in the same batch: as many counts as without.)"""
-        self.at_mark = len(self.heuristic) + len(self.pending)
-
-    def flush(self) -> None:
-        part, self.pending, self.pending_bytes = self.pending, [], 0
-        if not part:
-            return
-        counts = count_records(part, self.opts, self.cache)
-        cut = self.at_mark - len(self.heuristic) if self.at_mark is not None else -1
-        if 0 <= cut <= len(part):
-            exact = counts.exact
-            self._fold(part[:cut], counts.heuristic[:cut], None if exact is None else exact[:cut])
-            self.marked, self.at_mark = self.kept(), None
-            self._fold(part[cut:], counts.heuristic[cut:], None if exact is None else exact[cut:])
-        else:
-            self._fold(part, counts.heuristic, counts.exact)
-
-    def _fold(self, part: list[Record], heuristic: Sequence[int], exact: Sequence[int] | None) -> None:
-        at = len(self.heuristic)
-        self.usage.extend(dataclasses.replace(p, position=p.position + at) for p in usage_points(part))
-        self.heuristic.extend(heuristic)
-        if self.exact is not None and exact is not None:
-            self.exact.extend(exact)
-        self.system += system_tokens(exact if exact is not None else heuristic, part)
-        self.window = recorded_window(part) or self.window
-        s = context_stats(part, self.stats.format, 0, 0, 0)
-        for role, n in s.messages.items():
-            self.stats.messages[role] = self.stats.messages.get(role, 0) + n
-        self.stats.tool_calls += s.tool_calls
-        self.stats.chars += s.chars
-        self.stats.from_input += s.from_input
-
-    def kept(self) -> dict[str, Any]:
-        """Everything counted so far (flushed), for a later read to start from (:meth:`take`)."""
-        return {"heuristic": self.heuristic.tobytes(),
-                "exact": None if self.exact is None else self.exact.tobytes(),
-                "usage": [(p.position, p.prompt_tokens, p.line, p.source) for p in self.usage],
-                "system": self.system, "window": self.window, "messages": dict(self.stats.messages),
-                "tool_calls": self.stats.tool_calls, "chars": self.stats.chars,
-                "from_input": self.stats.from_input}
-
-    @staticmethod
-    def read(kept: dict[str, Any], exact: bool) -> dict[str, Any]:
-        """What :meth:`kept` gave, checked and typed (raises TypeError, ValueError or KeyError on anything
-        else), for :meth:`take`."""
-        heuristic = _ints(kept["heuristic"])
-        if (kept["exact"] is None) == exact:
-            raise ValueError("counted with another estimator")
-        counts = _ints(kept["exact"]) if exact else None
-        if counts is not None and len(counts) != len(heuristic):
-            raise ValueError("counts of unequal lengths")
-        window = kept["window"]
-        return {"heuristic": heuristic, "exact": counts,
-                "usage": [UsagePoint(int(a), int(b), int(c), str(d)) for a, b, c, d in kept["usage"]],
-                "system": int(kept["system"]),
-                "window": None if window is None else (int(window[0]), int(window[1])),
-                "messages": {str(k): int(v) for k, v in kept["messages"].items()},
-                "tool_calls": int(kept["tool_calls"]), "chars": int(kept["chars"]),
-                "from_input": int(kept["from_input"])}
-
-    def take(self, read: dict[str, Any]) -> None:
-        """Start from the parts counted before a resume point (:meth:`read`)."""
-        self.heuristic = array("q", read["heuristic"])
-        self.exact = None if read["exact"] is None else array("q", read["exact"])
-        self.usage, self.system, self.window = list(read["usage"]), read["system"], read["window"]
-        self.stats.messages = dict(read["messages"])
-        self.stats.tool_calls, self.stats.chars = read["tool_calls"], read["chars"]
-        self.stats.from_input = read["from_input"]
-
-
-def _ints(raw: bytes) -> array[int]:
-    got = array("q")
-    got.frombytes(raw)
-    return got
-
-
 @dataclass(slots=True)
 class _Resume:
     """Where a read starts after a prefix proven unchanged (a count cache's resume point): at the first
@@ -231,7 +124,7 @@ class _Resume:
     finish: Any  # what else the format's finishing carries (formats.base.Finish.kept)
     #: detection still reading on, that record's line read (Detector.kept)
     detector: dict[str, Any] | None
-    totals: dict[str, Any]  # _Totals.kept, read
+    totals: dict[str, Any]  # Totals.kept, read
     last: int | None  # the verbatim check over the records before it (_count)
     kept: int
     #: the cleaned records before it are the input's lines, in order and byte for byte (no blank line, CR
@@ -266,7 +159,7 @@ class _Resume:
                        int(kept["settled"]), {str(k): str(v) for k, v in kept["names"].items()},
                        kept["finish"],
                        _detector(kept["detector"]),
-                       _Totals.read(kept["totals"], opts.exact != "none"),
+                       Totals.read(kept["totals"], opts.exact != "none"),
                        None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
@@ -311,6 +204,7 @@ class Counted:
     source: str = ""
     #: the state whose layers the reading applied again (``strategies.reapply_each``): pass 2 does too
     layers: State | None = None
+    hides: bool = False  # a line read hides lines before it (formats.base.Finish.hides)
 
 
 def _begin(covered: Covered | None, start: _Resume | None) -> tuple[int, int]:
@@ -371,6 +265,7 @@ class _Reading:
             start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
         self.parsed: Callable[[Record], None] | None = None  # told each record as read, before cleaning
+        self.finish: Finish | None = None  # the format's, once the format is known
 
     def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
         # the lines read before the format is decided (with, to mark where a part settles among them, the
@@ -389,6 +284,7 @@ class _Reading:
             finish = fmt.finish_stream(self.names, resume.finish if resume is not None else None)
             if finish is None:
                 raise _Held(f"{fmt.name} reads over the whole file")
+            self.finish = finish
             finish.scan(self.path, _begin(self.covered, resume)[0], self.limit)  # (limit: what pass 1 read)
             self.started(fmt)
             self.again = reapply_each(self.state, fmt.name) if self.state is not None else None
@@ -404,14 +300,14 @@ class _Reading:
             rec = parse_record(fmt, obj, self.records, lineno, raw, offset,
                                self.schema and offset + len(raw) > self.checked_from, refuse, self.remember)
             assert rec is not None and cleaner is not None and finish is not None
-            if self.covered is not None and self.covered.summary and rec.meta.get(EARLIER_SUMMARY):
-                raise _Held("a record that may carry the state's summary (context.log_carries)")
             if self.parsed is not None:
                 self.parsed(rec)
             try:
                 finish(rec)
             except NeedsWhole as why:
                 raise _Held(str(why)) from why
+            if self.covered is not None and rec.meta.get(EARLIER_SUMMARY) and self.covered.carries(rec):
+                raise _Held("the log carries the state's summary") from _Carried()
             self.records += 1
             if self.again is not None:  # (as build_context: the state's layers, then the cleaner)
                 again = self.again(rec)
@@ -542,21 +438,25 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
     source = str(path) if name is None else name
     try:
         with open_input(path) as stream:
-            try:
-                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
-                              source)
-            except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
-                if not isinstance(held.__cause__, Restart):
-                    raise
-                return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
-                              source, fresh=True)
+            fresh = carried = False
+            while True:
+                try:
+                    return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
+                                  source, fresh=fresh, carried=carried)
+                except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
+                    if isinstance(held.__cause__, Restart) and not fresh:
+                        fresh = True
+                    elif isinstance(held.__cause__, _Carried) and not carried:
+                        carried = True
+                    else:
+                        raise
     except (_Held, Uncovered, OSError):
         return None
 
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
            state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any, source: str,
-           fresh: bool = False) -> Counted:
+           fresh: bool = False, carried: bool = False) -> Counted:
     stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
@@ -568,8 +468,14 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     covered = Covered.read(stream, opts, state, covered_hash) if state is not None and prefix else None
     if state is not None and fingerprinted:
         Covered.prove(state, covered_hash)
-    resume = _Resume.proven(loaded, at_hash, opts, covered, _layers_key(state)) \
-        if loaded is not None and not fresh else None
+    layers, points = _layers_key(state), loaded if not fresh else None  # (fresh: not from a resume point)
+    resume = _Resume.proven(points, at_hash, opts, covered, layers) if points is not None else None
+    if covered is not None and covered.summary and (carried or (resume is None and loaded is not None)):
+        # the log carries the lead's summary (a read found so, or the one that kept the resume point did)
+        alt = covered.carried()
+        again = _Resume.proven(points, at_hash, opts, alt, layers) if points is not None else None
+        if carried or again is not None:
+            covered, resume = alt, again
     at, _ = _begin(covered, resume)
     stream.seek(at)
     hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
@@ -577,7 +483,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
     reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing,
                        source=source, state=state)
-    totals: list[_Totals] = []
+    totals: list[Totals] = []
     gathered: list[Any] = []  # a compaction's conversation as pass 1 reads (not resumed: pass 2 reads all)
 
     def started(fmt: Format) -> None:
@@ -590,7 +496,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
                 cache.keep = False  # estimate looks up; it never writes the cache
             elif resume is not None:
                 cache.kept_below = resume.at  # the counts of the lines before it stay
-        totals.append(_Totals(fmt.name, opts, budget, cache))
+        totals.append(Totals(fmt.name, opts, budget, cache))
         if resume is not None:
             totals[0].take(resume.totals)
 
@@ -602,6 +508,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     plain: int | None = (resume.at if resume.plain else None) if resume is not None else at
     lead = covered.lead if covered is not None and resume is None else []
     later: dict[str, Any] | None = None  # what a later read resumes with
+    target: tuple[int, Record] | None = None  # where the record Finish.late_usage is for lands, and it
     for part in reading.parts(lines_at(hashing, *_begin(covered, resume))):
         if reading.finishing and keep and totals[0].cache is not None and reading.mark is not None:
             totals[0].mark()  # every settled part is added: a later read starts after them
@@ -618,11 +525,21 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
                 last = None
             same = plain == r.offset and not r.dirty and r.raw is not None
             plain = r.offset + len(r.raw) + 1 if same else None  # type: ignore[arg-type]
+        finish = reading.finish
+        if finish is not None and finish.target is not None:
+            at_part = len(totals[0].heuristic) + len(totals[0].pending)
+            target = next(((at_part + i, r) for i, r in enumerate(part) if r.offset == finish.target), target)
         for g in gathered:
             g.add(part)
         totals[0].add(part)
     total = totals[0]
     total.flush()
+    finish = reading.finish
+    late = finish.late_usage() if finish is not None else None
+    if late is not None and target is not None and finish is not None and target[1].offset == finish.target:
+        position, line = target[0] + late.after, target[1].line
+        total.usage.append(UsagePoint(position, late.prompt_tokens, line, late.source))
+        total.usage.sort(key=lambda p: p.position)  # (in the records' order, as usage_points gives them)
     assert reading.chosen is not None
     total.stats.records, total.stats.repairs = reading.records, len(reading.repairs)
     total.stats.covered = covered.records if covered is not None else 0
@@ -647,7 +564,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         total.cache.resume = later
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
                    total.cache, verbatim, resume, covered,
-                   (*gathered, reading.records, hashing.lines) if gathered else None, source, state)
+                   (*gathered, reading.records, hashing.lines) if gathered else None, source, state,
+                   reading.finish is not None and reading.finish.hides)
 
 
 def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) -> bool:

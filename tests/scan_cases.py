@@ -249,6 +249,27 @@ def _split(data: bytes) -> object:
     return split_document(data)
 
 
+def _long_line_then_boundary(n: int) -> bytes:
+    """A Claude Code log: a line ``n`` bytes long (a long tool result), then a compact_boundary."""
+    import orjson
+
+    long = orjson.dumps({"type": "user", "uuid": "u1", "message": {"role": "user", "content": "a" * n}})
+    boundary = orjson.dumps({"type": "system", "subtype": "compact_boundary", "uuid": "b1"})
+    return long + b"\n" + boundary + b"\n"
+
+
+def _boundary_scan(data: bytes) -> object:
+    """The byte scan for the last compact_boundary (formats/claude_code_stream), over the whole file."""
+    import io
+
+    from ctxcompact.formats.claude_code_stream import StreamFinish
+
+    finish = StreamFinish()
+    finish._scan(io.BytesIO(data), 0, None)
+    assert finish.boundary == data.index(b"\n") + 1
+    return finish.boundary
+
+
 #: one long pre-token of each kind: white space, newlines, one character, a word, CJK without spaces
 LONG_SHAPES: tuple[tuple[str, Callable[[int], str]], ...] = (
     ("a run of spaces", lambda n: "x" + " " * n + "y"),
@@ -299,6 +320,8 @@ CASES: tuple[Case, ...] = (
           # few milliseconds at any size a test can hold, where allocator steps and noise read as 2.7-3x; the
           # reading and hashing it shares with these paths are doubled through them)
 )),
+    # the scan re-joined and re-searched its carry for each 1 MiB chunk of a line with no newline yet
+    Case("Claude Code boundary scan: one long line", _long_line_then_boundary, _boundary_scan, 16 << 20),
     Case("rules: many rule-like sentences", lambda n: " ".join(f"Never touch file{i}." for i in range(n)),
          rules.rules_in_text, 5_000),
     Case("heredoc: many unclosed << word openers", lambda n: "".join(f"cat << EOF{i}\n" for i in range(n)),

@@ -322,9 +322,9 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> int:
     """Pass 1 counts settled records in batches of at most 256 (not 4,096): a batch is held while counted,
     so the memory tests' smaller file (N records) need only be over 256, not 4,096, for its peak to hold a
     whole batch as the larger one's does; they then run on 2,001 records, not 5,001."""
-    from ctxcompact import streaming
+    from ctxcompact import stream_totals
 
-    monkeypatch.setattr(streaming._Totals, "BATCH_RECORDS", 256)
+    monkeypatch.setattr(stream_totals.Totals, "BATCH_RECORDS", 256)
     return 2_001
 
 

@@ -24,7 +24,7 @@ from helpers import SAMPLES, coding_session, jsonl, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import engine, paths, source, streaming
+from ctxcompact import engine, paths, source, stream_totals, streaming
 from ctxcompact.cli.render import run_json
 from ctxcompact.errors import CtxCompactError, InputError
 from ctxcompact.options import Options
@@ -218,7 +218,7 @@ def test_stdin_is_read_in_bounded_chunks(tmp_path: Path, monkeypatch: pytest.Mon
     """A few MB piped: read a chunk at a time, never whole, and the run's traced peak is a fraction of the
     input (the held route holds its bytes and every record)."""
     monkeypatch.setattr(paths, "SPOOL_CHUNK", 64 * 1024)
-    monkeypatch.setattr(streaming._Totals, "BATCH_BYTES", 64 * 1024)  # (counted in batches of 1 MB)
+    monkeypatch.setattr(stream_totals.Totals, "BATCH_BYTES", 64 * 1024)  # (counted in batches of 1 MB)
     opts = Options(window=100_000_000, use_state=False, exact="none")
     _stdin(monkeypatch, _session(20))
     engine.run("-", opts, output=tmp_path / "warm.jsonl")  # (what a run imports is not what it holds)

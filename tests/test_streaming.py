@@ -13,7 +13,7 @@ from helpers import SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import engine, streaming
+from ctxcompact import engine, stream_totals, streaming
 from ctxcompact.clean import Cleaner
 from ctxcompact.errors import CtxCompactError
 from ctxcompact.options import Options
@@ -125,7 +125,7 @@ def test_a_large_clean_file_streams_in_bounded_parts(tmp_path: Path, monkeypatch
         return real(self, rec)
 
     monkeypatch.setattr(Cleaner, "feed", watching)
-    monkeypatch.setattr(streaming._Totals, "BATCH_BYTES", 10_000)
+    monkeypatch.setattr(stream_totals.Totals, "BATCH_BYTES", 10_000)
     how, streamed = _report(path, True, monkeypatch, exact="none")
     assert how == "streamed" and streamed["records"] == 12_000
     assert most[0] <= Cleaner.FIRST_TRY + 4  # never more than one part held

@@ -13,9 +13,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult
+from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,11 +210,70 @@ class Finish:
         finished record by record (a Claude Code fork off the branch the records were read on)."""
         return None
 
+    #: a line the read reaches hides lines before it (a Codex or ADK compaction line, found by :meth:`scan`)
+    hides = False
+    #: the offset of the record :meth:`late_usage` is for (a reader notes where it lands in the context)
+    target: int | None = None
+
+    def late_usage(self) -> Usage | None:
+        """After :meth:`end`: the usage only the end of the file gives the record at :attr:`target` (Claude
+        Code's postTokens when no bill follows its boundary), as :meth:`Format.finish` gives it. Default:
+        none."""
+        return None
+
     def kept(self) -> Any:
         """What the records before the last one finished leave to the records after them (marshal-able;
         None: nothing but the names), for a reader that resumes at the last one (``streaming``'s resume
         point begins at a record it read)."""
         return None
+
+
+def marked_lines(stream: BinaryIO, at: int, limit: int | None, mark: bytes,
+                 size: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """The lines of ``stream`` from offset ``at`` (to ``limit``; None: the end) that hold ``mark``, with their
+    offsets, found by their bytes (:meth:`Finish.scan`: a compaction line before the lines are parsed). Read
+    ``size`` bytes at a time, and only each new chunk is searched for a newline; of a line longer than a
+    chunk only whether the mark is in it is kept (and its last bytes, where a mark may begin), and the line
+    is read again whole only if it is: one long line costs its length, not a re-join per chunk."""
+    stream.seek(at)
+    off = line = at  # off: the next byte to read; line: where the line not ended yet begins
+    carry = b""  # the bytes of that line read so far (its last few only, once it is longer than a chunk)
+    long = marked = False
+    keep = len(mark) - 1
+    while True:
+        want = size if limit is None else min(size, limit - off)
+        chunk = stream.read(want) if want > 0 else b""
+        off, eof = off + len(chunk), not chunk
+        first = chunk.find(b"\n")
+        if not eof and first < 0:  # the line goes on past this chunk
+            carry += chunk
+            marked = marked or mark in carry
+            carry, long = carry[max(0, len(carry) - keep):], True
+            continue
+        if long:  # a long line ends here (or at the end)
+            stop = off if eof else off - len(chunk) + first
+            if marked or mark in carry + chunk[:first]:
+                here = stream.tell()
+                stream.seek(line)
+                whole = stream.read(stop - line)
+                stream.seek(here)
+                yield line, whole
+            if eof:
+                return
+            carry, line, long, marked = b"", stop + 1, False, False
+            chunk = chunk[first + 1:]
+        data = carry + chunk
+        end = len(data) if eof else data.rfind(b"\n") + 1
+        hit = data.find(mark, 0, end)
+        while hit >= 0:
+            start = data.rfind(b"\n", 0, hit) + 1
+            stop = data.find(b"\n", hit)
+            stop = end if stop < 0 else stop
+            yield line + start, data[start:stop]
+            hit = data.find(mark, stop, end)
+        if eof:
+            return
+        carry, line = data[end:], line + end
 
 
 class LinkNames(Finish):

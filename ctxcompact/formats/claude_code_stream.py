@@ -14,7 +14,9 @@ cannot change it, and checked at the end (:meth:`StreamFinish.end`) where it cou
   lines kept.
 - What this leaves to the held route: a subagent's line in the main session (CLI 1.0.x: its run is found over
   the whole file), a boundary after messages the read already handed on (a read resumed before it restarts
-  from the file's start: :class:`~.base.Restart`), a boundary whose ``postTokens`` still stands at the end.
+  from the file's start: :class:`~.base.Restart`). A boundary whose ``postTokens`` still stands at the end
+  gives it to the last line written with it (:meth:`StreamFinish.late_usage`, the rule of
+  :func:`.claude_code_tree.post_tokens`); a read resumed past that line restarts.
 """
 
 from __future__ import annotations
@@ -25,9 +27,18 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..model import Record
-from .base import Finish, NeedsWhole, Restart
-from .claude_code_tree import Link, in_main_session_sidechain, link_of, off_branch, set_inactive
+from ..model import Record, Usage
+from .base import Finish, NeedsWhole, Restart, marked_lines
+from .claude_code_tree import (
+    Link,
+    in_main_session_sidechain,
+    link_of,
+    off_branch,
+    post_figure,
+    post_usage,
+    set_inactive,
+    written_with,
+)
 
 #: chained lines kept for the branch's check; checked and halved when twice this many
 WINDOW = 256
@@ -75,6 +86,11 @@ class StreamFinish(Finish):
             self.last_key = None if kept["last_key"] is None else int(kept["last_key"])
             self.post = bool(kept["post"])
         self.resumed = kept is not None
+        # the boundary's postTokens, its timestamp, and the offset of the last line written with it (the
+        # boundary's own at first): the line the figure goes on if it still stands at the end (not carried
+        # over a resume point: a read resumed with it standing at the end reads again from the start)
+        self.figure, self.stamp = 0, None
+        self.target: int | None = None
         self.before: tuple[Any, ...] = self._scalars()
         self.added: str | None = None  # the window's entry the last record added
         self.key_added: int | None = None
@@ -88,25 +104,10 @@ class StreamFinish(Finish):
         with open(path, "rb") as stream:
             self._scan(stream, at, limit)
 
-    def _scan(self, stream: BinaryIO, at: int, limit: int | None) -> None:
-        stream.seek(at)
-        carry, pos = b"", at  # pos: offset of carry's first byte
-        while True:
-            want = 1 << 20 if limit is None else min(1 << 20, limit - pos - len(carry))
-            chunk = stream.read(want) if want > 0 else b""
-            data = carry + chunk
-            end = data.rfind(b"\n") + 1 if chunk else len(data)
-            hit = data.find(_MARK, 0, end)
-            while hit >= 0:
-                start = data.rfind(b"\n", 0, hit) + 1
-                stop = data.find(b"\n", hit)
-                stop = end if stop < 0 else stop
-                if _is_boundary(data[start:stop]):
-                    self.boundary, self.met = pos + start, False
-                hit = data.find(_MARK, stop, end)
-            if not chunk:
-                return
-            carry, pos = data[end:], pos + end
+    def _scan(self, stream: BinaryIO, at: int, limit: int | None, size: int = 1 << 20) -> None:
+        for offset, line in marked_lines(stream, at, limit, _MARK, size):
+            if _is_boundary(line):
+                self.boundary, self.met = offset, False
 
     def __call__(self, rec: Record) -> None:
         if len(self.window) >= 2 * WINDOW:
@@ -124,9 +125,9 @@ class StreamFinish(Finish):
                 why = "a compact_boundary after messages already read"
                 raise (Restart(why) if self.resumed else NeedsWhole(why))
             self.chained, self.exit, self.window, self.anchors = 0, None, {}, {}
-            post = rec.data.get("compactMetadata") if isinstance(rec.data, dict) else None
-            post = post.get("postTokens") if isinstance(post, dict) else None
-            self.seen, self.last_key, self.post = set(), None, isinstance(post, int) and post > 0
+            post = post_figure(rec)
+            self.seen, self.last_key, self.post = set(), None, post is not None
+            self.figure, self.stamp, self.target = post or 0, rec.meta.get("timestamp"), rec.offset
             return
         if self.boundary is not None and not self.met:  # before the last boundary: history only
             if rec.message is not None:
@@ -144,7 +145,9 @@ class StreamFinish(Finish):
                     self.seen.add(k)
                     self.last_key = self.key_added = k
             if rec.usage is not None and rec.usage.prompt_tokens > 0:
-                self.post = False  # billed usage after the boundary: its postTokens is not used
+                self.post, self.target = False, None  # billed usage after the boundary: postTokens not used
+        if self.post and written_with(self.stamp, rec):
+            self.target = rec.offset
         if "uuid" not in meta or meta.get("inactive") is not None:
             return
         uuid, *entry = link_of(rec)
@@ -199,9 +202,12 @@ class StreamFinish(Finish):
     def end(self) -> None:
         if not self.met:
             raise NeedsWhole("the last compact_boundary was not read")
-        if self.post:
-            raise NeedsWhole("a compact_boundary's postTokens measures lines only the end decides")
+        if self.post and self.target is None:  # (its boundary before the resume point)
+            raise Restart("a compact_boundary's postTokens measures a line read before the resume point")
         self._branch()
+
+    def late_usage(self) -> Usage | None:
+        return post_usage(self.figure) if self.post else None
 
     def kept(self) -> Any:
         members, chained, exit_, last_key, post = self.before

@@ -116,23 +116,38 @@ def finish(records: list[Record]) -> list[Record]:
 
 def post_tokens(boundary: Record, live: list[Record]) -> None:
     """With no billed usage after the last boundary, its ``compactMetadata.postTokens`` (the compacted
-    context's size, which Claude Code's meter falls back on too) measures the lines written with it: the
-    boundary's own lines (ctxcompact's summary and copies carry the timestamp of the boundary, Claude Code's
-    summary line is flagged ``isCompactSummary``; a line the client wrote since is later). Without it a log
-    ctxcompact compacted was estimated at the default factor, far under its real size (the hidden prompt
-    unknown)."""
-    meta = boundary.data.get("compactMetadata") if isinstance(boundary.data, dict) else None
-    post = meta.get("postTokens") if isinstance(meta, dict) else None
-    if not isinstance(post, int) or post <= 0 or any(r.usage and r.usage.prompt_tokens > 0 for r in live):
+    context's size, which Claude Code's meter falls back on too) measures the lines written with it
+    (:func:`written_with`). Without it a log ctxcompact compacted was estimated at the default factor, far
+    under its real size (the hidden prompt unknown)."""
+    post = post_figure(boundary)
+    if post is None or any(r.usage and r.usage.prompt_tokens > 0 for r in live):
         return
     stamp = boundary.meta.get("timestamp")
-    # the summary line is the compaction's own even when Claude Code stamped it a moment after its boundary
-    # (1 ms on spotter-auto-compact-excerpt-b): with the boundary as the target, postTokens was lost with it
-    written = [r for r in live if r.message is not None and (
-        r.meta.get(EARLIER_SUMMARY) == "claude-code"
-        or (isinstance(stamp, str) and str(r.meta.get("timestamp", "~")) <= stamp))]
+    written = [r for r in live if written_with(stamp, r)]
     target = written[-1] if written else boundary
-    target.usage = Usage(post, source="compactMetadata.postTokens", after=True)
+    target.usage = post_usage(post)
+
+
+def post_figure(boundary: Record) -> int | None:
+    """A boundary's ``compactMetadata.postTokens``, if it records one."""
+    meta = boundary.data.get("compactMetadata") if isinstance(boundary.data, dict) else None
+    post = meta.get("postTokens") if isinstance(meta, dict) else None
+    return post if isinstance(post, int) and post > 0 else None
+
+
+def written_with(stamp: Any, rec: Record) -> bool:
+    """Whether a message after a boundary stamped ``stamp`` was written with it: ctxcompact's summary and
+    copies carry the boundary's timestamp, Claude Code's summary line is flagged ``isCompactSummary`` even
+    when stamped a moment after its boundary (1 ms on spotter-auto-compact-excerpt-b: with the boundary as
+    the target, postTokens was lost with it); a line the client wrote since is later."""
+    return rec.message is not None and (
+        rec.meta.get(EARLIER_SUMMARY) == "claude-code"
+        or (isinstance(stamp, str) and str(rec.meta.get("timestamp", "~")) <= stamp))
+
+
+def post_usage(post: int) -> Usage:
+    """The usage a boundary's postTokens gives the last line written with it (it covers that line)."""
+    return Usage(post, source="compactMetadata.postTokens", after=True)
 
 
 def api_turns(records: list[Record]) -> list[Record]:

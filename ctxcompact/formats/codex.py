@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -63,7 +64,7 @@ from ..model import (
     token_text,
 )
 from ..reader import encode_json
-from .base import Finish, Format, Layout, NeedsWhole, str_field
+from .base import Finish, Format, Layout, NeedsWhole, Restart, marked_lines, str_field
 
 ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted",
                            "inter_agent_communication", "world_state",
@@ -267,12 +268,27 @@ class _Seen:
         return {"type": "token_count", "info": info, "rate_limits": None}
 
 
+def _is_compacted(obj: Any) -> bool:
+    """A ``compacted`` line (as :meth:`CodexFormat.parse_line` reads one)."""
+    return isinstance(obj, dict) and "payload" in obj and str_field(obj, "type") == "compacted"
+
+
+def _hide(rec: Record) -> None:
+    """A line before the last ``compacted`` line: history only (the session's instructions stay)."""
+    if rec.message is not None and rec.meta.get("type") != "session_meta":
+        rec.message = None
+        rec.meta["inactive"] = "compacted"
+    rec.usage = None
+
+
 class _Finish(Finish):
     """:meth:`CodexFormat.finish` one record at a time: the usage of a ``token_count`` goes on the first
     model-output record of the response it reports (the assistant items since the last other message), a
     report repeated after a turn_context is dropped. A ``compacted`` line hides every line before it: a
-    reader that streams leaves the file to the held route (:class:`NeedsWhole`), which reads it whole
-    (``whole``: the lines it hides are already made message-less)."""
+    reader that streams finds the last one first (:meth:`scan`) and hides the lines before it as they come;
+    one it did not find, or one after a resume point (the lines before the point were counted), sends the
+    file to the held route or to a read from the start (``whole``: the held route, whose lines hidden are
+    already made message-less)."""
 
     def __init__(self, kept: Any = None, *, whole: bool = False) -> None:
         #: the billed totals of the last report placed (a repeat of it is dropped)
@@ -280,13 +296,31 @@ class _Finish(Finish):
         self.before = self.previous  # (as it was before the last record: kept)
         self.first: Record | None = None  # the first model-output record of the current response
         self.whole = whole
+        self.resumed = kept is not None
+        self.last: int | None = None  # the offset of the last compacted line the read reaches (scan)
+        self.known = None if kept is None else kept.get("last")  # the one the read that kept it knew
+
+    def scan(self, path: Path, at: int, limit: int | None) -> None:
+        with open(path, "rb") as stream:
+            for offset, line in marked_lines(stream, at, limit, b'"compacted"'):
+                try:
+                    if _is_compacted(orjson.loads(line)):
+                        self.last, self.hides = offset, True
+                except orjson.JSONDecodeError:
+                    pass  # (not a record: the reader leaves the file to the held route)
 
     def __call__(self, rec: Record) -> None:
         self.before = self.previous
+        if self.last is not None and rec.offset < self.last:
+            _hide(rec)
+            return
         msg = rec.message
         if msg is not None:
             if rec.meta.get("compaction") and not self.whole:
-                raise NeedsWhole("a compacted line hides the lines before it")
+                if rec.offset != self.last:
+                    raise NeedsWhole("a compacted line the scan did not find")
+                if self.resumed and rec.offset != self.known:
+                    raise Restart("a compacted line hides lines read before the resume point")
             if msg.role is Role.ASSISTANT and rec.meta.get("type") in ("response_item", "legacy"):
                 self.first = self.first or rec
             else:
@@ -310,7 +344,7 @@ class _Finish(Finish):
     def kept(self) -> Any:
         # (the first model-output record is found again from the record a resumed read starts at: a message
         # of another role than the one before it)
-        return {"previous": self.before}
+        return {"previous": self.before, "last": self.last}
 
 
 class CodexFormat(Format):
@@ -419,10 +453,7 @@ class CodexFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         last_compacted = max((i for i, r in enumerate(records) if r.meta.get("compaction")), default=-1)
         for r in records[:max(last_compacted, 0)]:
-            if r.message is not None and r.meta.get("type") != "session_meta":
-                r.message = None
-                r.meta["inactive"] = "compacted"
-            r.usage = None
+            _hide(r)
         place = _Finish(whole=True)
         for r in records:
             place(r)

@@ -31,6 +31,7 @@ Rules:
 from __future__ import annotations
 
 import uuid as uuidlib
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -52,7 +53,7 @@ from ..model import (
     Usage,
 )
 from ..reader import encode_json
-from .base import Finish, Format, Layout, NeedsWhole
+from .base import Finish, Format, Layout, NeedsWhole, Restart, marked_lines
 
 SYNTHETIC_ID_PREFIX = "genai-call-"
 _EVENT_KEYS = ("author", "invocationId", "invocation_id", "actions", "usageMetadata", "usage_metadata")
@@ -150,12 +151,45 @@ def _role_name(value: Any) -> str | None:
     """A role as a name to look up (None for an array or object, which no lookup may hash)."""
     return value if isinstance(value, str) else None
 
+def _compaction(obj: dict[str, Any]) -> tuple[tuple[float, float], dict[str, Any]] | None:
+    """An event's compaction (``actions.compaction``): the range of timestamps it replaces and its summary;
+    None without one, or for one with no range or no content (ignored)."""
+    actions = obj.get("actions")
+    compaction = _get(actions, "compaction") if isinstance(actions, dict) else None
+    if not isinstance(compaction, dict):
+        return None
+    start, end = _get(compaction, "start_timestamp"), _get(compaction, "end_timestamp")
+    summary = _get(compaction, "compacted_content")
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and isinstance(summary, dict):
+        return (float(start), float(end)), summary
+    return None
+
+
+def _is_event(obj: Any) -> bool:
+    """An ADK Event line, not a bare Content."""
+    return isinstance(obj, dict) and not ("parts" in obj and not any(k in obj for k in _EVENT_KEYS))
+
+
+def _hides(start: float, end: float, rec: Record) -> bool:
+    """Whether a compaction of the range ``start``-``end`` hides ``rec``, an event before it (as ADK does on
+    read: its timestamp inside the range)."""
+    ts = rec.meta.get("timestamp")
+    return rec.message is not None and isinstance(ts, (int, float)) and start <= ts <= end
+
+
+def _hide(rec: Record) -> None:
+    rec.message = None
+    rec.usage = None
+    rec.meta["inactive"] = "compacted"
+
+
 class _Finish(Finish):
     """:meth:`GenaiFormat.finish` one record at a time: calls and responses that have no id are paired by
     name, in order, under ids ``genai-call-N``. An ADK compaction hides the events before it whose
-    timestamp lies in its range: a reader that streams leaves the file to the held route
-    (:class:`NeedsWhole`), which reads it whole (``whole``: the events it hides are already made
-    message-less)."""
+    timestamp lies in its range: a reader that streams finds the compactions first (:meth:`scan`) and hides
+    those events as they come; one it did not find, or one after a resume point that the read which kept
+    the point did not know (it may hide events counted before the point), sends the file to the held route
+    or to a read from the start (``whole``: the held route, whose events hidden are already message-less)."""
 
     def __init__(self, kept: Any = None, *, whole: bool = False) -> None:
         self.n = 0 if kept is None else int(kept["n"])
@@ -164,11 +198,32 @@ class _Finish(Finish):
             str(k): [str(i) for i in v] for k, v in kept["pending"].items()}
         self.before: tuple[int, dict[str, list[str]]] | None = None  # (as before the last record: kept)
         self.whole = whole
+        self.resumed = kept is not None
+        self.ranges: list[tuple[int, float, float]] = []  # the compactions the read reaches (scan): offsets
+        #: the compactions the read that kept the resume point knew
+        self.known: set[int] = set() if kept is None else {int(o) for o in kept.get("known", ())}
+
+    def scan(self, path: Path, at: int, limit: int | None) -> None:
+        with open(path, "rb") as stream:
+            for offset, line in marked_lines(stream, at, limit, b'"compaction"'):
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue  # (not a record: the reader leaves the file to the held route)
+                found = _compaction(obj) if _is_event(obj) else None
+                if found is not None:
+                    self.ranges.append((offset, *found[0]))
+                    self.hides = True
 
     def __call__(self, rec: Record) -> None:
         self.before = None
         if "compaction" in rec.meta and not self.whole:
-            raise NeedsWhole("an ADK compaction hides the events before it")
+            if all(offset != rec.offset for offset, _s, _e in self.ranges):
+                raise NeedsWhole("an ADK compaction the scan did not find")
+            if self.resumed and rec.offset not in self.known:
+                raise Restart("an ADK compaction may hide events read before the resume point")
+        if any(offset > rec.offset and _hides(start, end, rec) for offset, start, end in self.ranges):
+            _hide(rec)
         if rec.message is None:
             return
         for b in rec.message.blocks:
@@ -192,7 +247,8 @@ class _Finish(Finish):
 
     def kept(self) -> Any:
         n, pending = self.before if self.before is not None else (self.n, self.pending)
-        return {"n": n, "pending": {k: list(v) for k, v in pending.items() if v}}
+        return {"n": n, "pending": {k: list(v) for k, v in pending.items() if v},
+                "known": sorted(self.known | {offset for offset, _s, _e in self.ranges})}
 
 
 class _Seen:
@@ -206,7 +262,7 @@ class _Seen:
         self.snake = False
 
     def add(self, obj: Any, raw: bytes | None) -> None:
-        event = isinstance(obj, dict) and not ("parts" in obj and not any(k in obj for k in _EVENT_KEYS))
+        event = _is_event(obj)
         stamp = _get(obj, "timestamp") if event else None
         if not isinstance(stamp, (int, float)):
             stamp = None
@@ -253,16 +309,10 @@ class GenaiFormat(Format):
         content = obj.get("content")
         if content is not None:
             rec.message = _parse_content(content, "$.content")
-        actions = obj.get("actions")
-        compaction = _get(actions, "compaction") if isinstance(actions, dict) else None
-        if isinstance(compaction, dict):
-            start, end = _get(compaction, "start_timestamp"), _get(compaction, "end_timestamp")
-            summary = _get(compaction, "compacted_content")
-            ranged = isinstance(start, (int, float)) and isinstance(end, (int, float))
-            if ranged and isinstance(summary, dict):
-                rec.message = _parse_content(summary, "$.actions.compaction.compacted_content")
-                meta.update({"compaction": (float(start), float(end)), "injected": True,
-                             EARLIER_SUMMARY: "adk"})
+        compaction = _compaction(obj)
+        if compaction is not None:
+            rec.message = _parse_content(compaction[1], "$.actions.compaction.compacted_content")
+            meta.update({"compaction": compaction[0], "injected": True, EARLIER_SUMMARY: "adk"})
         um = _get(obj, "usage_metadata")
         if isinstance(um, dict) and isinstance(_get(um, "prompt_token_count"), int):
             out = _get(um, "candidates_token_count")
@@ -275,11 +325,8 @@ class GenaiFormat(Format):
         ranges = [(i, r.meta["compaction"]) for i, r in enumerate(records) if "compaction" in r.meta]
         for ci, (start, end) in ranges:
             for r in records[:ci]:
-                ts = r.meta.get("timestamp")
-                if r.message is not None and isinstance(ts, (int, float)) and start <= ts <= end:
-                    r.message = None
-                    r.usage = None
-                    r.meta["inactive"] = "compacted"
+                if _hides(start, end, r):
+                    _hide(r)
         pair = _Finish(whole=True)
         for r in records:
             pair(r)

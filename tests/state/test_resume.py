@@ -29,7 +29,8 @@ assert len(LINES) >= 50
 
 def _run(path: Path, out: Path, *, window: int = 400_000, hold: bool = True, **kw) -> tuple:
     r = api.run(path, api.Options(window=window, **kw), output=out, hold=hold)
-    state = comparable_state(Path(f"{path}.ctxstate.json"))
+    kept = Path(f"{path}.ctxstate.json")
+    state = comparable_state(kept) if kw.get("use_state", True) else None
     rep = r.estimate
     written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())  # made lines say when
     return (written, state, r.exit_code, r.compacted, rep.heuristic, rep.exact,

@@ -4,7 +4,7 @@ carry from line to line (Codex: the totals of the last usage report, whose repea
 response a report's usage goes on; genai: the ids given to calls and responses that have none). Each call
 as in a new process, any split of appends gives what a call from scratch gives; a second call parses no
 line before the point. A line that hides the lines before it (a Codex ``compacted`` line, an ADK
-compaction) sends the file to the held route."""
+compaction) after the point reads the file again from the start."""
 
 from __future__ import annotations
 
@@ -111,9 +111,10 @@ def test_a_second_call_on_an_agent_log_parses_only_what_follows_the_resume_point
 
 
 @pytest.mark.parametrize("fmt", ["codex", "genai"])
-def test_a_line_that_hides_the_lines_before_it_is_read_held(tmp_path, monkeypatch, fmt):
-    """A compaction recorded in the log (Codex's ``compacted`` line, an ADK compaction event) hides lines
-    already read: the file is read held, whole, from the start, and answers as the held route does."""
+def test_a_line_that_hides_the_lines_before_it_reads_again_from_the_start(tmp_path, monkeypatch, parsed, fmt):
+    """A compaction recorded in the log after the resume point (Codex's ``compacted`` line, an ADK compaction
+    event) hides lines the first call counted: the second reads the file again from the start, streamed,
+    and answers as the held route does (tests/state/test_resume_compaction_lines.py: more)."""
     from ctxcompact.clean import Cleaner
 
     monkeypatch.setattr(Cleaner, "FIRST_TRY", 4)
@@ -137,6 +138,7 @@ def test_a_line_that_hides_the_lines_before_it_is_read_held(tmp_path, monkeypatc
     loaded: list[Path] = []
     real = engine.InputData.load
     monkeypatch.setattr(engine.InputData, "load", lambda source: loaded.append(source) or real(source))
+    parsed.clear()
     got = _run(path, out, hold=False)
-    assert loaded == [path]  # pass 1 met the line and gave up: the held route read the file
+    assert loaded == [] and min(parsed) == 0  # pass 1 met the line and read again from the start
     assert [first, got] == _sequence(tmp_path, both, [30, len(both)], cold=True, hold=True)
