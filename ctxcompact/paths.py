@@ -29,7 +29,6 @@ import hashlib
 import io
 import os
 import stat
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -315,6 +314,8 @@ def spooled(stream: BinaryIO, *, hold_below: int = 0) -> Iterator[Path | bytes]:
     if hold_below and len(head) <= hold_below:
         yield head
         return
+    import tempfile  # (only here: it loads shutil, random and the compression modules, ~5 ms a call)
+
     try:
         fd, name = tempfile.mkstemp(prefix="ctxcompact-stdin-", suffix=".jsonl")
     except OSError:
