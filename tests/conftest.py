@@ -6,6 +6,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +36,14 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(exact, "count_messages", spy)
     return sizes
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every input the held route reads into memory (``InputData.load``): a streamed call reads none."""
+    from ctxcompact import source
+
+    seen: list[Any] = []
+    real = source.InputData.load.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(source.InputData, "load", classmethod(lambda cls, s: seen.append(s) or real(cls, s)))
+    return seen

@@ -92,16 +92,6 @@ def test_any_split_of_appends_gives_the_held_routes_report(tmp_path_factory: Any
     assert _calls(datas, work / "streamed", False, window) == held
 
 
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every input the held route reads into memory (``InputData.load``)."""
-    from ctxcompact import source
-
-    seen: list[Any] = []
-    real = source.InputData.load.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(source.InputData, "load", classmethod(lambda cls, s: seen.append(s) or real(cls, s)))
-    return seen
-
 
 @pytest.mark.parametrize("window", [1_000_000, 3_000], ids=["pass", "compact"])
 def test_run_json_does_not_hold_the_file(tmp_path: Path, loads: list[Any], monkeypatch: pytest.MonkeyPatch,

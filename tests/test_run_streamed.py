@@ -387,16 +387,6 @@ def _hook_calls(work: Path, hold: bool, datas: list[bytes], window: int = 60_000
     return got
 
 
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every input the held route reads into memory (``InputData.load``)."""
-    from ctxcompact import source
-
-    seen: list[Any] = []
-    real = source.InputData.load.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(source.InputData, "load", classmethod(lambda cls, s: seen.append(s) or real(cls, s)))
-    return seen
-
 
 def test_calls_after_compactions_stream_and_give_the_held_run(tmp_path: Path, loads: list[Any]) -> None:
     """A growing transcript compacted, passed through, compacted again (the earlier summary carried into

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from helpers import SAMPLES, coding_session, jsonl, sys_msg
 
-from ctxcompact import engine, source
+from ctxcompact import engine
 from ctxcompact.errors import CtxCompactError
 from ctxcompact.options import Options
 
@@ -31,14 +31,6 @@ def _state(path: Path) -> Any:
             part.pop(stamp, None)
     return state
 
-
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every input the held route reads into memory (``InputData.load``)."""
-    seen: list[Any] = []
-    real = source.InputData.load.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(source.InputData, "load", classmethod(lambda cls, s: seen.append(s) or real(cls, s)))
-    return seen
 
 
 def _calls(work: Path, hold: bool, datas: list[bytes], options: list[dict[str, Any]],

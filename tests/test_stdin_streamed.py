@@ -24,7 +24,7 @@ from helpers import SAMPLES, coding_session, jsonl, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import engine, paths, source, stream_totals, streaming
+from ctxcompact import engine, paths, stream_totals, streaming
 from ctxcompact.cli.render import run_json
 from ctxcompact.errors import CtxCompactError, InputError
 from ctxcompact.options import Options
@@ -134,14 +134,6 @@ def test_any_split_of_appends_on_stdin_gives_the_held_run(tmp_path_factory: Any,
     assert _calls(datas, work / "s", False, window, monkeypatch) == \
         _calls(datas, work / "h", True, window, monkeypatch)
 
-
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every input the held route reads into memory (``InputData.load``)."""
-    seen: list[Any] = []
-    real = source.InputData.load.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(source.InputData, "load", classmethod(lambda cls, s: seen.append(s) or real(cls, s)))
-    return seen
 
 
 def _session(turns: int) -> bytes:
