@@ -20,16 +20,15 @@ call from scratch reads them), and pass 2 copies the bytes before it as they are
 A state's covered prefix (a summary's watermark) is read as the held route reads it (:mod:`.covered`): proven
 in the pass that proves the settled prefix, its lead (system records, summary) cleaned first; without the
 summary where a record after the prefix carries it (:class:`_Carried`). What earlier runs left in the state
-to apply again (masking) is applied to each record as it is read, before the cleaner, by each strategy's own
-code a record at a time (``strategies.reapply_each``); its fingerprint is proven in the same pass.
+to apply again (masking, sliding-window events) is applied to each record as it is read, before the
+cleaner, by each strategy's own code a record at a time (``strategies.reapply_each``: what a record gives
+in its place, and at the end what follows the last); its fingerprint is proven in the same pass.
 
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
-``estimate`` (it also says what masking would free), a state with sliding-window events (they need the
-records around them),
-a strategy whose ``describe`` needs the context, ``--exact anthropic``, a line or an end its format's reader
-cannot finish alone (``formats.base.NeedsWhole``: a compaction line its scan did not find, a Claude Code
-fork), detection the first lines do not decide, any line the reader does not take (the held route reports
-or drops it).
+``estimate`` (it also says what masking would free), a strategy whose ``describe`` needs the context,
+``--exact anthropic``, a line or an end its format's reader cannot finish alone
+(``formats.base.NeedsWhole``: a compaction line its scan did not find, a Claude Code fork), detection the
+first lines do not decide, any line the reader does not take (the held route reports or drops it).
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ from .pipeline import (
 from .reader import decode_line
 from .report import EstimateReport
 from .state import State
-from .strategies import estimate_needs_context, reapplies_each, reapply_each
+from .strategies import Layers, estimate_needs_context, reapplies_each, reapply_each
 from .stream_totals import Totals
 from .tokens.cache import CountCache
 from .tokens.calibration import UsagePoint
@@ -95,7 +94,7 @@ def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes
     if opts.exact == "anthropic" or estimate_needs_context(opts.strategy, opts):
         return False
     if state is not None and state.holds_sections() and not reapplies_each(state):
-        return False  # layers to apply again that need the records around them (sliding-window events)
+        return False  # layers to apply again a record at a time by no code of their own (a plugin's)
     if state is not None and not covers(state) and (state.watermark > 0 or state.summary):
         return False  # a covered prefix of an older state's shape
     if path is None:
@@ -246,7 +245,7 @@ class _Reading:
         self.path, self.opts, self.schema, self.remember, self.limit = path, opts, schema, remember, limit
         self.source = str(path) if source is None else source  # (Counted.source)
         self.state = state  # its layers are applied again to each record (strategies.reapply_each)
-        self.again: Callable[[Record], Record | None] | None = None
+        self.again: Layers | None = None
         name = start.format if start is not None else covered.format if covered is not None else \
             fmt or (opts.format if opts.format != "auto" else None)
         self.chosen: Format | None = get_format(name) if name else None
@@ -288,6 +287,8 @@ class _Reading:
             finish.scan(self.path, _begin(self.covered, resume)[0], self.limit)  # (limit: what pass 1 read)
             self.started(fmt)
             self.again = reapply_each(self.state, fmt.name) if self.state is not None else None
+            if resume is not None and self.again is not None and not self.again.skip_to(resume.records):
+                raise _Held("the state's layers do not start at the resume point")
             self.cleaner = Cleaner(fmt.layout, fmt.name, source=self.source,
                                    close_trailing=closes_trailing(self.opts))
             if resume is not None:
@@ -309,11 +310,16 @@ class _Reading:
             if self.covered is not None and rec.meta.get(EARLIER_SUMMARY) and self.covered.carries(rec):
                 raise _Held("the log carries the state's summary") from _Carried()
             self.records += 1
-            if self.again is not None:  # (as build_context: the state's layers, then the cleaner)
+            if self.again is not None and not self.again.passes_on(rec.index):
+                # (as build_context: the state's layers, then the cleaner; where sliding-window events
+                # place a summary or drop records, no later read may start)
+                self.mark = None
+                return [r for given in self.again(rec) for r in cleaner.feed(given)]
+            if self.again is not None:  # (a record or none for one: masking, events passed)
                 again = self.again(rec)
-                if again is None:
+                if not again:
                     return []
-                rec = again
+                rec = again[0]
             part = cleaner.feed(rec)
             if part:  # a part settled: ``rec`` begins the one held now, where a later read may start
                 if read:  # (the line just read; else from the head, with what was kept of it)
@@ -343,13 +349,11 @@ class _Reading:
             cleaner = start(self.chosen)
         if resumed is None and self.covered is not None and cleaner is not None:
             for lead in self.covered.lead:  # (no line of its own: a later read may not start in it)
-                rec = lead if self.again is None else self.again(lead)
-                if rec is None:
-                    continue
-                part = cleaner.feed(rec)
-                if part:
-                    self.mark = None
-                    yield part
+                for rec in [lead] if self.again is None else self.again(lead):
+                    part = cleaner.feed(rec)
+                    if part:
+                        self.mark = None
+                        yield part
         for lineno, offset, raw in lines:
             try:
                 obj = decode_line(raw, lineno)
@@ -399,6 +403,12 @@ class _Reading:
             finish.end()  # type: ignore[union-attr]
         except NeedsWhole as why:
             raise _Held(str(why)) from None
+        if self.again is not None:  # what the layers give after the last record (events placed last)
+            for rec in self.again.end():
+                part = cleaner.feed(rec)
+                if part:
+                    self.mark = None
+                    yield part
         done = cleaner.finish()
         self.repairs = list(done.repairs)
         self.finishing = True

@@ -14,7 +14,7 @@ cheap.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..plugins import ESTIMATE_STREAMS, STRATEGIES
 
@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # the interface is in .base; importing it here would load the
 
 NAMES: tuple[str, ...] = STRATEGIES.builtin_names()
 
-__all__ = ["NAMES", "estimate_needs_context", "get_strategy", "names", "reapplies_each", "reapply_all",
-           "reapply_each", "register"]
+__all__ = ["NAMES", "Layers", "estimate_needs_context", "get_strategy", "names", "reapplies_each",
+           "reapply_all", "reapply_each", "register"]
 
 
 def register(strategy: Strategy) -> None:
@@ -85,25 +85,54 @@ def _layered(state: State) -> list[Strategy]:
 
 def reapplies_each(state: State) -> bool:
     """Whether :func:`reapply_each` can apply the state again a record at a time: every strategy it applies
-    has a ``reapply_each`` (masking does; sliding-window events do not: an event's summary goes where its
-    range begins, and the records it drops are kept on it, so they need the records around them)."""
+    has a ``reapply_each`` (masking's gives each record its own way; sliding-window events' place each
+    summary before the first record past where its range begins and hold only the events not placed yet)."""
     return all(hasattr(s, "reapply_each") for s in _layered(state))
 
 
-def reapply_each(state: State, fmt_name: str) -> Callable[[Record], Record | None] | None:
-    """:func:`reapply_all` for a reading that does not hold the records (``streaming``): a function giving
-    each record as ``reapply_all`` gives it (None: dropped), with each strategy's own ``reapply_each``, the
-    code of its ``reapply``; None when there is nothing to apply again. Only where :func:`reapplies_each`."""
+class Layers:
+    """:func:`reapply_all` for a reading that does not hold the records: each record read gives what
+    ``reapply_all`` gives in its place (none, it, or several), and :meth:`end` what it gives after the last
+    one; each layer by its strategy's own ``reapply_each`` (the code of its ``reapply``), in layer order."""
+
+    def __init__(self, each: list[Callable[[Record], Any]]) -> None:
+        self.each = each
+
+    def __call__(self, rec: Record) -> list[Record]:
+        return self._through(0, [rec])
+
+    def passes_on(self, index: int) -> bool:
+        """Whether every record from input index ``index`` on is given in its place alone (a later read may
+        start there): a layer that gives several records for one says (``passes_on``)."""
+        return all(f.passes_on(index) for f in self.each if hasattr(f, "passes_on"))
+
+    def skip_to(self, index: int) -> bool:
+        """Start at input index ``index``, where an earlier read :meth:`passes_on`; False if one cannot."""
+        return all(f.skip_to(index) for f in self.each if hasattr(f, "skip_to"))
+
+    def end(self) -> list[Record]:
+        out: list[Record] = []
+        for k, f in enumerate(self.each):  # a layer's end goes through the layers after it
+            ending = getattr(f, "end", None)
+            if ending is not None:
+                out.extend(self._through(k + 1, ending()))
+        return out
+
+    def _through(self, k: int, records: list[Record]) -> list[Record]:
+        for f in self.each[k:]:
+            given: list[Record] = []
+            for rec in records:
+                got = f(rec)
+                if isinstance(got, list):
+                    given.extend(got)
+                elif got is not None:
+                    given.append(got)
+            records = given
+        return records
+
+
+def reapply_each(state: State, fmt_name: str) -> Layers | None:
+    """:func:`reapply_all` a record at a time (:class:`Layers`), for a reading that does not hold the
+    records (``streaming``); None when there is nothing to apply again. Only where :func:`reapplies_each`."""
     each = [s.reapply_each(state, fmt_name) for s in _layered(state)]  # type: ignore[attr-defined]
-    if not each:
-        return None
-
-    def one(rec: Record) -> Record | None:
-        for f in each:
-            got = f(rec)
-            if got is None:
-                return None
-            rec = got
-        return rec
-
-    return one
+    return Layers(each) if each else None

@@ -99,7 +99,8 @@ class Strategy(Protocol):
     """A compaction strategy: one module and its registry entry (``plugins.STRATEGIES``, which declares its
     options). Optional attributes: ``options`` (its :class:`ctxcompact.plugins.Option` declarations, for a
     strategy registered at run time; a built-in's are in its registry entry), ``reapply_each(state,
-    fmt_name)`` (:meth:`reapply` a record at a time, ``Record -> Record | None``, so a reading that does not
+    fmt_name)`` (:meth:`reapply` a record at a time, ``Record -> Record | None`` or ``-> list[Record]`` when
+    a record gives several, with an ``end()`` giving what follows the last one, so a reading that does not
     hold the records applies it; without it a state holding its section is read held) and ``state_section``
     (the class of its own part of the state, a :class:`ctxcompact.state.Section`: ``KEY``, ``to_json``,
     ``from_json``, and for one registered at run time optionally ``problem(value) -> str | None``, checked on

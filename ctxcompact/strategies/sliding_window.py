@@ -33,7 +33,7 @@ import bisect
 import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..budget import Budget
@@ -51,7 +51,7 @@ from ..tokens import heuristic
 from ..tokens.counts import text_cost
 from . import estimate_needs_context
 from .base import Outcome, StrategyInput, Written
-from .events import apply_events, full_view
+from .events import apply_events, events_each, full_view
 from .invocations import (
     Invocation,
     Window,
@@ -498,6 +498,10 @@ def describe(si: StrategyInput) -> dict[str, Any]:
     }}
 
 
+def _same(rec: Record) -> Record:
+    return rec
+
+
 class SlidingWindowStrategy:
     name = NAME
     state_layer = 1  # events first: masking applies to the records they keep
@@ -505,6 +509,12 @@ class SlidingWindowStrategy:
 
     def reapply(self, records: list[Record], state: State, fmt_name: str) -> list[Record]:
         return apply_events(records, state, fmt_name) if _events(state) else records
+
+    def reapply_each(self, state: State, fmt_name: str) -> Callable[[Record], Any]:
+        """:meth:`reapply` as the records come (``strategies.reapply_each``): :class:`.events.EventsEach`,
+        without keeping the records it drops (the reading that applies it only counts and writes)."""
+        each = events_each(state, fmt_name, keep_dropped=False) if _events(state) else None
+        return each if each is not None else _same
 
     def describe(self, si: StrategyInput) -> dict[str, Any]:
         return describe(si)
