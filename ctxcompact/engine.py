@@ -450,8 +450,6 @@ def _compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Opt
     seen = fmt.compaction_seen()  # an append-only log: what its compaction takes of its lines
     if seen is not None and any(r.kind == "orphan_result" for r in counted.repairs):
         return None  # (a result no line's call answers is not copied: formats.jsonl.history_lines)
-    if seen is not None and counted.hides:
-        return None  # (a Codex or ADK compaction line in the log: its compaction is made held for now)
     if seen is not None and counted.covered is not None:
         return None  # (what an append-only log's compaction takes of its lines includes the covered prefix's)
     said: list[str] = []  # told only if this route writes: the held route says it all again otherwise
