@@ -139,9 +139,10 @@ class Cleaner:
     A part settles only where nothing later can reach back into it: cleaning it (with what the parts before
     left: their call ids) repairs nothing and answers every call, and the next message is of another role,
     carries no tool result and is not a system message (it cannot be merged into the part, answer one of its
-    calls, or become a user turn beside it). The test of a part costs its length, and a part that does not
-    settle is tested again only once it has doubled (never again when its repair is one no later record can
-undo): linear in all."""
+    calls, or become a user turn beside it); lines before the first message settle at any line (nothing
+    moves before them, so a log's lines hidden by its compaction are not held). The test of a part costs its
+    length, and a part that does not settle is tested again only once it has doubled (never again when its
+    repair is one no later record can undo): linear in all."""
 
     FIRST_TRY = 64  # records
     FIRST_TRY_BYTES = 1 << 20  # or this many bytes of input lines, whichever comes first (large results)
@@ -158,13 +159,15 @@ undo): linear in all."""
     def feed(self, rec: Record) -> list[Record]:
         out: list[Record] = []
         msg = rec.message
+        due = len(self.held) >= self.next_try or self.held_bytes >= self.next_bytes
         if msg is not None:
-            due = len(self.held) >= self.next_try or self.held_bytes >= self.next_bytes
             if (due and self.last_role is not None and msg.role != self.last_role
                     and msg.role is not Role.SYSTEM
                     and not any(isinstance(b, ToolResult) for b in msg.blocks)):
                 out = self._settle()
             self.last_role = msg.role
+        elif due and self.last_role is None:  # no message yet (a log's lines before its compaction boundary)
+            out = self._settle()
         self.held.append(rec)
         self.held_bytes += len(rec.raw) if rec.raw is not None else 0
         return out

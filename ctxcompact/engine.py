@@ -28,7 +28,15 @@ from .formats.base import Format
 from .formats.jsonl import compaction_output, write_transcript
 from .model import Origin, Transcript
 from .options import MAX_TOKENS, Options, check_options
-from .paths import check_paths, check_side_files, open_input, spooled, state_path_in
+from .paths import (
+    check_paths,
+    check_side_files,
+    is_fifo,
+    open_input,
+    spooled,
+    spooled_fifo,
+    state_path_in,
+)
 from .pipeline import (
     budget_from_transcript,
     count_and_decide,
@@ -126,18 +134,21 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     budget = _budget(opts)
     state_path = resolve_state_path(source, opts, required=False)
     state = None if (state_path is None or opts.reset_state) else load_state(state_path)
-    if is_stdin(source) and may_stream(None, opts, state):
+    if (is_stdin(source) or _fifo(source)) and may_stream(None, opts, state):
+        name = None if is_stdin(source) else Path(source)  # type: ignore[arg-type]
         # streamed from the size a file is (paths.spooled: below it, read whole as always)
-        with spooled(sys.stdin.buffer, hold_below=STREAMING_FROM_BYTES - 1) as got:
+        below = STREAMING_FROM_BYTES - 1
+        with spooled(sys.stdin.buffer, hold_below=below) if name is None else \
+                spooled_fifo(name, hold_below=below) as got:
             if isinstance(got, bytes):
-                inp = InputData.load(got)
+                inp = _named(InputData.load(got), name)
             else:
                 with progress("reading and counting"):
                     streamed = stream_report(got, opts, state, budget, state_path, _cache_loader(state_path),
-                                             name=source_name(None))
+                                             name=source_name(name))
                 if streamed is not None:
                     return streamed
-                inp = InputData.load(got.read_bytes())  # (named as stdin: no path)
+                inp = _named(InputData.load(got.read_bytes()), name)
         return _estimate_held(inp, opts, state, budget, state_path)
     if is_file(source) and may_stream(Path(source), opts, state):  # type: ignore[arg-type]
         with progress("reading and counting"):
@@ -188,10 +199,10 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
     report's ``maskable_tokens`` is null on that route (it needs the whole context; ``estimate`` gives it).
     ``hold=True`` takes the held route whatever the input (the tests compare the two).
 
-    Stdin (``-``) with an ``output`` takes the file's route through a private temporary copy
-    (``paths.spooled``), named as stdin wherever the run names its input; the copy is gone when ``run``
-    returns, so such a result's records are not read again (reading them raises InputError): with
-    ``output=None``, stdin is held as before.
+    Stdin (``-``) or a FIFO (a named pipe, ``<(cmd)``) with an ``output`` takes the file's route through a
+    private temporary copy (``paths.spooled``), named as the held route names it (stdin: no path; a FIFO:
+    its path); the copy is gone when ``run`` returns, so such a result's records are not read again
+    (reading them raises InputError): with ``output=None``, the input is held as before.
     """
     opts = opts or Options()
     check_options(opts)
@@ -205,29 +216,41 @@ def run(source: Source, opts: Options | None = None, *, output: Path | BinaryIO 
         if state_path is not None:
             check_side_files(state_path)
     if not hold and not dry_run and is_file(source) and Path(source).is_file():  # type: ignore[arg-type]
-        return _run_file_locked(Path(source), opts, budget, state_path, output, warn)  # type: ignore[arg-type]
-    if not hold and not dry_run and output is not None and is_stdin(source):
-        with spooled(sys.stdin.buffer) as got:  # (before the lock, as stdin was always read)
+        path = Path(source)  # type: ignore[arg-type]
+        return _run_file_locked(path, opts, budget, state_path, output, warn, path)
+    if not hold and not dry_run and output is not None and (is_stdin(source) or _fifo(source)):
+        name = None if is_stdin(source) else Path(source)  # type: ignore[arg-type]
+        # (before the lock, as stdin and a FIFO were always read)
+        with spooled(sys.stdin.buffer) if name is None else spooled_fifo(name) as got:
             if isinstance(got, bytes):
-                return _run_input(InputData.load(got), opts, budget, state_path, output, warn)
-            return _gone(_run_file_locked(got, opts, budget, state_path, output, warn, named=False))
+                return _run_input(_named(InputData.load(got), name), opts, budget, state_path, output, warn)
+            return _gone(_run_file_locked(got, opts, budget, state_path, output, warn, name), name)
     return _run_input(InputData.load(source), opts, budget, state_path, output, warn, dry_run)
 
 
+def _fifo(source: Source) -> bool:
+    return is_file(source) and is_fifo(Path(source))  # type: ignore[arg-type]
+
+
+def _named(inp: InputData, name: Path | None) -> InputData:
+    """Spooled bytes named as the held route names their input (stdin: no path; a FIFO: its path)."""
+    return inp if name is None else dataclasses.replace(inp, path=name)
+
+
 def _run_file_locked(path: Path, opts: Options, budget: Budget, state_path: Path | None,
-                     output: Path | BinaryIO | None, warn: Warn, *, named: bool = True) -> RunResult:
+                     output: Path | BinaryIO | None, warn: Warn, name: Path | None) -> RunResult:
     if state_path is None:
-        return _run_file(path, opts, budget, None, output, warn, named=named)
+        return _run_file(path, opts, budget, None, output, warn, name)
     with state_lock(state_path, timeout=opts.lock_timeout):
-        return _run_file(path, opts, budget, state_path, output, warn, named=named)
+        return _run_file(path, opts, budget, state_path, output, warn, name)
 
 
-def _gone(result: RunResult) -> RunResult:
-    """A result of stdin read through its spool file, which is removed as ``run`` returns: what would read
-    it again (``lines()``, ``transcript``, ``context``, when not read yet) says so instead."""
+def _gone(result: RunResult, name: Path | None) -> RunResult:
+    """A result of stdin or a FIFO read through its spool file, which is removed as ``run`` returns: what
+    would read it again (``lines()``, ``transcript``, ``context``, when not read yet) says so instead."""
     def gone() -> Any:
-        raise InputError("stdin was read through a temporary copy that is gone: its records cannot be read "
-                         "again (run with output=None to hold them, or read a file)")
+        raise InputError(f"{name or 'stdin'} was read through a temporary copy that is gone: its records "
+                         "cannot be read again (run with output=None to hold them, or read a file)")
 
     if result.streamed is not None:
         result.streamed = gone
@@ -276,16 +299,15 @@ def _check_summarizer(opts: Options) -> None:
 
 
 def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
-              output: Path | BinaryIO | None, warn: Warn, *, named: bool = True) -> RunResult:
+              output: Path | BinaryIO | None, warn: Warn, name: Path | None) -> RunResult:
     """``run`` of a file without holding it (docs/DESIGN.md, "The flow of `run`"): pass 1 reads, validates,
     cleans, counts and decides record by record (``streaming.count_file``, after a state's covered prefix
     too); a context that passes through is written by pass 2, which reads the same bytes again
     (``streaming.written_lines``); a compaction of the default path is made in pass 2
     (``_compact_streamed``), any other reads the file held, with pass 1's counts. Whatever ``streaming``
-    does not take is read held, as always. ``named=False``: ``path`` is stdin's spool file
-    (``paths.spooled``), named as the held route names stdin (no path, ``-``) in the state, the transcripts
-    and the messages."""
-    name = path if named else None
+    does not take is read held, as always. ``name``: how the state, the transcripts and the messages name
+    the input, as the held route names it: ``path``; or, ``path`` being the spool file of stdin or a FIFO
+    (``paths.spooled``), None (stdin: no path, ``-``) or the FIFO's path."""
     state = load_state(state_path) if state_path is not None and not opts.reset_state else None
     _check_summarizer(opts)
     counted = None
@@ -301,7 +323,7 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
             streamed = _compact_streamed(path, name, counted, opts, state, state_path, output, warn)
             if streamed is not None:
                 return streamed
-    inp = InputData.load(path if named else path.read_bytes())
+    inp = InputData.load(path) if name == path else _named(InputData.load(path.read_bytes()), name)
     if inp.document is not None:
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
              "(line N is its record N), and written as JSONL")
@@ -450,8 +472,6 @@ def _compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Opt
     seen = fmt.compaction_seen()  # an append-only log: what its compaction takes of its lines
     if seen is not None and any(r.kind == "orphan_result" for r in counted.repairs):
         return None  # (a result no line's call answers is not copied: formats.jsonl.history_lines)
-    if seen is not None and counted.hides:
-        return None  # (a Codex or ADK compaction line in the log: its compaction is made held for now)
     if seen is not None and counted.covered is not None:
         return None  # (what an append-only log's compaction takes of its lines includes the covered prefix's)
     said: list[str] = []  # told only if this route writes: the held route says it all again otherwise

@@ -16,7 +16,8 @@ FIFO or a device would block or never end.
 
 Every read of a file ctxcompact did not write is bounded: a side file (:func:`read_side_file`,
 :func:`read_regular`) is a regular file under a size limit; a transcript path that is a FIFO or a device is
-read up to :data:`STREAM_INPUT_LIMIT` (:func:`read_input`), and a FIFO with no writer is empty, never a hang.
+read up to :data:`STREAM_INPUT_LIMIT` (:func:`read_input`; a FIFO the streamed routes read is copied to a
+spool file by the same rules, :func:`spooled_fifo`), and a FIFO with no writer is empty, never a hang.
 
 ``--state-dir`` (docs/concepts/state.md#the-state-folder) puts the states in one folder instead of beside
 their inputs: :func:`state_path_in` names each after its input, with a digest of the input's real path so
@@ -37,9 +38,9 @@ from typing import BinaryIO
 from .errors import CtxCompactError, StateError, UsageError
 
 __all__ = ["SIDE_FILE_LIMIT", "STATE_FILE_LIMIT", "STREAM_INPUT_LIMIT", "cache_dir", "check_paths",
-           "check_side_files", "check_state_path", "check_writes", "file_identity", "open_input",
+           "check_side_files", "check_state_path", "check_writes", "file_identity", "is_fifo", "open_input",
            "read_input", "read_regular", "read_side_file", "same_file", "side_files", "spooled",
-           "state_path_in", "stdin_path"]
+           "spooled_fifo", "state_path_in", "stdin_path"]
 
 SIDE_FILE_LIMIT = 4 * 1024 * 1024
 """The most ctxcompact reads of a file that is not the transcript (``--todos``, ``--probes``, the config):
@@ -52,8 +53,8 @@ one ctxcompact wrote: exit 3)."""
 STREAM_INPUT_LIMIT = 256 * 1024 * 1024
 """The most ctxcompact reads from a transcript path that is a FIFO or a device (``/dev/zero`` never ends):
 256 MiB, then a usage error (exit 2). Stdin (``-``) is a stream: copied to a private temporary file that the
-streamed routes read like any file (:func:`spooled`), or read whole where the held route reads it; a regular
-file is read whole where it is held."""
+streamed routes read like any file (:func:`spooled`), or read whole where the held route reads it; a FIFO too
+(:func:`spooled_fifo`), within this bound; a regular file is read whole where it is held."""
 
 SPOOL_CHUNK = 1 << 20
 """Stdin is copied to its spool file this many bytes at a time: all of it a run holds while copying."""
@@ -295,12 +296,54 @@ def read_input(path: Path) -> bytes:
             os.set_blocking(fd, True)  # a writer that is slower than we are is waited for
         data = _read_bounded(fd, STREAM_INPUT_LIMIT)
         if data is None:
-            raise UsageError(f"{path} is {_kind(st.st_mode)} that gave more than {STREAM_INPUT_LIMIT:,} "
-                             "bytes; ctxcompact reads at most that from one (save the transcript to a "
-                             "file, or pipe it on stdin)")
+            raise _too_long(path, st.st_mode)
         return data
     finally:
         os.close(fd)
+
+
+def _too_long(path: Path, mode: int) -> UsageError:
+    return UsageError(f"{path} is {_kind(mode)} that gave more than {STREAM_INPUT_LIMIT:,} bytes; "
+                      "ctxcompact reads at most that from one (save the transcript to a file, or pipe it on "
+                      "stdin)")
+
+
+def is_fifo(path: Path) -> bool:
+    """``path`` is a FIFO (a named pipe, ``<(cmd)``'s ``/dev/fd/N``): nothing is opened or read."""
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+class _Bounded:
+    """A FIFO read as :func:`read_input` reads one: the error of a FIFO over :data:`STREAM_INPUT_LIMIT` once
+    it gives more, never reading more than one byte past the limit."""
+
+    def __init__(self, stream: BinaryIO, path: Path) -> None:
+        self.stream, self.path, self.total = stream, path, 0
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is None or n < 0:
+            return b"".join(iter(lambda: self.read(SPOOL_CHUNK), b""))
+        chunk = self.stream.read(min(n, STREAM_INPUT_LIMIT + 1 - self.total))
+        self.total += len(chunk)
+        if self.total > STREAM_INPUT_LIMIT:
+            raise _too_long(self.path, stat.S_IFIFO)
+        return chunk
+
+
+@contextmanager
+def spooled_fifo(path: Path, *, hold_below: int = 0) -> Iterator[Path | bytes]:
+    """The FIFO at ``path`` as :func:`spooled` gives stdin: read once, as :func:`read_input` reads it (a FIFO
+    nobody writes to is empty, never a hang; more than :data:`STREAM_INPUT_LIMIT` bytes a UsageError),
+    into a spool file of our own; the FIFO itself is only read."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK)  # (no writer: open() would block without O_NONBLOCK)
+    if _NONBLOCK:
+        os.set_blocking(fd, True)  # a writer that is slower than we are is waited for
+    with os.fdopen(fd, "rb") as stream, \
+            spooled(_Bounded(stream, path), hold_below=hold_below) as got:  # type: ignore[arg-type]
+        yield got
 
 
 @contextmanager

@@ -263,7 +263,7 @@ class _Reading:
             start.at, start.hash.copy(), start.line, start.records, len(start.names), start.finish,
             start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
-        self.parsed: Callable[[Record], None] | None = None  # told each record as read, before cleaning
+        self.parsed: Callable[[Record], None] | None = None  # told each record read and finished
         self.finish: Finish | None = None  # the format's, once the format is known
 
     def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
@@ -301,12 +301,12 @@ class _Reading:
             rec = parse_record(fmt, obj, self.records, lineno, raw, offset,
                                self.schema and offset + len(raw) > self.checked_from, refuse, self.remember)
             assert rec is not None and cleaner is not None and finish is not None
-            if self.parsed is not None:
-                self.parsed(rec)
             try:
                 finish(rec)
             except NeedsWhole as why:
                 raise _Held(str(why)) from why
+            if self.parsed is not None:  # (finished: a line a compaction hides is no system line)
+                self.parsed(rec)
             if self.covered is not None and rec.meta.get(EARLIER_SUMMARY) and self.covered.carries(rec):
                 raise _Held("the log carries the state's summary") from _Carried()
             self.records += 1

@@ -327,3 +327,26 @@ def test_a_compaction_is_made_in_pass_2(tmp_path: Path, monkeypatch: pytest.Monk
     assert out.startswith(big.read_bytes()) and b'"compact_boundary"' in out[big.stat().st_size:]
     assert streamed < 200, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 8 * streamed, (held, streamed)
+
+
+def test_the_lines_before_a_boundary_are_not_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No state, a boundary near the end: the lines before it (history only) pass through the cleaner as
+    they come, not held until a message after the boundary settles them (3.5 KB a record before: the
+    held route's figure, test_memory_does_not_grow_with_the_records)."""
+    from ctxcompact import stream_totals
+    from ctxcompact.formats.claude_code_stream import StreamFinish
+
+    # (pass 1 counts in batches, the boundary scan reads 1 MiB chunks: smaller ones, which small files fill)
+    monkeypatch.setattr(stream_totals.Totals, "BATCH_RECORDS", 256)
+    monkeypatch.setattr(stream_totals.Totals, "BATCH_BYTES", 64 * 1024)
+    scan = StreamFinish._scan
+    monkeypatch.setattr(StreamFinish, "_scan", lambda self, stream, at, limit: scan(self, stream, at, limit,
+                                                                                   64 * 1024))
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small_lines, big_lines = _session(turns=50, boundary_at=48), _session(turns=200, boundary_at=198)
+    small.write_bytes(b"".join(small_lines))
+    big.write_bytes(b"".join(big_lines))
+    added = len(big_lines) - len(small_lines)
+    _peak(small, False)  # warm
+    streamed = (_peak(big, False) - _peak(small, False)) / added
+    assert streamed < 200, f"{streamed:.0f} B per record"

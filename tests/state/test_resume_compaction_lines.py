@@ -119,3 +119,19 @@ def test_any_split_of_appends_to_a_log_with_compaction_lines_gives_the_held_answ
     opts = {"exact": exact_opt, "window": window}
     streamed = _sequence(tmp_path, lines, cuts, cold=False, hold=False, **opts)
     assert streamed == _sequence(tmp_path, lines, cuts, cold=True, hold=True, **opts)
+
+
+@pytest.mark.parametrize("window", [60_000, 50_000])
+def test_a_compacting_call_on_a_real_rollout_with_codexs_own_compaction_streams(tmp_path, new_process,
+                                                                                monkeypatch, window):
+    """Over the threshold, Codex's ``compacted`` line in the log: compacted in pass 2 without holding the
+    file, the output byte for byte and the state the held route's. (The developer lines the ``compacted``
+    line hides are no system lines of the context: the state once noted them streamed, and a later call
+    would have put them back.)"""
+    lines = OWN.read_bytes().splitlines(keepends=True)
+    loaded = _loads(monkeypatch)
+    streamed = _sequence(tmp_path, lines, [len(lines)], cold=True, hold=False, window=window)
+    assert loaded == [] and streamed[0][3]  # compacted, and never read into memory
+    held = _sequence(tmp_path, lines, [len(lines)], cold=True, hold=True, window=window)
+    assert streamed == held
+    assert held[0][1]["fingerprint"]["system_lines"] == []
