@@ -120,6 +120,30 @@ def _grow(src: Path, dst: Path) -> None:
         f.writelines(orjson.dumps(rec) + b"\n" for rec in GROWTH)
 
 
+def _below_cases(work: Path, base: Path, grown: Path, tag: str, env: dict[str, str] | None
+                 ) -> tuple[Case, Case, Callable[[], None], Callable[[], None]]:
+    """The below row's cases (second run, first run) of one tree (``tag``: its names' suffix, ``env``: its
+    PYTHONPATH), with their own state, and what to do before each: B (the first run) leaves the state the
+    second run starts from; it is restored before each A, and each B starts from nothing (else it finds the
+    counts the second run left, and is no first run)."""
+    mine = tag.replace(" @", ".")  # "" or ".against"
+    name = f"below{mine}.state.json"
+    st = work / name
+    first = Case(f"first run{tag}", ctxcompact("run", str(base), "--state", str(st), "--window", WINDOW_BIG,
+                                               "-o", str(work / f"below{mine}1.jsonl")), env=env)
+    second = Case(f"second run{tag}", ctxcompact("run", str(grown), "--state", str(st), "--window",
+                                                 WINDOW_BIG, "-o", str(work / f"below{mine}2.jsonl")),
+                  env=env)
+    measure([first], 1, warmup=0)
+    restore = _snapshot(work, f"{name}*")
+    first.samples = []
+
+    def start_cold() -> None:
+        for p in work.glob(f"{name}*"):
+            p.unlink()
+    return second, first, restore, start_cold
+
+
 def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | None,
                 log: Callable[[str], None], against: Path | None = None) -> dict[str, Cell]:
     """The cells of ``shape``; with ``against``, also ``<row>@against``: the row with that tree's code."""
@@ -141,28 +165,27 @@ def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | N
         run_small = Case(f"run {small.stat().st_size / 1e3:.0f} KB",
                          ctxcompact("run", str(small), "--no-state", "--window", WINDOW_BIG,
                                     "-o", str(work / "small.out.jsonl")))
-        measure([run_small, help_], max(runs, 5))
+        # (with ``against``, that tree's two cases in the same rounds: each round runs all four in turn)
+        theirs = [] if other is None else [
+            Case(f"{run_small.name} @against", run_small.argv, env=other),
+            Case("--help @against", help_.argv, env=other)]
+        measure([run_small, help_, *theirs], max(runs, 5))
         cells["startup"] = _ratio("startup", run_small, help_)
         log(f"{shape} startup: {cells['startup'].detail}")
+        if theirs:
+            cells["startup@against"] = _ratio("startup", theirs[0], theirs[1])
+            log(f"{shape} startup @against: {cells['startup@against'].detail}")
 
     if "below" in rows:
-        st = work / "below.state.json"
-        first = Case("first run", ctxcompact("run", str(base), "--state", str(st), "--window", WINDOW_BIG,
-                                             "-o", str(work / "below1.jsonl")))
-        second = Case("second run", ctxcompact("run", str(grown), "--state", str(st), "--window",
-                                               WINDOW_BIG, "-o", str(work / "below2.jsonl")))
-        # B (the first run) leaves the state the second run starts from; restore it before each A, and
-        # start each B from nothing (else it finds the counts the second run left, and is no first run)
-        measure([first], 1, warmup=0)
-        restore = _snapshot(work, "below.state.json*")
-        first.samples = []
-
-        def start_cold() -> None:
-            for p in work.glob("below.state.json*"):
-                p.unlink()
-        _alternate(second, first, runs, restore, warmup=False, before_b=start_cold)
-        cells["below"] = _ratio("below", second, first)
-        log(f"{shape} below: {cells['below'].detail}")
+        trees = [("", None)] + ([(" @against", other)] if other is not None else [])
+        pairs = [_below_cases(work, base, grown, tag, env) for tag, env in trees]
+        for _ in range(runs):  # (the trees take turns, run by run)
+            for second, first, restore, start_cold in pairs:
+                _alternate(second, first, 1, restore, warmup=False, before_b=start_cold)
+        for (tag, _env), (second, first, _r, _c) in zip(trees, pairs, strict=True):
+            key = "below" + ("@against" if tag else "")
+            cells[key] = _ratio("below", second, first)
+            log(f"{shape} below{tag}: {cells[key].detail}")
 
     compacting = Case("compacting run", ctxcompact("run", str(base), "--state", str(work / "c.state.json"),
                                                    "--window", WINDOW, "-o", str(work / "c1.jsonl")))
@@ -186,11 +209,23 @@ def bench_shape(shape: str, mb: float, runs: int, rows: set[str], ttok: Path | N
         restore = _snapshot(work, "c.state.json*")  # as the compacting run left it
         after = Case("after", ctxcompact("run", str(grown), "--state", str(work / "c.state.json"), "--window",
                                          WINDOW, "-o", str(work / "c2.jsonl")))
+        theirs_after = None
+        if other is not None:  # after that tree's own compacting run, from the state it left
+            restore_theirs = _snapshot(work, "co.state.json*")
+            theirs_after = Case("after @against", ctxcompact(
+                "run", str(grown), "--state", str(work / "co.state.json"), "--window", WINDOW, "-o",
+                str(work / "co2.jsonl")), env=other)
         for _ in range(runs):
             restore()
             measure([after], 1, warmup=0)
+            if theirs_after is not None:
+                restore_theirs()
+                measure([theirs_after], 1, warmup=0)
         cells["after"] = _ratio("after", after, compacting)
         log(f"{shape} after: {cells['after'].detail}")
+        if theirs_after is not None:
+            cells["after@against"] = _ratio("after", theirs_after, c_other)
+            log(f"{shape} after @against: {cells['after@against'].detail}")
 
     if "heuristic" in rows:
         none = Case("estimate --exact none",

@@ -74,7 +74,6 @@ from .repairs import (  # noqa: F401 - the names cleaning is known by
     results_first,
     user_message,
 )
-from .validate import last_turn
 
 
 @dataclass(slots=True)
@@ -439,6 +438,8 @@ class _Cleaner:
         """Tree layouts: a synthetic result after the turn of each unanswered call, except the calls of the
         last turn, which nothing but their own results follows: those are the running session's live calls
         (``validate.last_turn``, the rule eval's validity uses too)."""
+        from .validate import last_turn  # (here: only a tree layout's unanswered calls need it)
+
         last = last_turn([self.msg(p) for p in msg_positions])
         live_from = msg_positions[last] if last >= 0 else -1
         for mpos, group in groups.items():

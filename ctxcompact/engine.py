@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .atomic import write_lines
 from .budget import Budget, make_budget
@@ -67,7 +67,6 @@ from .state import (
 from .state import record_real_tokens as record_in_state
 from .state.cache import cache_path, load_counts, save_counts
 from .strategies import get_strategy, reapply_all
-from .strategies.base import StrategyInput, Written
 from .streaming import (
     STREAMING_FROM_BYTES,
     CacheLoader,
@@ -80,6 +79,10 @@ from .streaming import (
 )
 from .tokens.cache import CountCache
 from .tokens.counts import Counts, check_exact, count_key
+
+if TYPE_CHECKING:  # (imported where a strategy is applied or described: a call that passes through does
+    # neither, and the module's classes cost every call ~2 ms to make)
+    from .strategies.base import StrategyInput
 
 
 def stderr_warn(message: str) -> None:
@@ -170,6 +173,8 @@ def _estimate_held(inp: InputData, opts: Options, state: State | None, budget: B
             cache.use(count_key(opts, ctx.input_format))
             cache.keep = False  # nothing to keep it for: no per-record memory
         report, counts = count_and_decide(ctx, opts, state, budget, state_path, cache)
+    from .strategies.base import StrategyInput
+
     describe(report, StrategyInput(ctx, opts, budget, state, report, stderr_warn,
                                    counter(ctx, counts, opts, cache)))
     return report
@@ -392,6 +397,8 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
     ignored = ignored_usage_warning(report.calibrated)
     if ignored is not None:
         warn(ignored)
+    from .strategies.base import StrategyInput
+
     si = StrategyInput(ctx, opts, budget, state, report, warn, counter(ctx, ctx_counts, opts, cache))
     describe(report, si)
     result = RunResult(
@@ -482,6 +489,8 @@ def _compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Opt
     try:
         with progress("reading the conversation again"):
             ctx, conversation, positions = read_conversation(path, counted, opts, seen)
+            from .strategies.base import StrategyInput
+
             si = StrategyInput(ctx, opts, report.budget, state, report, said.append,
                                counter(ctx, counted.counts, opts, cache, positions), conversation)
             result = RunResult(
@@ -606,6 +615,8 @@ def _update_state(state: State, path: Path | None, data: bytes | Path | HashedFi
     _note_input(state, path, ctx.input_format)
     outcome = result.outcome
     if outcome is not None and outcome.compacted:
+        from .strategies.base import Written
+
         outcome.commit(state, Written(ctx=ctx, data=data, tokens_before=result.tokens_before,
                                       tokens_after=result.tokens_after, counts=out_counts))
         add_compaction(

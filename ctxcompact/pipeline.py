@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .budget import Budget, make_budget
 from .context import Context
@@ -21,10 +21,12 @@ from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
 from .state import State
 from .strategies import get_strategy
-from .strategies.base import StrategyInput
 from .tokens.cache import CountCache
 from .tokens.calibration import Calibrated, UsagePoint, calibrate, calibrate_request, default_factor
 from .tokens.counts import Counts, count_records, system_tokens
+
+if TYPE_CHECKING:
+    from .strategies.base import StrategyInput
 
 
 def budget_from_transcript(budget: Budget, opts: Options, records: list[Record]) -> Budget:

@@ -18,11 +18,11 @@ from .model import Origin, Transcript
 from .options import Options
 from .report import EstimateReport
 from .state import State
-from .strategies.base import Outcome
 from .tokens.calibration import Calibrated
 from .tokens.counts import Counts, system_tokens
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (strategies.base is loaded by the routes that apply a strategy, not by a pass-through)
+    from .strategies.base import Outcome
     from .summarizers.base import SummaryResult
 
 Warn = Callable[[str], None]

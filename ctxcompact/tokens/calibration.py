@@ -341,7 +341,7 @@ def calibrate_request(
     Never below the last reported figure of a request whose context this one extends."""
     current = sum(base)
     same = stored is not None and stored.estimator in (None, estimator)
-    sums = _prefix_sums(base)
+    sums = _prefix_sums(base) if usage else []  # (only a usage point is placed by it: a list per record)
     kept = [(int(v), int(r)) for v, r in stored.points] if stored is not None and same else []
     if stored is not None and same and stored.real and stored.last_estimate:
         pair = (stored.last_estimate, stored.real)  # the last request, reported since we wrote it
