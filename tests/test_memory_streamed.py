@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_run_streamed import _agent_log
 
 from ctxcompact import engine
-from ctxcompact.facts.calls import CallsSoFar, _Hashes
+from ctxcompact.facts.calls import CallsSoFar, Hashes
 from ctxcompact.options import Options
 
 
@@ -43,7 +43,7 @@ def test_a_run_with_a_state_grows_by_little_per_record(window: int, tmp_path: Pa
 
 @given(st.lists(st.text(max_size=6), max_size=3000), st.lists(st.text(max_size=6), max_size=50))
 def test_hashed_ids_never_forget_one(added: list[str], other: list[str]) -> None:
-    seen = _Hashes()
+    seen = Hashes()
     for i, key in enumerate(added):
         seen.add(key)
         assert key in seen and added[i // 2] in seen  # across the merges into the sorted array

@@ -105,7 +105,7 @@ def call_index(records: Iterable[Record]) -> dict[str, ToolCall]:
     return calls
 
 
-class _Hashes:
+class Hashes:
     """A set of strings kept as 64-bit hashes (``hash``), 8 bytes each: a sorted array looked up by bisection
     and the latest few in a set, merged into it as they double. A collision answers "seen" for a string that
     was not: :class:`CallsSoFar` then says it is not exact, and the caller reads the file held (the same
@@ -117,14 +117,19 @@ class _Hashes:
         self.old, self.new = array("q"), set[int]()
 
     def __contains__(self, key: str) -> bool:
-        h = hash(key)
+        return self.has_hash(hash(key))
+
+    def has_hash(self, h: int) -> bool:
         if h in self.new:
             return True
         i = bisect_left(self.old, h)
         return i < len(self.old) and self.old[i] == h
 
     def add(self, key: str) -> None:
-        self.new.add(hash(key))
+        self.add_hash(hash(key))
+
+    def add_hash(self, h: int) -> None:
+        self.new.add(h)
         if len(self.new) > 1024 + len(self.old) // 4:
             self.old = array("q", merge(self.old, sorted(self.new)))  # (no object per hash meanwhile)
             self.new = set()
@@ -137,7 +142,7 @@ class CallsSoFar(Mapping[str, ToolCall]):
 
     def __init__(self, forget: bool = False) -> None:
         self.calls: dict[str, ToolCall] = {}
-        self.asked = _Hashes()  # every id looked up: a record's only growth here, 8 bytes each
+        self.asked = Hashes()  # every id looked up: a record's only growth here, 8 bytes each
         self.exact = True
         #: ``forget``: a call answered is dropped after its record (``answered``), so what is held is the
         #: calls not yet answered; a later lookup of it makes the index inexact

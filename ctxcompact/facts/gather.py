@@ -3,7 +3,6 @@ ready for :func:`.store.merge`: ``merge(old, gather(records, …))`` is the stor
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,10 +10,11 @@ from ..model import SUBAGENT_MESSAGE, Message, Record, ToolCall
 from .calls import CallsSoFar, Memo, call_index, once_per_call
 from .earlier import MAX_INSTRUCTION_CHARS, EarlierSummary, carried, earlier_summary
 from .files import FileScan
+from .goals import GOAL_CHARS, Requests, goal_text
 from .handoff import InstructionScan
 from .identifiers import IdentifierScan
 from .outcomes import CommandScan, ErrorScan, EvidenceScan, failure_checker
-from .rules import ProjectRuleScan, rules_of
+from .rules import ProjectRuleScan
 from .seen import Scanner, Seen, seen
 from .store import (
     MAX_COMMANDS,
@@ -35,22 +35,13 @@ from .subagents import subagent_runs
 from .timeline import ActionScan, StatementScan, TimelineScan
 from .todos import Todo, TodoScan
 
-# Per-entry lengths kept in the store (the summary may show less).
-GOAL_CHARS = 2000
+__all__ = ["GOAL_CHARS", "FactFeed", "gather", "goal_text"]
+
+# Per-entry lengths kept in the store (the summary may show less; the goals': .goals.GOAL_CHARS).
 FINDING_CHARS = 6000
 DECISION_CHARS = 2000
 TIMELINE_CHARS = 160
 ACTION_CHARS = 500
-
-_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
-
-
-def goal_text(text: str) -> str:
-    """A request as a goal, its lines as the user wrote them: pasted code blocks and logs replaced by a
-    marker, length capped."""
-    text = _FENCE.sub(" [code block] ", text).strip()
-    return text if len(text) <= GOAL_CHARS else text[:GOAL_CHARS - 1].rstrip() + "…"
-
 
 def gather(records: Sequence[Record], latest_request: str | None = None,
            todos: Sequence[Todo] | None = None, prior_summary: str | None = None) -> NewFacts:
@@ -89,7 +80,7 @@ class FactFeed:
         # a result is read only in its own record: the memo is emptied after each (the ids of records
         # already dropped may be reused)
         self.failed = failure_checker()
-        self.typed: list[str] = []  # what a person typed, oldest first
+        self.requests = Requests(bounded)  # what a person typed: its rules and goals
         self.files = FileScan()
         self.commands = CommandScan(lookup, self.failed)
         self.errors = ErrorScan(lookup, self.failed)
@@ -128,7 +119,7 @@ class FactFeed:
         with once_per_call(self.memo):
             text = view.typed
             if text is not None:
-                self.typed.append(text)
+                self.requests.add(text)
             for s in self.scans:
                 s.feed(view)
             found = earlier_summary(rec)
@@ -167,9 +158,7 @@ class FactFeed:
               prior_summary: str | None = None, records: Sequence[Record] | None = None) -> NewFacts:
         """The facts of the records fed (:func:`gather`'s arguments); ``records``: every record fed, needed
         only when a subagent's lines were among them."""
-        typed = self.typed
-        latest = latest_request or (typed[-1] if typed else None)
-        goals = tuple(dict.fromkeys(goal_text(t) for t in typed if t != latest))
+        latest = latest_request or self.requests.last
         files = [FileFact(f.path, tuple(f.tools), f.at, f.changed, f.change)
                  for f in sorted(self.files.result(), key=lambda f: f.last_index)]
         commands = tuple(CommandFact(c.command, c.ok, c.at) for c in self.commands.result())
@@ -194,8 +183,8 @@ class FactFeed:
             files += [FileFact(p, (f"{run.tool} subagent",), at, True) for p in run.changed]
         said = self.statements.result()
         facts = Facts(
-            goals=goals,
-            rules=tuple(rules_of(typed)),
+            goals=self.requests.goals(latest),
+            rules=tuple(self.requests.rules),
             files=tuple(files),
             commands=commands,
             errors=errors,
