@@ -60,6 +60,17 @@ def coding_session(turns: int, tool_chars: int = 2000, start: int = 0) -> list[d
     return out
 
 
+def grown_session(splits: list[int]) -> list[bytes]:
+    """A coding session as a hook sees it grow: after the system prompt and first turn, ``n`` more turns per
+    call for each ``n`` of ``splits`` (a hypothesis draw), each call's whole file."""
+    msgs = [sys_msg("You are a coding agent."), *coding_session(8, tool_chars=900)]
+    ends, at = [], 2
+    for n in splits:
+        at = min(len(msgs), at + n * 2)
+        ends.append(at)
+    return [jsonl(msgs[:end]) for end in ends]
+
+
 def ctxcompact(
     *args: str, input: bytes | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:

@@ -21,7 +21,7 @@ import orjson
 import pytest
 from helpers import SAMPLES, coding_session, comparable_state, jsonl, sys_msg
 
-from ctxcompact import engine, paths, source, stream_totals
+from ctxcompact import engine, paths, stream_totals
 from ctxcompact.cli.render import run_json
 from ctxcompact.errors import CtxCompactError, InputError
 from ctxcompact.options import Options
@@ -38,15 +38,6 @@ def spool_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
     yield folder
     assert list(folder.iterdir()) == []
-
-
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every input the held route reads into memory (``InputData.load``)."""
-    seen: list[Any] = []
-    real = source.InputData.load.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(source.InputData, "load", classmethod(lambda cls, s: seen.append(s) or real(cls, s)))
-    return seen
 
 
 @contextmanager

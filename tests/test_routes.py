@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import SAMPLES, assistant, coding_session, comparable_state, jsonl, sys_msg, user
+from helpers import SAMPLES, assistant, comparable_state, grown_session, jsonl, sys_msg, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -81,12 +81,7 @@ def test_any_split_of_appends_gives_the_held_routes_report(tmp_path_factory: Any
                                                            window: int) -> None:
     """A session grown by appends of any sizes, each call a new ``run`` with the state the last one left:
     compactions, calls after them, pass-throughs; the same output, state and report on both routes."""
-    msgs = [sys_msg("You are a coding agent."), *coding_session(8, tool_chars=900)]
-    ends, at = [], 2
-    for n in splits:
-        at = min(len(msgs), at + n * 2)
-        ends.append(at)
-    datas = [jsonl(msgs[:end]) for end in ends]
+    datas = grown_session(splits)
     work = tmp_path_factory.mktemp("split")
     held = _calls(datas, work / "held", True, window)
     assert _calls(datas, work / "streamed", False, window) == held

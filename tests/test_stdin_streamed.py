@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import SAMPLES, coding_session, jsonl, sys_msg
+from helpers import SAMPLES, coding_session, grown_session, jsonl, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -124,12 +124,7 @@ def test_any_split_of_appends_on_stdin_gives_the_held_run(tmp_path_factory: Any,
                                                           window: int) -> None:
     """A session grown by appends of any sizes, each call a new ``run -`` with the state the last one left:
     the same outputs, states, warnings and reports on both routes."""
-    msgs = [sys_msg("You are a coding agent."), *coding_session(8, tool_chars=900)]
-    ends, at = [], 2
-    for n in splits:
-        at = min(len(msgs), at + n * 2)
-        ends.append(at)
-    datas = [jsonl(msgs[:end]) for end in ends]
+    datas = grown_session(splits)
     work = tmp_path_factory.mktemp("split")
     assert _calls(datas, work / "s", False, window, monkeypatch) == \
         _calls(datas, work / "h", True, window, monkeypatch)
