@@ -261,16 +261,28 @@ def _read_bounded(fd: int, limit: int, size: int = 0) -> bytes | None:
     return None
 
 
+def _open_without_waiting(path: str | os.PathLike[str]) -> int:
+    """``path`` opened read-only without waiting in ``open()`` itself (a FIFO with no writer would wait
+    forever: O_NONBLOCK), then set to blocking reads, so a writer slower than we are is waited for. A
+    regular file behaves as if opened plainly."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    if _NONBLOCK:
+        try:
+            os.set_blocking(fd, True)
+        except OSError:
+            os.close(fd)
+            raise
+    return fd
+
+
 def open_input(path: str | os.PathLike[str]) -> BinaryIO:
     """The transcript at ``path`` as a binary stream, for a reader that goes line by line (``validate``): a
     regular file is streamed from disk; a FIFO or a device is read first, within the bound of
     :func:`read_input`, so opening a FIFO with no writer never blocks. Opening errors propagate."""
-    fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    fd = _open_without_waiting(path)
     try:
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode):
-            if _NONBLOCK:
-                os.set_blocking(fd, True)
             stream = os.fdopen(fd, "rb")
             fd = -1  # owned by the stream now
             return stream
@@ -284,7 +296,7 @@ def read_input(path: Path) -> bytes:
     """The transcript at ``path``: a regular file whole; a FIFO or a device up to
     :data:`STREAM_INPUT_LIMIT` bytes (UsageError past it); a FIFO nobody writes to reads as empty. Opening
     errors propagate as ``OSError``."""
-    fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    fd = _open_without_waiting(path)
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
@@ -292,8 +304,6 @@ def read_input(path: Path) -> bytes:
         if stat.S_ISREG(st.st_mode):
             with os.fdopen(os.dup(fd), "rb") as f:
                 return f.read()
-        if _NONBLOCK:
-            os.set_blocking(fd, True)  # a writer that is slower than we are is waited for
         data = _read_bounded(fd, STREAM_INPUT_LIMIT)
         if data is None:
             raise _too_long(path, st.st_mode)
@@ -338,16 +348,16 @@ def spooled_fifo(path: Path, *, hold_below: int = 0) -> Iterator[Path | bytes]:
     """The FIFO at ``path`` as :func:`spooled` gives stdin: read once, as :func:`read_input` reads it (a FIFO
     nobody writes to is empty, never a hang; more than :data:`STREAM_INPUT_LIMIT` bytes a UsageError),
     into a spool file of our own; the FIFO itself is only read."""
-    fd = os.open(path, os.O_RDONLY | _NONBLOCK)  # (no writer: open() would block without O_NONBLOCK)
-    if _NONBLOCK:
-        os.set_blocking(fd, True)  # a writer that is slower than we are is waited for
+    fd = _open_without_waiting(path)
     with os.fdopen(fd, "rb") as stream, \
-            spooled(_Bounded(stream, path), hold_below=hold_below) as got:  # type: ignore[arg-type]
+            spooled(_Bounded(stream, path), hold_below=hold_below,  # type: ignore[arg-type]
+                    prefix="ctxcompact-fifo-") as got:
         yield got
 
 
 @contextmanager
-def spooled(stream: BinaryIO, *, hold_below: int = 0) -> Iterator[Path | bytes]:
+def spooled(stream: BinaryIO, *, hold_below: int = 0,
+            prefix: str = "ctxcompact-stdin-") -> Iterator[Path | bytes]:
     """``stream`` (stdin) as a file the streamed routes read by offset, twice: copied in bounded chunks to
     a private temporary file (``tempfile.mkstemp``: O_EXCL, mode 0600, in ``$TMPDIR``), removed on leaving
     whatever happens (an error, KeyboardInterrupt). Gives the bytes instead, the held route's input, when
@@ -360,7 +370,7 @@ def spooled(stream: BinaryIO, *, hold_below: int = 0) -> Iterator[Path | bytes]:
     import tempfile  # (only here: it loads shutil, random and the compression modules, ~5 ms a call)
 
     try:
-        fd, name = tempfile.mkstemp(prefix="ctxcompact-stdin-", suffix=".jsonl")
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".jsonl")
     except OSError:
         yield head + stream.read()
         return

@@ -138,6 +138,7 @@ def test_the_fifo_is_only_read(named: bool, tmp_path: Path, spool_dir: Path,
         assert (after.st_ino, after.st_dev, after.st_mode, after.st_uid) == \
             (before.st_ino, before.st_dev, before.st_mode, before.st_uid)
     assert r.compacted and len(spools) == 1 and spools[0].parent == spool_dir and not spools[0].exists()
+    assert spools[0].name.startswith("ctxcompact-fifo-")  # (a spool left by a crash says what it held)
     assert sorted(p.name for p in work.iterdir()) == sorted(
         ["in.fifo"] * named + ["o.jsonl", "s.json", "s.json.counts", "s.json.lock"])
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) if named else not fifo.exists()
