@@ -281,22 +281,29 @@ class CountCache:
         self.fresh = _Lines()
 
     def to_bytes(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def chunks(self) -> list[bytes]:
+        """:meth:`to_bytes` in the pieces it joins (written one after the other: no copy of the body). The
+        columns are marshalled through memoryviews, as the bytes ``tobytes`` gives (the same code, nothing
+        else refers to either), without a copy of each: 32 bytes a line at 100 MB of small records is 24 MB
+        for each copy."""
         self.commit()
-        body = marshal.dumps({"key": list(self.key), "offsets": self.offsets.tobytes(),
-                              "digests": self.digests.tobytes(), "heuristic": self.heuristic.tobytes(),
-                              "exact": self.exact.tobytes(), "text_keys": self.text_keys.tobytes(),
-                              "text_heuristic": self.text_heuristic.tobytes(),
-                              "text_exact": self.text_exact.tobytes(), "settled": self.settled,
+        body = marshal.dumps({"key": list(self.key), "offsets": memoryview(self.offsets),
+                              "digests": memoryview(self.digests), "heuristic": memoryview(self.heuristic),
+                              "exact": memoryview(self.exact), "text_keys": memoryview(self.text_keys),
+                              "text_heuristic": memoryview(self.text_heuristic),
+                              "text_exact": memoryview(self.text_exact), "settled": self.settled,
                               "settled_sha256": self.settled_sha256, "resume_at": self.resume_at,
                               "resume_sha256": self.resume_sha256, "resume": self.resume})
-        return MAGIC + hashlib.sha256(body).digest() + body
+        return [MAGIC, hashlib.sha256(body).digest(), body]
 
 
 def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
     """The cache in ``raw`` if it was counted with options ``key`` (None: whatever they were), else None."""
     if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + 32:
         return None
-    body = raw[len(MAGIC) + 32:]
+    body = memoryview(raw)[len(MAGIC) + 32:]  # (not a copy: the columns are 32 bytes a line)
     if hashlib.sha256(body).digest() != raw[len(MAGIC):len(MAGIC) + 32]:
         return None
     try:
