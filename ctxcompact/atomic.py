@@ -44,9 +44,9 @@ STALE_TEMP_S = 600.0
 it within one write (seconds), and the next write of the same target removes it."""
 
 def atomic_write(
-    path: str | os.PathLike[str], data: bytes | bytearray | memoryview | Iterable[bytes]
+    path: str | os.PathLike[str], data: bytes | bytearray | memoryview | Iterable[bytes | memoryview]
 ) -> None:
-    """Replace ``path`` with ``data`` (bytes, or an iterable of byte chunks) atomically.
+    """Replace ``path`` with ``data`` (bytes, or an iterable of byte chunks or views) atomically.
 
     An iterable is consumed while writing, so a generator of output lines is never held in memory whole; if it
     raises, the target is untouched and the exception propagates.

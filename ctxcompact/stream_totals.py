@@ -34,7 +34,8 @@ class Totals:
         self.pending: list[Record] = []
         self.pending_bytes = 0
         self.at_mark: int | None = None  # the records before a resume point (:meth:`mark`)
-        self.marked: dict[str, Any] | None = None  # what was counted of them (:meth:`kept`)
+        #: how many they are and what else was counted of them (:meth:`kept`)
+        self.marked: tuple[int, dict[str, Any]] | None = None
 
     #: settled records are counted in batches of about this many bytes or records (a tiktoken call per batch,
     #: not per part; a batch's records are held while counting, so tiny lines are bounded by number too)
@@ -65,7 +66,7 @@ class Totals:
         if 0 <= cut <= len(part):
             exact = counts.exact
             self._fold(part[:cut], counts.heuristic[:cut], None if exact is None else exact[:cut])
-            self.marked, self.at_mark = self.kept(), None
+            self.marked, self.at_mark = (len(self.heuristic), self._sums()), None
             self._fold(part[cut:], counts.heuristic[cut:], None if exact is None else exact[cut:])
         else:
             self._fold(part, counts.heuristic, counts.exact)
@@ -85,11 +86,18 @@ class Totals:
         self.stats.chars += s.chars
         self.stats.from_input += s.from_input
 
-    def kept(self) -> dict[str, Any]:
-        """Everything counted so far (flushed), for a later read to start from (:meth:`take`)."""
-        return {"heuristic": self.heuristic.tobytes(),
-                "exact": None if self.exact is None else self.exact.tobytes(),
-                "usage": [(p.position, p.prompt_tokens, p.line, p.source) for p in self.usage],
+    def kept(self) -> dict[str, Any] | None:
+        """What was counted of the records before the resume point (:meth:`mark`), for a later read to start
+        from (:meth:`take`), once every part is counted (the columns then grow no more): their counts as
+        views of the columns, not copies (8 bytes a record each; marshalled as the bytes they hold)."""
+        if self.marked is None:
+            return None
+        n, sums = self.marked
+        exact = None if self.exact is None else _view(self.exact, n)
+        return {"heuristic": _view(self.heuristic, n), "exact": exact, **sums}
+
+    def _sums(self) -> dict[str, Any]:
+        return {"usage": [(p.position, p.prompt_tokens, p.line, p.source) for p in self.usage],
                 "system": self.system, "window": self.window, "messages": dict(self.stats.messages),
                 "tool_calls": self.stats.tool_calls, "chars": self.stats.chars,
                 "from_input": self.stats.from_input}
@@ -123,7 +131,12 @@ class Totals:
         self.stats.from_input = read["from_input"]
 
 
-def ints(raw: bytes) -> array[int]:
+def _view(column: array[int], n: int) -> memoryview:
+    """The first ``n`` items of ``column`` as bytes, not copied (the column must not grow meanwhile)."""
+    return memoryview(column).cast("B")[:n * column.itemsize]
+
+
+def ints(raw: bytes | memoryview) -> array[int]:
     got = array("q")
     got.frombytes(raw)
     return got

@@ -419,11 +419,13 @@ class _Reading:
         part is handed out (the cleaner's carry is then the one at the mark)."""
         assert self.cleaner is not None and self.chosen is not None
         calls, started, settled = self.cleaner.carried()
+        # every line is read by then: the names grow no more, and those before the mark are often all of them
+        names = self.names if mark.names == len(self.names) else dict(islice(self.names.items(), mark.names))
         return {"v": _Resume.VERSION, "options": self.opts.format, "format": self.chosen.name,
                 "covered": self.covered.key if self.covered is not None else None,
                 "layers": _layers_key(self.state), "line": mark.line,
                 "records": mark.records, "calls": calls, "started": started, "settled": settled,
-                "names": dict(islice(self.names.items(), mark.names)), "finish": mark.finish,
+                "names": names, "finish": mark.finish,
                 "detector": mark.detector}
 
 
@@ -565,7 +567,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         settles = total.cache.settles_after(covered.at if covered is not None else 0)
         total.cache.settled, total.cache.settled_sha256 = hashing.whole_lines() if settles else (0, b"")
         if later is not None and total.marked is not None and settles:
-            later["totals"] = total.marked
+            later["totals"] = total.kept()
         else:
             later = None
         mark = reading.mark if later is not None else None

@@ -60,7 +60,7 @@ def save_counts(path: Path, cache: CountCache) -> None:
     if path.is_symlink() or (path.exists() and not path.is_file()):
         return  # never written through a link or over a FIFO or device (paths.check_side_files refuses them)
     try:
-        atomic_write(path, cache.to_bytes())
+        atomic_write(path, cache.chunks())  # (not joined: the body is not copied)
         stamp = _stamp(path)
         if stamp is not None:
             _memo[str(path)] = (stamp, cache)
