@@ -612,7 +612,7 @@ def written_lines(path: Path, counted: Counted, opts: Options, output: Path | No
     own resume point for the next."""
     resumed, covered, cache = counted.resumed, counted.covered, counted.cache
     start = resumed if resumed is not None and resumed.plain else None
-    key = [closes_trailing(opts), counted.source]  # (what else the written bytes depend on)
+    key = [closes_trailing(opts)]  # (what else the written bytes depend on; not the name of the input)
     known = resumed.output if start is None and resumed is not None else None
     last = proven_prefix(output, known["at"], known["sha256"]) if known is not None and known["key"] == key \
         else None
