@@ -3,7 +3,9 @@
 On ``bench/out/openai_<mb>mb_seed1.jsonl``: a ``run --strategy sliding-window`` (or ``--strategy mask``) on
 the file's first lines, then default calls (below the threshold) on the file less 10 lines, less 5, and
 whole, each tree in its own folder, the trees' calls in turn (A B A B …), ``--runs`` times. Prints each call's
-CPU-s and peak RSS per tree, and whether the outputs are identical (SHA-256).
+CPU-s and peak RSS per tree, and whether the outputs are identical (SHA-256). With ``--repeat N``, the third
+call is also timed inside one process per tree (import aside: the call itself, what start-up hides), N
+times from the same state, in three alternating rounds.
 
     python bench/layers_calls.py --base /work/main --mb 10 --runs 2
 """
@@ -18,6 +20,24 @@ import tempfile
 from pathlib import Path
 
 from common import PY, REPO, child_env, machine, run_once, transcript
+
+# the third call again and again from a copy of the folder before it (``argv``: tree, copy, folder, N)
+REPEAT = """
+import os, shutil, sys, time
+from pathlib import Path
+tree, snap, work, n = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+sys.path.insert(0, tree)
+from ctxcompact import engine
+from ctxcompact.options import Options
+ts = []
+for _ in range(n):
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(snap, work)
+    t = time.process_time()
+    engine.run(work / "t.jsonl", Options(window=2_000_000), output=work / "out.jsonl", warn=lambda m: None)
+    ts.append(time.process_time() - t)
+print(" ".join(f"{x:.3f}" for x in ts[1:]))
+"""
 
 
 def _lines(src: Path, dst: Path, n: int) -> None:
@@ -35,6 +55,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--first", type=float, default=0.5, help="the share of the lines the first run reads")
     ap.add_argument("--strategy", default="sliding-window", choices=["sliding-window", "mask"])
+    ap.add_argument("--repeat", type=int, default=0, help="time the third call in process N times")
     args = ap.parse_args()
     src = transcript(args.mb)
     with open(src, "rb") as f:
@@ -46,6 +67,7 @@ def main() -> None:
     rss: dict[tuple[str, str], list[float]] = {}
     same = True
     print(machine())
+    keep = Path(tempfile.mkdtemp())
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory() as tmp:
             dirs = {name: Path(tmp) / name for name in trees}
@@ -64,6 +86,9 @@ def main() -> None:
                     t = dirs[name] / "t.jsonl"
                     _lines(src, t, n)
                     out = dirs[name] / "out.jsonl"
+                    if n == total and args.repeat:
+                        shutil.rmtree(keep / name, ignore_errors=True)
+                        shutil.copytree(dirs[name], keep / name)
                     argv = [PY, "-m", "ctxcompact", "run", str(t), "--window", "2000000", "-o", str(out)]
                     s = run_once(argv, env=child_env(PYTHONPATH=str(tree)))
                     assert s.code == 0, s.stderr[-500:]
@@ -80,6 +105,13 @@ def main() -> None:
             c, r = cpu[(label, name)], rss[(label, name)]
             cells.append(f"{min(c):.2f}-{max(c):.2f} CPU-s, {max(r):.0f} MiB")
         print(f"| {label} | {' | '.join(cells)} |")
+    for _ in range(3 if args.repeat else 0):
+        for name, tree in trees.items():
+            s = run_once([PY, "-c", REPEAT, str(tree), str(keep / name), str(keep / f"{name}.work"),
+                          str(args.repeat + 1)], env=child_env())
+            assert s.code == 0, s.stderr[-500:]
+            print(f"third call in process, {name}: {s.stdout.decode().strip()} CPU-s")
+    shutil.rmtree(keep, ignore_errors=True)
     print("outputs identical" if same else "OUTPUTS DIFFER")
     sys.exit(0 if same else 1)
 

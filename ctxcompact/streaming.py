@@ -618,8 +618,8 @@ def written_lines(path: Path, counted: Counted, opts: Options, output: Path | No
         else None
     start = resumed if last is not None else start
     # what this call writes before the resume point it keeps, if the next cannot copy the input's bytes
-    note = Written() if cache is not None and isinstance(cache.resume, dict) and not counted.verbatim \
-        and not cache.resume.get("plain") else None
+    note = Written() if output is not None and cache is not None and isinstance(cache.resume, dict) \
+        and not counted.verbatim and not cache.resume.get("plain") else None
     reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
                        limit=counted.nbytes, source=counted.source, state=counted.layers)
     written = note if note is not None else lambda chunks: chunks
