@@ -73,12 +73,14 @@ def main() -> None:
             dirs = {name: Path(tmp) / name for name in trees}
             for d in dirs.values():
                 d.mkdir()
+            # (each child runs in its folder: ``python -m`` puts the folder it starts in first on the path,
+            # which from a worktree would be that tree's package whatever PYTHONPATH says)
             for name, tree in trees.items():
                 t = dirs[name] / "t.jsonl"
                 _lines(src, t, first)
                 s = run_once([PY, "-m", "ctxcompact", "run", str(t), "--strategy", args.strategy,
                               "--window", "2000000", "-o", str(dirs[name] / "out.jsonl")],
-                             env=child_env(PYTHONPATH=str(tree)))
+                             env=child_env(PYTHONPATH=str(tree)), cwd=dirs[name])
                 assert s.code == 0, s.stderr[-500:]
             for label, n in steps:
                 digests = set()
@@ -90,7 +92,7 @@ def main() -> None:
                         shutil.rmtree(keep / name, ignore_errors=True)
                         shutil.copytree(dirs[name], keep / name)
                     argv = [PY, "-m", "ctxcompact", "run", str(t), "--window", "2000000", "-o", str(out)]
-                    s = run_once(argv, env=child_env(PYTHONPATH=str(tree)))
+                    s = run_once(argv, env=child_env(PYTHONPATH=str(tree)), cwd=dirs[name])
                     assert s.code == 0, s.stderr[-500:]
                     cpu.setdefault((label, name), []).append(s.cpu)
                     rss.setdefault((label, name), []).append(s.rss_mb)
