@@ -355,7 +355,7 @@ def _pass_through(path: Path, name: Path | None, counted: Counted, opts: Options
         output_format=counted.format, compacted=False, tokens_before=cal.tokens, tokens_after=cal.tokens,
         estimate=report, repairs=counted.repairs, problems=[],
         state=state or new_state(counted.format), state_path=state_path,
-        streamed=lambda: written_lines(path, counted, opts),
+        streamed=lambda: written_lines(path, counted, opts, output if isinstance(output, Path) else None),
         written=(len(counts.heuristic), report.from_input),  # the context, record for record
         held=_held_view(path, name, counted, opts, state))
     judge_fit(result, counts, report.budget, decided_upfront=True, system=counted.system)

@@ -5,9 +5,13 @@ proves the bytes a state knows (the settled prefix, the covered prefix) and read
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, BinaryIO
 
+from .errors import InputError
 from .reader import iter_lines_at
 
 
@@ -77,3 +81,58 @@ def lines_at(hashing: Hashing, at: int = 0, line: int = 1) -> Iterator[tuple[int
         return
     for lineno, offset, raw in iter_lines_at(hashing, line):  # type: ignore[arg-type]
         yield lineno, offset + at, raw
+
+
+class Written:
+    """The bytes a pass hands out, counted and hashed (SHA-256), so a later call can prove a file still
+    starts with them (:func:`proven_prefix`)."""
+
+    def __init__(self) -> None:
+        self.nbytes, self.hash = 0, hashlib.sha256()
+
+    def __call__(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            self.nbytes += len(chunk)
+            self.hash.update(chunk)
+            yield chunk
+
+
+def proven_prefix(path: Path | None, nbytes: int, sha256: str) -> BinaryIO | None:
+    """``path`` opened at its start if it is a regular file whose first ``nbytes`` hash to ``sha256`` (hex);
+    else None (no such file, another content, or a FIFO or device, which is never read)."""
+    try:
+        if path is None or not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        f = open(path, "rb", buffering=0)  # noqa: SIM115 (returned open; unbuffered: the copy reads anew)
+    except OSError:
+        return None
+    h, left = hashlib.sha256(), nbytes
+    try:
+        while left > 0:
+            chunk = f.read(min(1 << 20, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+        if left == 0 and h.hexdigest() == sha256 and stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            f.seek(0)
+            return f
+    except OSError:
+        pass
+    f.close()
+    return None
+
+
+def copy_prefix(f: BinaryIO, nbytes: int, sha256: str) -> Iterator[bytes]:
+    """The first ``nbytes`` of ``f`` (proven by :func:`proven_prefix`), in chunks; an InputError if they are
+    no longer those bytes (the file changed since: what they were written into is discarded)."""
+    h, left = hashlib.sha256(), nbytes
+    while left > 0:
+        chunk = f.read(min(1 << 20, left))
+        if not chunk:
+            break
+        h.update(chunk)
+        left -= len(chunk)
+        yield chunk
+    if left or h.hexdigest() != sha256:
+        raise InputError(f"{f.name} changed while it was read; run again")

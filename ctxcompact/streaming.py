@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -52,7 +53,7 @@ from .formats import DETECT_LINES, get_format
 from .formats.base import Finish, Format, NeedsWhole, Restart
 from .formats.jsonl import parse_record, write_transcript
 from .formats.registry import Detector
-from .hashed_lines import Hashing, lines_at
+from .hashed_lines import Hashing, Written, copy_prefix, lines_at, proven_prefix
 from .model import EARLIER_SUMMARY, Record, Transcript
 from .options import Options
 from .paths import open_input
@@ -129,6 +130,9 @@ class _Resume:
     #: the cleaned records before it are the input's lines, in order and byte for byte (no blank line, CR
     #: or BOM): pass 2 copies those bytes as they are
     plain: bool
+    #: else what the call that kept it wrote before that record (``{"at", "sha256", "key"}``; None: not
+    #: known): pass 2 copies those bytes from the output if it still starts with them (:func:`written_lines`)
+    output: dict[str, Any] | None = None
 
     VERSION = 2
 
@@ -159,7 +163,8 @@ class _Resume:
                        kept["finish"],
                        _detector(kept["detector"]),
                        Totals.read(kept["totals"], opts.exact != "none"),
-                       None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]))
+                       None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]),
+                       _output(kept.get("output")))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -170,6 +175,12 @@ def _layers_key(state: State | None) -> str | None:
         return None
     d = state.to_json()
     return hashlib.sha256(orjson.dumps({k: d.get(k) for k in sorted(state.sections)})).hexdigest()
+
+
+def _output(kept: Any) -> dict[str, Any] | None:
+    if kept is None:
+        return None
+    return {"at": int(kept["at"]), "sha256": str(kept["sha256"]), "key": list(kept["key"])}
 
 
 def _detector(kept: Any) -> dict[str, Any] | None:
@@ -588,32 +599,55 @@ def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) 
             and (type(target).link_records is Format.link_records or not repairs))
 
 
-def written_lines(path: Path, counted: Counted, opts: Options) -> Iterator[bytes]:
+def written_lines(path: Path, counted: Counted, opts: Options, output: Path | None = None) -> Iterator[bytes]:
     """Pass 2: the cleaned context of ``path`` re-read record by record and written part by part (each
     record as ``formats.jsonl.write_transcript`` writes it: its own bytes when nothing changed it). Only the
     bytes pass 1 read are read, and they must be the same (else an InputError: the file changed); so their
     schema is not checked again. Where pass 1 started after a proven prefix whose cleaned records are its
     very bytes, those bytes are copied as they are and the reading starts where pass 1's did. After a
-    covered prefix, only the bytes after it are read (pass 1 proved it and read its lead)."""
-    start = counted.resumed if counted.resumed is not None and counted.resumed.plain else None
-    covered = counted.covered
+    covered prefix, only the bytes after it are read (pass 1 proved it and read its lead).
+
+    Where the records before the resume point are not the input's bytes (a state's masking or events made
+    them), the bytes the call that kept it wrote before it are copied from ``output`` (the file this call
+    replaces), if it still starts with them (their SHA-256), and the reading starts there too: they are what
+    the same records, layers and options give (``_Resume.proven``). This call notes what it writes before its
+    own resume point for the next."""
+    resumed, covered, cache = counted.resumed, counted.covered, counted.cache
+    start = resumed if resumed is not None and resumed.plain else None
+    key = [closes_trailing(opts)]  # (what else the written bytes depend on; not the name of the input)
+    known = resumed.output if start is None and resumed is not None else None
+    last = proven_prefix(output, known["at"], known["sha256"]) if known is not None and known["key"] == key \
+        else None
+    start = resumed if last is not None else start
+    # what this call writes before the resume point it keeps, if the next cannot copy the input's bytes
+    note = Written() if output is not None and cache is not None and isinstance(cache.resume, dict) \
+        and not counted.verbatim and not cache.resume.get("plain") else None
     reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
                        limit=counted.nbytes, source=counted.source, state=counted.layers)
-    with open_input(path) as stream:
+    written = note if note is not None else lambda chunks: chunks
+    with open_input(path) as stream, last if last is not None else nullcontext():
         at = _begin(covered, None)[0]
         stream.seek(at)
         hashing = Hashing(stream, counted.nbytes, at, covered.hash.copy() if covered is not None else None)
         try:
-            if start is not None:
+            if last is not None and known is not None and start is not None:
+                for _ in hashing.copy(start.at):  # (read: the digest proves the file unchanged since pass 1)
+                    pass
+                yield from written(copy_prefix(last, known["at"], known["sha256"]))
+            elif start is not None:
                 if covered is not None:
-                    yield from write_transcript(Transcript(counted.format, covered.lead, counted.source))
-                yield from hashing.copy(start.at)
+                    yield from written(write_transcript(Transcript(counted.format, covered.lead,
+                                                                   counted.source)))
+                yield from written(hashing.copy(start.at))
             lines = lines_at(hashing, *_begin(covered, start))
             if counted.verbatim:  # each record written from its own bytes: the lines are the output
                 for _lineno, _offset, raw in lines:
                     yield raw + b"\n"
             for part in () if counted.verbatim else reading.parts(lines):
-                yield from write_transcript(Transcript(counted.format, part, counted.source))
+                if note is not None and reading.finishing and cache is not None and part and \
+                        part[0].offset == cache.resume_at:  # (it begins where the next call resumes)
+                    cache.resume["output"] = {"at": note.nbytes, "sha256": note.hash.hexdigest(), "key": key}
+                yield from written(write_transcript(Transcript(counted.format, part, counted.source)))
         except _Held as held:
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
         if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
