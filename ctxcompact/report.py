@@ -11,7 +11,7 @@ from typing import Any
 
 from .budget import Budget
 from .facts.text import continuation_text
-from .model import Origin, Record, message_chars
+from .model import Origin, Record, Role, message_chars
 from .plugins import STRATEGIES
 from .tokens import heuristic
 from .tokens.calibration import Calibrated
@@ -38,16 +38,21 @@ class ContextStats:
 
 def context_stats(records: list[Record], format: str, input_records: int, covered: int,
                   repairs: int) -> ContextStats:
-    stats = ContextStats(format=format, records=input_records, covered=covered, repairs=repairs)
+    # (per record: called on every part a stream counts; the tallies are kept in locals and the roles by
+    # their member, whose ``.value`` is a Python-level property on Python 3.11)
+    roles: dict[Role, int] = {}
+    from_input = tool_calls = chars = 0
     for rec in records:
-        stats.from_input += rec.origin is Origin.INPUT
+        from_input += rec.origin is Origin.INPUT
         msg = rec.message
         if msg is None:
             continue
-        stats.messages[msg.role.value] = stats.messages.get(msg.role.value, 0) + 1
-        stats.tool_calls += len(msg.tool_calls())
-        stats.chars += message_chars(msg)
-    return stats
+        roles[msg.role] = roles.get(msg.role, 0) + 1
+        tool_calls += len(msg.tool_calls())
+        chars += message_chars(msg)
+    return ContextStats(format=format, records=input_records, covered=covered,
+                        messages={role.value: n for role, n in roles.items()}, tool_calls=tool_calls,
+                        chars=chars, repairs=repairs, from_input=from_input)
 
 
 def projected_after_compaction(system_tokens: int, calibrated: Calibrated,

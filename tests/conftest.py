@@ -28,13 +28,13 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     from ctxcompact.tokens import exact
 
     sizes: list[int] = []
-    real = exact.count_messages
+    real = exact.count_token_texts  # (count_messages and tokens.counts both count through it)
 
     def spy(messages, encoding=exact.DEFAULT_ENCODING):  # type: ignore[no-untyped-def]
         sizes.append(len(messages))
         return real(messages, encoding)
 
-    monkeypatch.setattr(exact, "count_messages", spy)
+    monkeypatch.setattr(exact, "count_token_texts", spy)
     return sizes
 
 

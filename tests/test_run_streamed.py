@@ -101,8 +101,8 @@ def test_the_streamed_route_is_taken_and_writes_without_holding(tmp_path: Path,
     from ctxcompact.tokens import exact
 
     sizes: list[int] = []
-    real = exact.count_messages
-    monkeypatch.setattr(exact, "count_messages", lambda m, e=exact.DEFAULT_ENCODING: sizes.append(len(m))
+    real = exact.count_token_texts
+    monkeypatch.setattr(exact, "count_token_texts", lambda m, e=exact.DEFAULT_ENCODING: sizes.append(len(m))
                         or real(m, e))
     for name in ("openai-long", "anthropic-session"):
         path = tmp_path / f"{name}.jsonl"

@@ -123,7 +123,7 @@ def _parse_content(content: Any) -> tuple[list[Block], bool]:
     if content is None:
         return [], False
     if isinstance(content, str):
-        return [TextBlock(text=content)], True
+        return [TextBlock(content)], True
     if isinstance(content, list):
         return [_parse_part(p, f"$.content[{i}]") for i, p in enumerate(content)], False
     raise LineError("$.content", f"expected a string, null or an array of content parts, got "
@@ -157,7 +157,7 @@ def _parse_tool_call(call: Any, path: str) -> ToolCall:
         raise LineError(f"{path}.function.arguments",
                         f"expected a JSON string, got {json_type_name(arguments)} "
                         '(OpenAI carries arguments as JSON text, e.g. "{\\"path\\": \\"a.txt\\"}")')
-    return ToolCall(id=call_id, name=name, arguments=arguments, input=decode_arguments(arguments), raw=call)
+    return ToolCall(call_id, name, arguments, decode_arguments(arguments), call)  # (positional: per call)
 
 
 def _parse_usage(usage: Any) -> Usage | None:
@@ -300,9 +300,9 @@ class OpenAIFormat(Format):
                 blocks = blocks + [_parse_tool_call(c, f"$.tool_calls[{i}]") for i, c in enumerate(calls)]
         if role == "assistant":
             usage = _parse_usage(obj.get("usage"))
-        message = Message(role=ROLES[role], blocks=blocks, source_role=role, extra=extra,
-                          content_was_string=was_string)
-        return Record(index=index, line=line, raw=raw, data=obj, message=message, usage=usage)
+        # (positional, in the fields' order: keywords cost a dataclass __init__ per line about as much again)
+        message = Message(ROLES[role], blocks, role, extra, was_string)
+        return Record(index, line, raw, obj, message, usage)
 
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)

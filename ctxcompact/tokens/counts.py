@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..model import Record, Role
+from ..model import Record, Role, token_text
 from ..options import Options
 from ..plugins import LOCAL_COUNTERS, PROVIDER_COUNTERS
 from ..reader import line_digest
@@ -76,6 +76,7 @@ def count_records(records: list[Record], opts: Options, cache: CountCache | None
     heur = [0] * len(records)
     ex: list[int] | None = [0] * len(records) if exact_on else None
     todo: list[int] = []  # records to count exactly
+    texts: list[tuple[list[str], int]] = []  # their token_text, worked out once for both counters
     keys: dict[int, tuple[int, int] | None] = {}  # index -> (offset, digest) of a line, None: a made record
     proven = cache.proven if cache is not None else 0  # a line in the proven settled prefix is not hashed
     for i, r in enumerate(records):
@@ -99,13 +100,15 @@ def count_records(records: list[Record], opts: Options, cache: CountCache | None
                 continue
             if cache.keep:  # (a cache only looked up keeps nothing: no memory per record)
                 keys[i] = (r.offset, digest) if line else None
-        heur[i] = heuristic.message_tokens(msg)
-        todo.append(i)
+        text = token_text(msg)
+        heur[i] = heuristic.texts_tokens(*text)
+        if exact_on:
+            todo.append(i)
+            texts.append(text)
     if ex is not None and name is not None and todo:
         from . import exact
 
-        for i, n in zip(todo, exact.count_messages([records[i].message for i in todo],  # type: ignore[misc]
-                                                   name), strict=True):
+        for i, n in zip(todo, exact.count_token_texts(texts, name), strict=True):
             ex[i] = n
     if cache is not None:
         for i, key in keys.items():

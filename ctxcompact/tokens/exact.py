@@ -363,13 +363,17 @@ def count_messages(
 ) -> list[int]:
     """Exact token count of each message: its token text encoded with ``encoding``, plus the fixed cost of its
     images and other binary parts (model.IMAGE_TOKENS each)."""
-    texts: list[str] = []
-    fixed: list[int] = []
-    for m in messages:
-        text, cost = message_text(m)
-        texts.append(text)
-        fixed.append(cost)
-    return [n + f for n, f in zip(count_texts(texts, encoding), fixed, strict=True)]
+    return count_token_texts([token_text(m) for m in messages], encoding)
+
+
+def count_token_texts(
+    items: Sequence[tuple[list[str], int]], encoding: str | tiktoken.Encoding = DEFAULT_ENCODING
+) -> list[int]:
+    """:func:`count_messages` of messages given by their :func:`~ctxcompact.model.token_text` (a caller that
+    needs those texts for more than counting works them out once: ``tokens.counts``)."""
+    join = BLOCK_SEPARATOR.join
+    texts = [join(t) for t, _ in items]
+    return [n + f for n, (_, f) in zip(count_texts(texts, encoding), items, strict=True)]
 
 
 def count_text(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> int:

@@ -26,7 +26,12 @@ def chars_tokens(chars: int) -> int:
 
 def message_tokens(message: Message) -> int:
     """Heuristic tokens of one message: ``ceil(chars / 4)`` + the fixed cost of its binary parts."""
-    texts, fixed = token_text(message)
+    return texts_tokens(*token_text(message))
+
+
+def texts_tokens(texts: list[str], fixed: int) -> int:
+    """:func:`message_tokens` of a message whose :func:`~ctxcompact.model.token_text` is ``(texts, fixed)``
+    (a caller that needs those texts for more than this works them out once)."""
     return (sum(map(len, texts)) + 3) // 4 + fixed
 
 
