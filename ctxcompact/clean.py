@@ -136,12 +136,12 @@ class Cleaner:
     record, so a caller that streams gets exactly what cleaning the whole transcript gives.
 
     A part settles only where nothing later can reach back into it: cleaning it (with what the parts before
-    left: their call ids) repairs nothing and answers every call, and the next message is of another role,
-    carries no tool result and is not a system message (it cannot be merged into the part, answer one of its
-    calls, or become a user turn beside it); lines before the first message settle at any line (nothing
-    moves before them, so a log's lines hidden by its compaction are not held). The test of a part costs its
-    length, and a part that does not settle is tested again only once it has doubled (never again when its
-    repair is one no later record can undo): linear in all."""
+    left: their call ids) repairs nothing and answers every call with a result after it, and the next
+    message is of another role, carries no tool result and is not a system message (it cannot be merged into
+    the part, answer one of its calls, or become a user turn beside it); lines before the first message
+    settle at any line (nothing moves before them, so a log's lines hidden by its compaction are not held).
+    The test of a part costs its length, and a part that does not settle is tested again only once it has
+    doubled (never again when its repair is one no later record can undo): linear in all."""
 
     FIRST_TRY = 64  # records
     FIRST_TRY_BYTES = 1 << 20  # or this many bytes of input lines, whichever comes first (large results)
@@ -175,9 +175,11 @@ class Cleaner:
         part = _Cleaner(Transcript(self.format, self.held, self.source), self.layout, close_trailing=False,
                         carry=self.carry)
         result = part.run()
-        if result.repairs or any(c.result is None for c in part.calls):
-            # a pending call may be answered, an early result's call may come: try again once doubled; any
-            # other repair stays whatever follows, so the part never settles
+        if (result.repairs or any(c.result is None for c in part.calls)
+                or any((c.result.pos, c.result.bi) < (c.pos, c.bi) for c in part.calls if c.result)):
+            # a pending call may be answered, an early result's call may come, a call answered by a result
+            # before it may yet be answered by one after it (which takes it first): try again once doubled;
+            # any other repair stays whatever follows, so the part never settles
             transient = all(r.kind in ("missing_result", "orphan_result") for r in result.repairs)
             self.next_try = 2 * len(self.held) if transient else _NEVER
             self.next_bytes = 2 * self.held_bytes if transient else _NEVER

@@ -147,8 +147,8 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
                 inp = _named(InputData.load(got), name)
             else:
                 with progress("reading and counting"):
-                    streamed = stream_report(got, opts, state, budget, state_path, _cache_loader(state_path),
-                                             name=source_name(name))
+                    streamed = stream_report(got, opts, state, budget, state_path,
+                                             _cache_loader(state_path, got), name=source_name(name))
                 if streamed is not None:
                     return streamed
                 inp = _named(InputData.load(got.read_bytes()), name)
@@ -156,7 +156,7 @@ def estimate(source: Source, opts: Options | None = None) -> EstimateReport:
     if is_file(source) and may_stream(Path(source), opts, state):  # type: ignore[arg-type]
         with progress("reading and counting"):
             streamed = stream_report(Path(source), opts, state, budget, state_path,  # type: ignore[arg-type]
-                                     _cache_loader(state_path))
+                                     _cache_loader(state_path, Path(source)))  # type: ignore[arg-type]
         if streamed is not None:
             return streamed
     return _estimate_held(InputData.load(source), opts, state, budget, state_path)
@@ -166,7 +166,7 @@ def _estimate_held(inp: InputData, opts: Options, state: State | None, budget: B
                    state_path: Path | None) -> EstimateReport:
     with progress("reading and counting"):  # shown only on a terminal, and only if it takes a while
         # what earlier runs counted is looked up, never written: estimate does not take the state's lock
-        cache = load_counts(cache_path(state_path), None) if state_path else None
+        cache = load_counts(cache_path(state_path), None, len(inp.data)) if state_path else None
         ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all, settled=_proven(cache, inp))
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         if cache is not None:
@@ -180,10 +180,17 @@ def _estimate_held(inp: InputData, opts: Options, state: State | None, budget: B
     return report
 
 
-def _cache_loader(state_path: Path | None) -> CacheLoader | None:
+def _cache_loader(state_path: Path | None, source: Path) -> CacheLoader | None:
     if state_path is None:
         return None
-    return lambda key: load_counts(cache_path(state_path), key)
+    return lambda key: load_counts(cache_path(state_path), key, _size(source))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -318,8 +325,8 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
     counted = None
     if may_stream(path, opts, state, from_bytes=0):
         with progress("validating, cleaning and counting"):
-            counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path), keep=True,
-                                 gather=gathering(path, opts, budget), name=source_name(name))
+            counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path, path),
+                                 keep=True, gather=gathering(path, opts, budget), name=source_name(name))
         if (counted is not None and not counted.report.over_threshold
                 and may_write_streamed(counted.format, opts, counted.repairs)):
             return _pass_through(path, name, counted, opts, state, state_path, output, warn)
@@ -386,7 +393,7 @@ def _run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path 
             cache, cache_file = counted.cache, cache_path(state_path)  # pass 1 took it and added its counts
             settled = None
         else:
-            cache, cache_file = _count_cache(counts, state_path)
+            cache, cache_file = _count_cache(counts, state_path, len(inp.data))
             settled = _proven(cache, inp)
         ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all, settled=settled)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
@@ -553,8 +560,8 @@ def _held_view(path: Path, name: Path | None, counted: Counted, opts: Options, s
     return made
 
 
-def _count_cache(counts: CountCache | Path | None,
-                 state_path: Path | None) -> tuple[CountCache | None, Path | None]:
+def _count_cache(counts: CountCache | Path | None, state_path: Path | None,
+                 input_bytes: int) -> tuple[CountCache | None, Path | None]:
     """The count cache of this call, not yet begun (``CountCache.use`` once the format is known): held by
     the caller, or kept beside the state (``counts`` names the state file of a caller that holds the lock),
     and the file to keep it in."""
@@ -563,7 +570,7 @@ def _count_cache(counts: CountCache | Path | None,
     at = counts if counts is not None else state_path
     if at is None:
         return None, None  # no state: nothing to keep the counts in
-    return load_counts(cache_path(at), None), cache_path(at)
+    return load_counts(cache_path(at), None, input_bytes), cache_path(at)
 
 
 def _proven(cache: CountCache | None, inp: InputData) -> tuple[str, int] | None:

@@ -211,3 +211,30 @@ def test_large_records_settle_by_their_bytes() -> None:
         most_held = max(most_held, len(cleaner.held))
     assert cleaner.finish().repairs == []
     assert cleaner.settled >= 790 and most_held <= 8, most_held
+
+
+@pytest.mark.parametrize("name", ["tree", "codex", "openai"])
+def test_a_call_answered_by_an_earlier_result_waits_for_a_later_one(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result that comes before any call with its id, then that call, then another result for it: the
+    whole transcript pairs the call with the result after it (an earlier result is taken only by a call left
+    unanswered), so a part holding the call and only the earlier result must not settle (hypothesis found a
+    tree layout's part settling, which made the later result the duplicate)."""
+    layout = LAYOUTS[name]
+    result = _msg(layout.result_role, ToolResult("a", [TextBlock("early")]))
+    items = [_msg(Role.USER, TextBlock("q0")), _msg(Role.ASSISTANT, TextBlock("a0")), result]
+    for i in range(1, 6):
+        items += [_msg(Role.USER, TextBlock(f"q{i}")), _msg(Role.ASSISTANT, TextBlock(f"a{i}"))]
+    items += [_msg(Role.ASSISTANT, ToolCall("a", "ls", "{}"))]
+    for i in range(6, 12):
+        items += [_msg(Role.USER, TextBlock(f"q{i}")), _msg(Role.ASSISTANT, TextBlock(f"a{i}"))]
+    items += [_msg(layout.result_role, ToolResult("a", [TextBlock("late")]))]
+    t = Transcript(format="test", records=[Record(index=i, line=i + 1, raw=b"x", data={}, message=m)
+                                           for i, m in enumerate(items)])
+    want = _whole(t, layout, False, monkeypatch)
+    with monkeypatch.context() as m:
+        m.setattr(Cleaner, "FIRST_TRY", 1)
+        got = clean(t, layout, close_trailing=False)
+    assert _picture(got.transcript) == _picture(want.transcript)
+    assert [(r.kind, r.line) for r in got.repairs] == [(r.kind, r.line) for r in want.repairs]
+    assert any(r.kind == "orphan_result" and r.line == 3 for r in want.repairs)  # the early one is left over

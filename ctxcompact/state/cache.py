@@ -40,8 +40,16 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def load_counts(path: Path, key: tuple[Any, ...] | None) -> CountCache:
-    """The cache kept at ``path`` for options ``key``, or an empty one (missing, foreign or corrupt).
+def cache_limit(input_bytes: int) -> int:
+    """The most bytes a count cache of an ``input_bytes`` transcript is read up to: it grows with the
+    transcript's records (~50 B a record of 35 B lines, ~0.4 B a byte of ~200 B records), so a fixed limit
+    would drop a large transcript's cache on every call; past this bound it is not ours, and ignored."""
+    return STATE_FILE_LIMIT + 4 * max(0, input_bytes)
+
+
+def load_counts(path: Path, key: tuple[Any, ...] | None, input_bytes: int) -> CountCache:
+    """The cache kept at ``path`` for options ``key`` of a transcript of ``input_bytes``, or an empty one
+    (missing, foreign, corrupt, or over :func:`cache_limit`).
 
     ``key`` None: the cache whatever options it was counted with, not yet begun (the caller proves its
     settled prefix before reading the input, then calls ``use`` with the options it counts with)."""
@@ -49,7 +57,7 @@ def load_counts(path: Path, key: tuple[Any, ...] | None) -> CountCache:
     if memo is not None and memo[0] == _stamp(path) and (key is None or memo[1].key == key):
         return memo[1] if key is None else memo[1].use(key)
     try:  # a link, FIFO or device is never read (docs/reference/safety.md); a cache over the limit is ignored
-        raw = read_regular(path, f"count cache {path}", STATE_FILE_LIMIT, follow=False)
+        raw = read_regular(path, f"count cache {path}", cache_limit(input_bytes), follow=False)
     except (OSError, CtxCompactError):
         return CountCache(key=key or ())
     return from_bytes(raw, key) or CountCache(key=key or ())

@@ -4,6 +4,9 @@ the same."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -56,3 +59,49 @@ def test_lines_counted_in_order_take_32_bytes_each() -> None:
     finally:
         tracemalloc.stop()
     assert size / 50_000 < 40, size / 50_000  # a dict of tuples: ~170
+
+
+def _texts(n: int) -> list[bytes]:
+    import orjson
+
+    return [orjson.dumps({"role": ("user", "assistant")[i % 2], "content": f"line {i}"}) + b"\n"
+            for i in range(n)]
+
+
+def test_a_large_transcripts_cache_is_read_past_the_fixed_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: list[int]) -> None:
+    """The count cache grows with the transcript's records (~50 B a record of these lines, more than the
+    lines themselves), so its read bound grows with the transcript: with the fixed part made 16 KiB, a
+    2,000-record transcript's ~100 KB cache is still what the next call counts from (it counts only the
+    appended records, by the routes that hold and that stream alike); a cache over the bound is never read."""
+    from ctxcompact import engine
+    from ctxcompact.options import Options
+    from ctxcompact.state import cache as state_cache
+
+    monkeypatch.setattr(state_cache, "STATE_FILE_LIMIT", 16 * 1024)
+    for hold in (False, True):
+        work = tmp_path / str(hold)
+        work.mkdir()
+        path, lines = work / "t.jsonl", _texts(2_005)
+        path.write_bytes(b"".join(lines[:2_000]))
+        opts = Options(window=10_000_000, state_path=work / "s.json")
+        engine.run(path, opts, output=work / "o.jsonl", hold=hold, warn=lambda m: None)
+        cache = Path(f"{opts.state_path}.counts")
+        assert cache.stat().st_size > 3 * 16 * 1024  # over the fixed part alone, within the bound
+        path.write_bytes(b"".join(lines))
+        monkeypatch.setattr(state_cache, "_memo", {})  # the next call is another process: read from the file
+        counted.clear()
+        engine.run(path, opts, output=work / "o.jsonl", hold=hold, warn=lambda m: None)
+        assert 0 < sum(counted) <= 10, (hold, sum(counted))  # the 5 appended (and what the cleaner made)
+        assert state_cache.cache_limit(path.stat().st_size) == 16 * 1024 + 4 * path.stat().st_size
+
+    reads: list[int] = []
+    real = state_cache.read_regular
+    monkeypatch.setattr(state_cache, "read_regular", lambda p, what, limit, **k: reads.append(limit)
+                        or real(p, what, limit, **k))
+    small = tmp_path / "small.jsonl"
+    small.write_bytes(b"".join(_texts(3)))
+    cache_of_small = tmp_path / "small.counts"
+    cache_of_small.write_bytes((tmp_path / "True" / "s.json.counts").read_bytes())  # far over its bound
+    assert state_cache.load_counts(cache_of_small, None, small.stat().st_size).key == ()  # empty: ignored
+    assert reads == [16 * 1024 + 4 * small.stat().st_size]
