@@ -100,21 +100,23 @@ class Written:
 def proven_prefix(path: Path | None, nbytes: int, sha256: str) -> BinaryIO | None:
     """``path`` opened at its start if it is a regular file whose first ``nbytes`` hash to ``sha256`` (hex);
     else None (no such file, another content, or a FIFO or device, which is never read)."""
-    try:
-        if path is None or not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        f = open(path, "rb", buffering=0)  # noqa: SIM115 (returned open; unbuffered: the copy reads anew)
+    if path is None:
+        return None
+    try:  # O_NONBLOCK: a FIFO put at the path is never waited for in open(); fstat: what was opened
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
-    h, left = hashlib.sha256(), nbytes
     try:
-        while left > 0:
-            chunk = f.read(min(1 << 20, left))
-            if not chunk:
-                break
-            h.update(chunk)
-            left -= len(chunk)
-        if left == 0 and h.hexdigest() == sha256 and stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        return None
+    f = open(fd, "rb", buffering=0)  # noqa: SIM115 (returned open; unbuffered: the copy reads anew)
+    try:
+        h = hashlib.sha256()
+        if sum(map(len, _hashed_read(f, nbytes, h))) == nbytes and h.hexdigest() == sha256:
             f.seek(0)
             return f
     except OSError:
@@ -126,13 +128,21 @@ def proven_prefix(path: Path | None, nbytes: int, sha256: str) -> BinaryIO | Non
 def copy_prefix(f: BinaryIO, nbytes: int, sha256: str) -> Iterator[bytes]:
     """The first ``nbytes`` of ``f`` (proven by :func:`proven_prefix`), in chunks; an InputError if they are
     no longer those bytes (the file changed since: what they were written into is discarded)."""
-    h, left = hashlib.sha256(), nbytes
+    h, got = hashlib.sha256(), 0
+    for chunk in _hashed_read(f, nbytes, h):
+        got += len(chunk)
+        yield chunk
+    if got != nbytes or h.hexdigest() != sha256:
+        raise InputError("the last output changed while it was read; run again")
+
+
+def _hashed_read(f: BinaryIO, nbytes: int, h: Any) -> Iterator[bytes]:
+    """Up to ``nbytes`` of ``f`` in 1 MiB chunks, each added to ``h`` as it is read."""
+    left = nbytes
     while left > 0:
         chunk = f.read(min(1 << 20, left))
         if not chunk:
-            break
+            return
         h.update(chunk)
         left -= len(chunk)
         yield chunk
-    if left or h.hexdigest() != sha256:
-        raise InputError(f"{f.name} changed while it was read; run again")
