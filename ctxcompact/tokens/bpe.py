@@ -18,7 +18,7 @@ when either does not match. Its own is checked once per table, not per process (
 
 The split pattern runs on the standard library's ``re`` (about 4x faster here than the ``regex`` module,
 whose import alone costs ~18 ms), which has no ``\\p{…}`` classes. So the pattern is matched against a
-classified copy of the text (:func:`classify`): each character beyond ASCII replaced by a private-use stand-in
+classified copy of the text (:func:`classify`): each character beyond ASCII replaced by a stand-in
 of its class (``unicodedata``: Lu, Ll, Lt, Lm, Lo, M, N, White_Space, other), and :func:`translate` writes
 each class as its ASCII members and its stand-in. The copy has the text's length, so the pieces are the
 text's slices at the same places. Python 3.10's ``re`` has no possessive quantifiers (cl100k's pattern uses
@@ -267,13 +267,15 @@ MERGE_COST = 30
 """A byte merged by :func:`_bpe_len` (a piece not seen before and not a token) costs about as much as this
 many characters split and looked up (docs/measurements/performance.md#a-hooks-call)."""
 
-# Each character beyond ASCII stands, in the classified text, for a private-use character of its class
-_CLASS_OF = {"Lu": "\ue000", "Ll": "\ue001", "Lt": "\ue002", "Lm": "\ue003", "Lo": "\ue004", "Mn": "\ue005",
-             "Mc": "\ue005", "Me": "\ue005", "Nd": "\ue006", "Nl": "\ue006", "No": "\ue006"}
-_SPACE, _OTHER = "\ue007", "\ue008"
+# Each character beyond ASCII stands, in the classified text, for a stand-in of its class: a C1 control
+# (\x80-\x88), since every character beyond ASCII of the text is replaced, a stand-in cannot be mistaken for
+# itself; below U+0100 the pattern's classes compile as bitmaps (~1 ms less per process than private-use ones)
+_CLASS_OF = {"Lu": "\x80", "Ll": "\x81", "Lt": "\x82", "Lm": "\x83", "Lo": "\x84", "Mn": "\x85",
+             "Mc": "\x85", "Me": "\x85", "Nd": "\x86", "Nl": "\x86", "No": "\x86"}
+_SPACE, _OTHER = "\x87", "\x88"
 _KEEP = "\u017f"  # ſ (Ll) stays itself: it matches the contractions' s case-insensitively, in both engines
-_MEMBERS = {"L": "A-Za-z\ue000-\ue004\u017f", "Lu": "A-Z\ue000", "Ll": "a-z\ue001\u017f", "Lt": "\ue002",
-            "Lm": "\ue003", "Lo": "\ue004", "M": "\ue005", "N": "0-9\ue006"}
+_MEMBERS = {"L": "A-Za-z\x80-\x84\u017f", "Lu": "A-Z\x80", "Ll": "a-z\x81\u017f", "Lt": "\x82",
+            "Lm": "\x83", "Lo": "\x84", "M": "\x85", "N": "0-9\x86"}
 _WHITE = "\t-\r " + _SPACE
 _NON_ASCII_WHITE = frozenset(c for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
                              + "".join(map(chr, range(0x2000, 0x200B))))
