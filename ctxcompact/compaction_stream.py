@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .budget import Budget
 from .context import Context
-from .covered import Covered
 from .errors import InputError
 from .formats import get_format
 from .hashed_lines import Hashing, lines_at
@@ -40,6 +39,7 @@ from .reader import iter_lines_at
 from .streaming import Counted, Held, Reading, begin
 
 if TYPE_CHECKING:
+    from .covered import Covered
     from .strategies.conversation import Conversation
 
 

@@ -16,15 +16,11 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 from .context import covered_format, covered_system, glued_to_prefix, log_carries, summary_messages
-from .errors import InputError, StateError, UsageError
+from .errors import InputError, StateError, Uncovered, UsageError
 from .formats import get_format
 from .model import Record
 from .options import Options
 from .state import State, check_fingerprint
-
-
-class Uncovered(Exception):
-    """The covered prefix cannot be read here: the held route reads the file (and reports what is wrong)."""
 
 
 def covers(state: State | None) -> bool:

@@ -93,6 +93,12 @@ class Unstreamable(Exception):
     (raised by strategies/conversation.py, which only a compaction loads)."""
 
 
+class Uncovered(Exception):
+    """A state's covered prefix cannot be read from the file (covered.py): the held route reads the file
+    (and reports what is wrong). Here so a streamed read catches it without loading covered.py, which
+    only a state with a summary needs."""
+
+
 class StateError(CtxCompactError):
     exit_code = ExitCode.STATE
 

@@ -198,11 +198,12 @@ def _kind(mode: int) -> str:
 
 def read_regular(path: str | os.PathLike[str], what: str, limit: int, *,
                  error: type[CtxCompactError] = UsageError, follow: bool = True,
-                 private: bool = False) -> bytes:
+                 private: bool = False, stat_after: list[os.stat_result] | None = None) -> bytes:
     """The bytes of the regular file ``path`` (``what`` names it in messages), at most ``limit`` of them;
     anything else (a FIFO, a device, a folder; a link when not ``follow``; when ``private``, a file another
     user owns or may write) or a larger file raises ``error`` before any read. An ``OSError`` of opening the
-    file propagates (the caller decides whether a missing file matters)."""
+    file propagates (the caller decides whether a missing file matters). ``stat_after`` receives the file's
+    status taken after the read (a change made while reading shows in its times)."""
     # O_NONBLOCK: opening a FIFO with no writer would block in open() itself; it changes nothing for a file
     flags = os.O_RDONLY | _NONBLOCK | (0 if follow else _NOFOLLOW)
     try:
@@ -222,6 +223,8 @@ def read_regular(path: str | os.PathLike[str], what: str, limit: int, *,
         data = _read_bounded(fd, limit, st.st_size)
         if data is None:
             raise error(f"{what}: over the {limit:,}-byte limit of such a file")
+        if stat_after is not None:
+            stat_after.append(os.fstat(fd))
         return data
     finally:
         os.close(fd)

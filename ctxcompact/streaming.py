@@ -40,15 +40,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
 from .budget import Budget
 from .clean import Cleaner, Repair
 from .context import closes_trailing
-from .covered import Covered, Uncovered, covers
-from .errors import InputError, LineError, Problem
+from .errors import InputError, LineError, Problem, Uncovered
 from .formats import DETECT_LINES, get_format
 from .formats.base import Finish, Format, NeedsWhole, Restart
 from .formats.jsonl import parse_record, write_transcript
@@ -70,6 +69,9 @@ from .tokens.cache import CountCache
 from .tokens.calibration import UsagePoint
 from .tokens.counts import Counts, count_key, encoding_name
 
+if TYPE_CHECKING:
+    from .covered import Covered
+
 #: ``estimate`` streams from this file size on; below it, it holds the context and also says what masking
 #: would free (``maskable_tokens``; null when streamed)
 STREAMING_FROM_BYTES = 8 * 1024 * 1024
@@ -84,6 +86,15 @@ class _Held(Exception):
     from :class:`_Carried`: unless read anew without the summary of the lead."""
 
 
+def _covers(state: State | None) -> bool:
+    """``covered.covers``: its module is loaded only for a state (a run without one has no covered prefix)."""
+    if state is None:
+        return False
+    from .covered import covers
+
+    return covers(state)
+
+
 class _Carried(Exception):
     """A record after the covered prefix holds the state's summary (``covered.Covered.carries``): the log
     ctxcompact wrote into an agent's log put in the input's place. The context has the log's copy only."""
@@ -96,7 +107,7 @@ def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes
         return False
     if state is not None and state.holds_sections() and not reapplies_each(state):
         return False  # layers to apply again a record at a time by no code of their own (a plugin's)
-    if state is not None and not covers(state) and (state.watermark > 0 or state.summary):
+    if state is not None and not _covers(state) and (state.watermark > 0 or state.summary):
         return False  # a covered prefix of an older state's shape
     if path is None:
         return True
@@ -483,14 +494,18 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
-    prefix = state.fingerprint.nbytes if state is not None and covers(state) else 0
+    prefix = state.fingerprint.nbytes if state is not None and _covers(state) else 0
     # (a state's layers without a summary fingerprint the input they acted on too: proven in the same pass)
     fingerprinted = state.fingerprint.nbytes if state is not None and not prefix else 0
     at_hash, covered_hash = (loaded if loaded is not None else CountCache()).prove_stream(
         stream, prefix or fingerprinted)
-    covered = Covered.read(stream, opts, state, covered_hash) if state is not None and prefix else None
-    if state is not None and fingerprinted:
-        Covered.prove(state, covered_hash)
+    covered = None
+    if state is not None and (prefix or fingerprinted):
+        from .covered import Covered
+
+        covered = Covered.read(stream, opts, state, covered_hash) if prefix else None
+        if fingerprinted:
+            Covered.prove(state, covered_hash)
     layers, points = _layers_key(state), loaded if not fresh else None  # (fresh: not from a resume point)
     resume = _Resume.proven(points, at_hash, opts, covered, layers) if points is not None else None
     if covered is not None and covered.summary and (carried or (resume is None and loaded is not None)):

@@ -4,6 +4,7 @@ message on stderr and a documented exit code, never a traceback; the commands ar
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import sys
 from typing import NoReturn
@@ -19,7 +20,21 @@ __all__ = ["cli", "main"]
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Entry point: every error becomes a message on stderr and a documented exit code, never a traceback."""
+    """Entry point: every error becomes a message on stderr and a documented exit code, never a traceback.
+
+    Without ``argv`` (the console script, ``python -m ctxcompact``: the process's own command line, the
+    process ends as this returns), what is alive is frozen out of the garbage collector's sight on the way
+    out: the interpreter's collection at exit would traverse every object the command loaded or made, only
+    for them all to be freed with the process (~21 M instructions, 7 % of ``--help``; ~14 M of a small
+    ``run``). An in-process caller, which gives ``argv``, keeps its collector as it was."""
+    try:
+        _main(argv)
+    finally:
+        if argv is None:
+            gc.freeze()
+
+
+def _main(argv: list[str] | None) -> NoReturn:
     try:
         cli.main(args=argv, prog_name="ctxcompact", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click version dependent

@@ -14,11 +14,11 @@ The ranks come from a cache file beside no input (``$CTXCOMPACT_CACHE_DIR``, els
 bytes, linear probing) that is used where it lies, so loading it costs a read and one SHA-256 instead of
 building a 200k-entry dict. It is written atomically from the verified rank file (tokens/exact.py) the first
 time the ranks are parsed, carries the rank file's pinned SHA-256 and its own, and is ignored (then rebuilt)
-when either does not match.
+when either does not match. Its own is checked once per table, not per process (:func:`load_table`'s stamp).
 
 The split pattern runs on the standard library's ``re`` (about 4x faster here than the ``regex`` module,
 whose import alone costs ~18 ms), which has no ``\\p{…}`` classes. So the pattern is matched against a
-classified copy of the text (:func:`classify`): each character beyond ASCII replaced by a private-use stand-in
+classified copy of the text (:func:`classify`): each character beyond ASCII replaced by a stand-in
 of its class (``unicodedata``: Lu, Ll, Lt, Lm, Lo, M, N, White_Space, other), and :func:`translate` writes
 each class as its ASCII members and its stand-in. The copy has the text's length, so the pieces are the
 text's slices at the same places. Python 3.10's ``re`` has no possessive quantifiers (cl100k's pattern uses
@@ -32,9 +32,12 @@ surrogate.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import sys
 import threading
+import time
 import unicodedata
 import zlib
 from collections.abc import Callable, Sequence
@@ -117,10 +120,51 @@ def build_table(ranks: dict[bytes, int], ranks_sha256: str) -> bytes:
     return head + payload
 
 
+SETTLED_NS = 2_000_000_000
+"""How long a table must have been left unchanged (its ctime) before its check is vouched for by a stamp:
+longer than any file system's timestamp granularity, so a change made after the stamp always shows."""
+
+
+def stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".ok")
+
+
+def _stamp(st: os.stat_result, digest: bytes) -> bytes:
+    """What a table's stamp holds: the file's identity, size and times when its payload's SHA-256 was
+    checked, and that digest."""
+    return _MAGIC + b"%d %d %d %d %d " % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                                          st.st_ctime_ns) + digest
+
+
+def _vouched(path: Path, st: os.stat_result, digest: bytes) -> bool:
+    """True when the table's stamp says this very file, unchanged since (same inode, size, mtime and ctime:
+    no write, truncation, ``utime`` or replacement leaves its ctime as it was), was checked whole."""
+    try:
+        return read_regular(stamp_path(path), "rank table stamp", 256) == _stamp(st, digest)
+    except (OSError, CtxCompactError):
+        return False
+
+
+def _vouch(path: Path, st: os.stat_result, digest: bytes) -> None:
+    """Stamp a table just checked whole, if it has been unchanged for :data:`SETTLED_NS`: a table changed
+    within the timestamp granularity of the stamp's own making could keep the times the stamp records."""
+    if time.time_ns() - max(st.st_ctime_ns, st.st_mtime_ns) < SETTLED_NS:
+        return
+    from ..atomic import atomic_write
+
+    with contextlib.suppress(OSError):
+        atomic_write(stamp_path(path), _stamp(st, digest))
+
+
 def load_table(path: Path, ranks_sha256: str) -> RankTable | None:
-    """The cached table, or None when it is missing, unreadable, or fails either hash."""
+    """The cached table, or None when it is missing, unreadable, or fails either hash.
+
+    The payload's SHA-256 (~3.4 ms of 5 MB) is taken once per table, not per process: a stamp beside it
+    (:func:`stamp_path`) records the file's status when its hash was checked, and a table whose status,
+    taken after this read, is the stamp's is not hashed again (any later change shows in its ctime)."""
+    st: list[os.stat_result] = []
     try:  # a FIFO, a device or an oversized file in the cache folder is no table (docs/reference/safety.md)
-        data = read_regular(path, f"rank table {path}", TABLE_LIMIT)
+        data = read_regular(path, f"rank table {path}", TABLE_LIMIT, stat_after=st)
     except (OSError, CtxCompactError):
         return None
     if len(data) < _HEADER or data[:len(_MAGIC)] != _MAGIC:
@@ -128,12 +172,15 @@ def load_table(path: Path, ranks_sha256: str) -> RankTable | None:
     at = len(_MAGIC)
     if data[at:at + 32] != bytes.fromhex(ranks_sha256):
         return None
-    if hashlib.sha256(memoryview(data)[_HEADER:]).digest() != data[at + 32:at + 64]:
-        return None
+    digest = data[at + 32:at + 64]
     at += 64
     n, mask, blob_len = (int.from_bytes(data[at + 4 * i:at + 4 * i + 4], "little") for i in range(3))
     if len(data) != _HEADER + 4 * (mask + 1) + 4 * (n + 1) + 4 * n + blob_len or (mask + 1) & mask:
         return None
+    if not _vouched(path, st[0], digest):
+        if hashlib.sha256(memoryview(data)[_HEADER:]).digest() != digest:
+            return None
+        _vouch(path, st[0], digest)
     return RankTable(data, n, mask, blob_len)
 
 
@@ -220,13 +267,15 @@ MERGE_COST = 30
 """A byte merged by :func:`_bpe_len` (a piece not seen before and not a token) costs about as much as this
 many characters split and looked up (docs/measurements/performance.md#a-hooks-call)."""
 
-# Each character beyond ASCII stands, in the classified text, for a private-use character of its class
-_CLASS_OF = {"Lu": "\ue000", "Ll": "\ue001", "Lt": "\ue002", "Lm": "\ue003", "Lo": "\ue004", "Mn": "\ue005",
-             "Mc": "\ue005", "Me": "\ue005", "Nd": "\ue006", "Nl": "\ue006", "No": "\ue006"}
-_SPACE, _OTHER = "\ue007", "\ue008"
+# Each character beyond ASCII stands, in the classified text, for a stand-in of its class: a C1 control
+# (\x80-\x88), since every character beyond ASCII of the text is replaced, a stand-in cannot be mistaken for
+# itself; below U+0100 the pattern's classes compile as bitmaps (~1 ms less per process than private-use ones)
+_CLASS_OF = {"Lu": "\x80", "Ll": "\x81", "Lt": "\x82", "Lm": "\x83", "Lo": "\x84", "Mn": "\x85",
+             "Mc": "\x85", "Me": "\x85", "Nd": "\x86", "Nl": "\x86", "No": "\x86"}
+_SPACE, _OTHER = "\x87", "\x88"
 _KEEP = "\u017f"  # ſ (Ll) stays itself: it matches the contractions' s case-insensitively, in both engines
-_MEMBERS = {"L": "A-Za-z\ue000-\ue004\u017f", "Lu": "A-Z\ue000", "Ll": "a-z\ue001\u017f", "Lt": "\ue002",
-            "Lm": "\ue003", "Lo": "\ue004", "M": "\ue005", "N": "0-9\ue006"}
+_MEMBERS = {"L": "A-Za-z\x80-\x84\u017f", "Lu": "A-Z\x80", "Ll": "a-z\x81\u017f", "Lt": "\x82",
+            "Lm": "\x83", "Lo": "\x84", "M": "\x85", "N": "0-9\x86"}
 _WHITE = "\t-\r " + _SPACE
 _NON_ASCII_WHITE = frozenset(c for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
                              + "".join(map(chr, range(0x2000, 0x200B))))
@@ -269,7 +318,10 @@ def translate(pattern: str) -> str:
     return "".join(out)
 
 
-_stand_in: dict[int, str] = {}  # a character beyond ASCII -> its stand-in (str.translate's table)
+# str.translate's table: a character beyond ASCII -> its stand-in. ASCII maps to itself in it too: a code
+# the table lacks costs str.translate a raised and caught LookupError, so an ASCII-heavy text with a few
+# characters beyond ASCII translated ~3x slower without them.
+_stand_in: dict[int, str | int] = {i: i for i in range(128)}
 
 
 def classify(text: str) -> str | None:
@@ -280,7 +332,7 @@ def classify(text: str) -> str | None:
     table = _stand_in
     category = unicodedata.category
     for c in set(text):
-        if c > "\x7f" and ord(c) not in table:
+        if ord(c) not in table:
             cat = category(c)
             if cat == "Cn" or c in _CHANGED:
                 return None

@@ -16,9 +16,11 @@ from ctxcompact.tokens import bpe, exact
 
 # the characters where the two engines could part: White_Space beyond ASCII and the ASCII controls that are
 # not, ſ (the contractions' s, case-insensitively), every letter class, marks, numbers of other scripts, the
-# stand-ins themselves (private use), CJK, an emoji, and the characters whose class changed after Unicode 14
+# former and present stand-ins (private use, C1 controls), CJK, an emoji, and the characters whose class
+# changed after Unicode 14
 _TRICKY = ("\x85\xa0\u1680\u2000\u200a\u200b\u2028\u2029\u202f\u205f\u3000\x1c\x1f\x0b\x0c\r\n\t ſKkSs'"
-           "AaZz09ǅʰªÀàΔδ\u0301\u0903\u20dd٣Ⅻ½中文😀\ue000\ue005\ue008\uf8ff" "ʕ\U0001171e"
+           "AaZz09ǅʰªÀàΔδ\u0301\u0903\u20dd٣Ⅻ½中文😀\ue000\ue005\ue008\uf8ff\x80\x85\x87\x88\x9f"
+           "ʕ\U0001171e"
            "'sdtmlvreSDTMLVRE.,;:!?-_/\\\"")
 _TEXT = (st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
          | st.text(alphabet=_TRICKY, max_size=60)
