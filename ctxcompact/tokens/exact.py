@@ -20,6 +20,7 @@ the texts (:func:`count_texts`): the encoder lets go of the GIL while it encodes
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import os
 import re
@@ -184,21 +185,38 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     with _lock:
         enc = _cache.get(name)
         if enc is None:
-            import tiktoken  # lazy: `import ctxcompact.cli` must not load it
-
             pat_str, special_tokens = _SPEC[name]
             ranks = parse_ranks(_read_ranks_file(name))
             path = bpe.table_path(name, EXPECTED_SHA256[name])
             if not path.exists():  # the next small input then counts without this Encoding
                 bpe.save_table(path, ranks, EXPECTED_SHA256[name])
-            enc = tiktoken.Encoding(
+            enc = _encoding_type()(
                 name=name,
                 pat_str=pat_str,
                 mergeable_ranks=ranks,
                 special_tokens=dict(special_tokens),
             )
+            # the Rust encoder holds its own copy of the ranks: the dict (~28 MiB of bytes and ints) would
+            # stay alive only for pickling the Encoding, which is done by name instead (_encoding_type)
+            ranks.clear()
             _cache[name] = enc
+            # and the pure counter's table and memo (6 MiB and up) with it: tiktoken counts from now on (a
+            # long piece makes the counter again, from its cached table)
+            bpe.forget(name)
     return enc
+
+
+@functools.cache
+def _encoding_type() -> type[tiktoken.Encoding]:
+    """tiktoken's Encoding (imported here: `import ctxcompact.cli` must not load it), pickled as the name
+    :func:`get_encoding` loads it by, not as its ranks (which it does not keep)."""
+    import tiktoken
+
+    class Encoding(tiktoken.Encoding):
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return get_encoding, (self.name,)
+
+    return Encoding
 
 
 def _bpe_counter(name: str) -> bpe.Counter:
