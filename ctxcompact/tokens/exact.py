@@ -166,13 +166,24 @@ def verify_ranks(name: str, data: bytes) -> None:
         )
 
 
+#: the rank file is split this many bytes at a time (to the next line's end)
+PARSE_CHUNK = 1 << 18
+
+
 def parse_ranks(data: bytes) -> dict[bytes, int]:
     """Parse a ``.tiktoken`` file (``base64-token rank`` per line) like tiktoken.load.load_tiktoken_bpe."""
-    # one split and C-level maps: 40 % faster than decoding line by line (the ranks load on every run)
-    fields = data.split()
-    if len(fields) % 2:
-        raise UsageError("a token rank file has a line without its rank")
-    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
+    # a split and C-level maps per chunk: 40 % faster than decoding line by line (the ranks load on every
+    # run), and the fields of one chunk at a time beside the dict (split whole: ~20 MB more at the peak)
+    ranks: dict[bytes, int] = {}
+    at = 0
+    while at < len(data):
+        end = data.find(b"\n", at + PARSE_CHUNK) + 1 or len(data)
+        fields = data[at:end].split()
+        if len(fields) % 2:
+            raise UsageError("a token rank file has a line without its rank")
+        ranks.update(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
+        at = end
+    return ranks
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:

@@ -66,3 +66,30 @@ def test_the_encoder_counts_as_tiktoken_with_its_dict_kept(fresh: None) -> None:
 def test_an_encoding_pickles_by_name(fresh: None) -> None:
     enc = exact.get_encoding(NAME)
     assert pickle.loads(pickle.dumps(enc)) is enc
+
+
+def test_the_ranks_are_parsed_a_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = exact._read_ranks_file(NAME)
+    whole = exact.parse_ranks(data)
+    some, cut = data[:data.index(b"\n", 200_000) + 1], data.index(b"\n", 5_000) + 1
+    assert len(whole) == 100_256 and whole[b"!"] == 0
+    for chunk in (1, 17, 4096):  # a chunk ends at the end of a line past it, whatever the size
+        monkeypatch.setattr(exact, "PARSE_CHUNK", chunk)
+        got = exact.parse_ranks(some)
+        assert list(got.items()) == list(whole.items())[:len(got)] and len(got) > 10_000
+    with pytest.raises(exact.UsageError, match="without its rank"):
+        exact.parse_ranks(data[:cut] + b"IQ==\n" + data[cut:])
+
+
+def test_parsing_the_ranks_holds_one_chunks_fields_at_a_time() -> None:
+    data = exact._read_ranks_file(NAME)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        ranks = exact.parse_ranks(data)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(ranks) == 100_256
+    # the whole file's fields (200k bytes objects for cl100k) beside the dict: a peak of 2.1x what is kept
+    assert peak < 1.3 * kept, f"peak {peak:,} B for {kept:,} B kept"
