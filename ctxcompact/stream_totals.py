@@ -86,15 +86,16 @@ class Totals:
         self.stats.chars += s.chars
         self.stats.from_input += s.from_input
 
-    def kept(self) -> dict[str, Any] | None:
+    def kept(self) -> tuple[dict[str, Any], list[memoryview]] | None:
         """What was counted of the records before the resume point (:meth:`mark`), for a later read to start
-        from (:meth:`take`), once every part is counted (the columns then grow no more): their counts as
-        views of the columns, not copies (8 bytes a record each; marshalled as the bytes they hold)."""
+        from (:meth:`take`), once every part is counted (the columns then grow no more): the sums, and
+        their counts as views of the columns, not copies (8 bytes a record each: the heuristic's, then the
+        exact counter's; kept by the count cache as columns, ``CountCache.resume_columns``)."""
         if self.marked is None:
             return None
         n, sums = self.marked
-        exact = None if self.exact is None else _view(self.exact, n)
-        return {"heuristic": _view(self.heuristic, n), "exact": exact, **sums}
+        exact = [] if self.exact is None else [_view(self.exact, n)]
+        return {"exact": self.exact is not None, **sums}, [_view(self.heuristic, n), *exact]
 
     def _sums(self) -> dict[str, Any]:
         return {"usage": [(p.position, p.prompt_tokens, p.line, p.source) for p in self.usage],
@@ -103,13 +104,13 @@ class Totals:
                 "from_input": self.stats.from_input}
 
     @staticmethod
-    def read(kept: dict[str, Any], exact: bool) -> dict[str, Any]:
+    def read(kept: dict[str, Any], columns: Sequence[Any], exact: bool) -> dict[str, Any]:
         """What :meth:`kept` gave, checked and typed (raises TypeError, ValueError or KeyError on anything
         else), for :meth:`take`."""
-        heuristic = ints(kept["heuristic"])
-        if (kept["exact"] is None) == exact:
+        if kept["exact"] is not exact or len(columns) != 1 + exact:
             raise ValueError("counted with another estimator")
-        counts = ints(kept["exact"]) if exact else None
+        heuristic = ints(columns[0])
+        counts = ints(columns[1]) if exact else None
         if counts is not None and len(counts) != len(heuristic):
             raise ValueError("counts of unequal lengths")
         window = kept["window"]

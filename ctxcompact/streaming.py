@@ -145,7 +145,7 @@ class _Resume:
     #: known): pass 2 copies those bytes from the output if it still starts with them (:func:`written_lines`)
     output: dict[str, Any] | None = None
 
-    VERSION = 2
+    VERSION = 3
 
     @classmethod
     def proven(cls, cache: CountCache, hashed: Any, opts: Options, covered: Covered | None,
@@ -173,7 +173,7 @@ class _Resume:
                        int(kept["settled"]), {str(k): str(v) for k, v in kept["names"].items()},
                        kept["finish"],
                        _detector(kept["detector"]),
-                       Totals.read(kept["totals"], opts.exact != "none"),
+                       Totals.read(kept["totals"], cache.resume_columns, opts.exact != "none"),
                        None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]),
                        _output(kept.get("output")))
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -592,14 +592,16 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         # a covered prefix, if an earlier call settled it: CountCache.settle_read's rule)
         settles = total.cache.settles_after(covered.at if covered is not None else 0)
         total.cache.settled, total.cache.settled_sha256 = hashing.whole_lines() if settles else (0, b"")
-        if later is not None and total.marked is not None and settles:
-            later["totals"] = total.kept()
+        kept_totals = total.kept() if later is not None and settles else None
+        columns: list[memoryview] = []
+        if later is not None and kept_totals is not None:
+            later["totals"], columns = kept_totals
         else:
             later = None
         mark = reading.mark if later is not None else None
         total.cache.resume_at = mark.at if mark is not None else 0
         total.cache.resume_sha256 = mark.hash.digest() if mark is not None else b""
-        total.cache.resume = later
+        total.cache.resume, total.cache.resume_columns = later, columns
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
                    total.cache, verbatim, resume, covered,
                    (*gathered, reading.records, hashing.lines) if gathered else None, source, state,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from array import array
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,45 @@ def test_the_count_cache_is_written_without_copies_of_its_columns(tmp_path: Path
     assert loaded is not None
     assert (loaded.offsets, loaded.digests, loaded.heuristic, loaded.exact) == (
         cache.offsets, cache.digests, cache.heuristic, cache.exact)
+
+
+def test_the_resume_points_counts_are_columns_of_the_count_cache(tmp_path: Path) -> None:
+    # pass 1's counts before the resume point (8 bytes a record each) were marshalled into the cache's head:
+    # a copy of them, then marshal's growing buffer (~2x), at the run's end, where the peak is
+    n = 100_000
+    cache = CountCache(key=("openai", "o200k_base"))
+    for i in range(n):
+        cache.put(100 * i, i * 7919, i % 50, i % 60)
+    cache.commit()
+    cache.settled, cache.settled_sha256 = 100 * n, b"s" * 32
+    cache.resume_at, cache.resume_sha256 = 100, b"r" * 32
+    counts = [array("q", range(n)), array("q", range(0, 2 * n, 2))]
+    cache.resume = {"totals": {"exact": True}, "calls": {"c1": 1}}
+    cache.resume_columns = [memoryview(c).cast("B") for c in counts]
+    path = tmp_path / "s.json.counts"
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        save_counts(path, cache)
+        grew = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert grew < 4 * n, f"{grew / n:.0f} B a line"  # over 32 with the counts marshalled
+    loaded = from_bytes(path.read_bytes(), ("openai", "o200k_base"))
+    assert loaded is not None and loaded.resume == cache.resume
+    assert loaded.resume_columns == [c.tobytes() for c in counts]
+    assert from_bytes(path.read_bytes()[:-1], None) is None  # (the columns are hashed and measured too)
+
+
+def test_a_run_keeps_its_resume_points_counts_as_columns(tmp_path: Path) -> None:
+    path = _agent_log(tmp_path / "log.jsonl", 2_000)
+    state = tmp_path / "s.json"
+    for exact, columns in (("tiktoken", 2), ("none", 1)):
+        engine.run(path, Options(window=1_000_000_000, exact=exact, state_path=state),
+                   output=tmp_path / "out.jsonl", hold=False, warn=lambda m: None)
+        loaded = from_bytes((tmp_path / "s.json.counts").read_bytes(), None)
+        assert loaded is not None and loaded.resume is not None
+        assert len(loaded.resume_columns) == columns and len(loaded.resume_columns[0]) > 8_000
+        assert all(len(c) == len(loaded.resume_columns[0]) for c in loaded.resume_columns)
+        assert set(loaded.resume["totals"]) & {"heuristic", "counts"} == set()  # (no counts in the head)

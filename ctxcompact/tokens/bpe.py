@@ -436,6 +436,13 @@ def work_done(name: str) -> int:
 _lock = threading.Lock()
 
 
+def forget(name: str) -> None:
+    """Let encoding ``name``'s counter go (its table and memo): tiktoken's Encoding counts from now on, and
+    :func:`counter` makes it again if a text needs it."""
+    with _lock:
+        _counters.pop(name, None)
+
+
 def counter(name: str, pattern: str, ranks_sha256: str, parse: Callable[[], dict[bytes, int]]) -> Counter:
     """The counter of encoding ``name``: from the cached table, else from ``parse()`` (the verified ranks),
     writing the cache for the next process."""

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from ..model import Message, token_text
 
-MAGIC = b"CTXCOUNTS5\n"
+MAGIC = b"CTXCOUNTS6\n"
 #: the columns written after the marshalled head, as they are in memory (:meth:`CountCache.chunks`)
 _COLUMNS = ("offsets", "digests", "heuristic", "exact", "text_keys", "text_heuristic", "text_exact")
 _NONE = -1  # no exact count kept
@@ -111,6 +111,10 @@ class CountCache:
     resume_at: int = 0
     resume_sha256: bytes = b""
     resume: Any = None
+    #: the resume point's columns (bytes-like, 8 bytes a record: pass 1's counts before it), written after
+    #: the cache's own as they are in memory, not marshalled into the head (a copy, then marshal's growing
+    #: buffer: ~2x their size at the end of a run). Opaque here too; kept and emptied with ``resume``
+    resume_columns: list[Any] = field(default_factory=list)
     #: this call read the input from this offset on: the counts kept for lines before it stay (:meth:`commit`)
     kept_below: int = 0
 
@@ -209,7 +213,7 @@ class CountCache:
             self.text_keys, self.text_heuristic, self.text_exact = (array("q") for _ in range(3))
             self.fresh_text = {}
             self.settled, self.settled_sha256, self.proven, self._hash = 0, b"", 0, None
-            self.resume_at, self.resume_sha256, self.resume = 0, b"", None
+            self.resume_at, self.resume_sha256, self.resume, self.resume_columns = 0, b"", None, []
         self.commit()
         self.kept_below = 0
         self.made = {}
@@ -288,15 +292,17 @@ class CountCache:
     def chunks(self) -> list[bytes | memoryview]:
         """:meth:`to_bytes` in the pieces it joins, written one after the other: the magic, the SHA-256 of the
         rest, the head's length (8 bytes), the head (marshalled: the key, the columns' lengths, the settled
-        prefix, the resume point), then the columns' bytes as they are in memory. Nothing is copied of the
-        columns (32 bytes a line: 24 MB at 100 MB of small records, as much again for each copy); they must
-        not change while the pieces are written."""
+        prefix, the resume point), then the columns' bytes as they are in memory, the resume point's last.
+        Nothing is copied of the columns (32 bytes a line: 24 MB at 100 MB of small records, as much again
+        for each copy); they must not change while the pieces are written."""
         self.commit()
         columns = [memoryview(getattr(self, name)).cast("B") for name in _COLUMNS]
+        resume = [memoryview(c).cast("B") for c in self.resume_columns]
         head = marshal.dumps({"key": list(self.key), "lengths": [len(c) for c in columns],
                               "settled": self.settled, "settled_sha256": self.settled_sha256,
                               "resume_at": self.resume_at, "resume_sha256": self.resume_sha256,
-                              "resume": self.resume})
+                              "resume": self.resume, "resume_lengths": [len(c) for c in resume]})
+        columns += resume
         pieces: list[bytes | memoryview] = [len(head).to_bytes(8, "little"), head, *columns]
         digest = hashlib.sha256()
         for piece in pieces:
@@ -319,10 +325,17 @@ def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
         if key is not None and entry["key"] != list(key):
             return None
         cache = CountCache(key=key if key is not None else tuple(entry["key"]))
-        for name, length in zip(_COLUMNS, entry["lengths"], strict=True):
+        lengths = entry["lengths"]
+        if len(lengths) != len(_COLUMNS):
+            return None
+        resume: list[bytes] = []  # (copied: a view would keep the whole file's bytes alive)
+        for k, length in enumerate([*lengths, *entry["resume_lengths"]]):
             if not isinstance(length, int) or length < 0 or at + length > len(raw):
                 return None
-            getattr(cache, name).frombytes(view[at:at + length])
+            if k < len(_COLUMNS):
+                getattr(cache, _COLUMNS[k]).frombytes(view[at:at + length])
+            else:
+                resume.append(bytes(view[at:at + length]))
             at += length
         if at != len(raw):
             return None
@@ -332,6 +345,7 @@ def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
         at, sha = entry["resume_at"], entry["resume_sha256"]
         if isinstance(at, int) and 0 < at <= cache.settled and isinstance(sha, bytes) and len(sha) == 32:
             cache.resume_at, cache.resume_sha256, cache.resume = at, sha, entry["resume"]
+            cache.resume_columns = resume
     except (ValueError, EOFError, TypeError, KeyError):
         return None
     n = len(cache.offsets)

@@ -20,6 +20,7 @@ the texts (:func:`count_texts`): the encoder lets go of the GIL while it encodes
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import os
 import re
@@ -165,13 +166,24 @@ def verify_ranks(name: str, data: bytes) -> None:
         )
 
 
+#: the rank file is split this many bytes at a time (to the next line's end)
+PARSE_CHUNK = 1 << 18
+
+
 def parse_ranks(data: bytes) -> dict[bytes, int]:
     """Parse a ``.tiktoken`` file (``base64-token rank`` per line) like tiktoken.load.load_tiktoken_bpe."""
-    # one split and C-level maps: 40 % faster than decoding line by line (the ranks load on every run)
-    fields = data.split()
-    if len(fields) % 2:
-        raise UsageError("a token rank file has a line without its rank")
-    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
+    # a split and C-level maps per chunk: 40 % faster than decoding line by line (the ranks load on every
+    # run), and the fields of one chunk at a time beside the dict (split whole: ~20 MB more at the peak)
+    ranks: dict[bytes, int] = {}
+    at = 0
+    while at < len(data):
+        end = data.find(b"\n", at + PARSE_CHUNK) + 1 or len(data)
+        fields = data[at:end].split()
+        if len(fields) % 2:
+            raise UsageError("a token rank file has a line without its rank")
+        ranks.update(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
+        at = end
+    return ranks
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
@@ -184,21 +196,38 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     with _lock:
         enc = _cache.get(name)
         if enc is None:
-            import tiktoken  # lazy: `import ctxcompact.cli` must not load it
-
             pat_str, special_tokens = _SPEC[name]
             ranks = parse_ranks(_read_ranks_file(name))
             path = bpe.table_path(name, EXPECTED_SHA256[name])
             if not path.exists():  # the next small input then counts without this Encoding
                 bpe.save_table(path, ranks, EXPECTED_SHA256[name])
-            enc = tiktoken.Encoding(
+            enc = _encoding_type()(
                 name=name,
                 pat_str=pat_str,
                 mergeable_ranks=ranks,
                 special_tokens=dict(special_tokens),
             )
+            # the Rust encoder holds its own copy of the ranks: the dict (~28 MiB of bytes and ints) would
+            # stay alive only for pickling the Encoding, which is done by name instead (_encoding_type)
+            ranks.clear()
             _cache[name] = enc
+            # and the pure counter's table and memo (6 MiB and up) with it: tiktoken counts from now on (a
+            # long piece makes the counter again, from its cached table)
+            bpe.forget(name)
     return enc
+
+
+@functools.cache
+def _encoding_type() -> type[tiktoken.Encoding]:
+    """tiktoken's Encoding (imported here: `import ctxcompact.cli` must not load it), pickled as the name
+    :func:`get_encoding` loads it by, not as its ranks (which it does not keep)."""
+    import tiktoken
+
+    class Encoding(tiktoken.Encoding):
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return get_encoding, (self.name,)
+
+    return Encoding
 
 
 def _bpe_counter(name: str) -> bpe.Counter:
