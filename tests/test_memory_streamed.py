@@ -55,17 +55,15 @@ def test_hashed_ids_never_forget_one(added: list[str], other: list[str]) -> None
 
 
 def test_a_call_looked_up_then_given_again_is_seen_past_the_merges() -> None:
-    from ctxcompact.model import Message, Record, Role, ToolCall
+    from ctxcompact.model import ToolCall
 
     index = CallsSoFar(forget=True)
     for i in range(5_000):  # the looked-up ids outgrow the recent set: most are in the sorted array
-        index.add(Record(index=i, line=i + 1, raw=None, data=None, message=Message(
-            role=Role.ASSISTANT, blocks=[ToolCall(f"c{i}", "bash", "{}")])))
+        index.add([ToolCall(f"c{i}", "bash", "{}")])  # (a record's calls, as Seen walked them)
         assert index.get(f"c{i}") is not None
         index.answered()
     assert index.exact
-    index.add(Record(index=5_000, line=5_001, raw=None, data=None, message=Message(
-        role=Role.ASSISTANT, blocks=[ToolCall("c17", "bash", "{}")])))  # an id used again
+    index.add([ToolCall("c17", "bash", "{}")])  # an id used again
     assert not index.exact
 
 

@@ -149,12 +149,12 @@ class CallsSoFar(Mapping[str, ToolCall]):
         self.forget = forget
         self.just_asked: list[str] = []
 
-    def add(self, rec: Record) -> None:
-        if rec.message is not None:
-            for call in rec.message.tool_calls():
-                if call.id in self.asked:
-                    self.exact = False
-                self.calls[call.id] = call
+    def add(self, calls: Iterable[ToolCall]) -> None:
+        """A record's tool calls (``seen.Seen.calls``: its message's, walked once for every scan)."""
+        for call in calls:
+            if call.id in self.asked:
+                self.exact = False
+            self.calls[call.id] = call
 
     def answered(self) -> None:
         """After a record: forget the calls its results looked up (with ``forget``)."""

@@ -115,7 +115,7 @@ class FactFeed:
         view = seen(record)
         rec = view.rec
         if self.index is not None:
-            self.index.add(rec)
+            self.index.add(view.calls)
         with once_per_call(self.memo):
             text = view.typed
             if text is not None:

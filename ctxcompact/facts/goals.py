@@ -21,7 +21,7 @@ _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 def goal_text(text: str) -> str:
     """A request as a goal, its lines as the user wrote them: pasted code blocks and logs replaced by a
     marker, length capped."""
-    text = _FENCE.sub(" [code block] ", text).strip()
+    text = (_FENCE.sub(" [code block] ", text) if "```" in text else text).strip()
     return text if len(text) <= GOAL_CHARS else text[:GOAL_CHARS - 1].rstrip() + "…"
 
 

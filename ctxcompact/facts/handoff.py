@@ -105,21 +105,29 @@ def request_status(records: Sequence[Record]) -> RequestStatus:
 def status_stops(rec: Record) -> bool:
     """Whether :func:`request_status`, reading back from the end, stops at ``rec``: an interruption, or
     anything but noise, an assistant's text and its thinking (the records before it do not matter)."""
-    if is_interruption(rec):
-        return True
-    if _is_noise(rec):
-        return False
-    msg = rec.message
-    assert msg is not None
-    if msg.role is not Role.ASSISTANT or msg.tool_calls():
-        return True
-    return not _assistant_text(rec) and not all(isinstance(b, ThinkingBlock) for b in msg.blocks)
+    return stops_and_skips(rec)[0]
 
 
 def flight_skips(rec: Record) -> bool:
     """A record :func:`in_flight_start` reads past, back from the end, to the turn whose calls are in
     flight: a result, or noise that is not an interruption."""
-    return _is_result(rec) or (_is_noise(rec) and not is_interruption(rec))
+    return stops_and_skips(rec)[1]
+
+
+def stops_and_skips(rec: Record) -> tuple[bool, bool]:
+    """:func:`status_stops` and :func:`flight_skips` of ``rec``, whether it is noise and an interruption
+    worked out once for both (the conversation reader asks both of every record)."""
+    interrupted, noise = is_interruption(rec), _is_noise(rec)
+    skips = _is_result(rec) or (noise and not interrupted)
+    if interrupted:
+        return True, skips
+    if noise:
+        return False, skips
+    msg = rec.message
+    assert msg is not None
+    if msg.role is not Role.ASSISTANT or msg.tool_calls():
+        return True, skips
+    return not _assistant_text(rec) and not all(isinstance(b, ThinkingBlock) for b in msg.blocks), skips
 
 
 def turn_goes_on(rec: Record) -> bool:

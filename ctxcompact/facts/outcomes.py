@@ -22,7 +22,7 @@ from .calls import (
 )
 from .files import paths_of_call
 from .seen import Seen, scan
-from .text import shorten
+from .text import may_hold, shorten
 
 
 @dataclass(slots=True)
@@ -331,16 +331,13 @@ _NEGATION = re.compile(
 )
 
 
-# Every match of _RESOLVED_WORDS holds one of these, lowercased; but for three letters that ``re.I`` matches
-# to ``i`` or ``s`` and ``str.lower`` keeps apart (U+0130, U+0131, U+017F)
+# Every match of _RESOLVED_WORDS holds one of these, lowercased (text.may_hold)
 _RESOLVED_HINTS = ("fixed", "resolved", "pass", "works", "working", "succeeded", "green")
-_ODD_CASE = ("\u0130", "\u0131", "\u017f")
 
 
 def claims_resolution(text: str) -> bool:
     """An assistant sentence says the problem is fixed (and does not negate it)."""
-    low = text.lower()  # (C-fast: most texts have none of the words, and the regex scan is not)
-    if not any(h in low for h in _RESOLVED_HINTS) and not any(c in text for c in _ODD_CASE):
+    if not may_hold(text, _RESOLVED_HINTS):  # (most texts have none of the words)
         return False
     if not _RESOLVED_WORDS.search(text):  # a sentence's match is a match in the whole text: one scan
         return False
@@ -374,10 +371,11 @@ def success_keys(call: ToolCall) -> frozenset[str]:
 
 def _success_keys(call: ToolCall) -> frozenset[str]:
     keys = {call_key(call, call.name), f"tool:{call.name}:{call.arguments.strip()}"}
-    if command_of(call) is None or writes_files(call):
+    writes = writes_files(call)
+    if writes or command_of(call) is None:
         for p in paths_of_call(call):
             keys.add(f"file:{call.name}:{p}")
-            if writes_files(call):
+            if writes:
                 keys.add(f"{_ANY_TOOL_FILE}{p}")
     return frozenset(keys)
 
@@ -474,7 +472,8 @@ class EvidenceScan:
         self.claimed = False
 
     def feed(self, rec: Seen) -> None:
-        if rec.role is Role.ASSISTANT and rec.input and claims_resolution(rec.text):
+        # (once one message claims it, the others need not be read)
+        if not self.claimed and rec.role is Role.ASSISTANT and rec.input and claims_resolution(rec.text):
             self.claimed = True
         if not rec.results:
             return

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from ..model import Record, Role, TextBlock
 from .seen import Seen, scan
-from .text import user_requests
+from .text import may_hold, user_requests
 
 # the look-ahead holds the words' first letters: most words fail it at once instead of being tried against
 # each rule word (the same matches, twice as fast on long texts)
@@ -18,6 +18,9 @@ _RULE_WORDS = re.compile(
     r"ensure|should not|shouldn['’]t|no need to|stop|keep|prefer)\b",
     re.I,
 )
+# Every match of _RULE_WORDS holds one of these, lowercased (text.may_hold)
+_RULE_HINTS = ("never", "don", "do not", "must", "always", "only", "avoid", "make sure", "ensure", "should",
+               "no need to", "stop", "keep", "prefer")
 _LIST_MARKER = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _MAX_RULE_CHARS = 600  # longer "sentences" are pasted text (logs, code), not rules
@@ -31,8 +34,13 @@ _STATEMENT = re.compile(
     r"['’]s|[a-z]+(?:ed|ing) \w+ (?:is|are))\b", re.I)
 
 
+# Every match of _STATEMENT holds one of these, lowercased (text.may_hold)
+_STATEMENT_HINTS = ("is", "are", "was", "were", "mean", "not", "'s", "’s")
+
+
 def _is_statement(piece: str) -> bool:
-    return len(piece) <= _MAX_STATEMENT_CHARS and "?" not in piece and bool(_STATEMENT.search(piece))
+    return (len(piece) <= _MAX_STATEMENT_CHARS and "?" not in piece and may_hold(piece, _STATEMENT_HINTS)
+            and _STATEMENT.search(piece) is not None)
 
 
 def rules_in_text(text: str, statements: bool | None = None) -> list[str]:
@@ -44,21 +52,24 @@ def rules_in_text(text: str, statements: bool | None = None) -> list[str]:
     if statements is None:
         statements = len(text.strip()) <= SHORT_MESSAGE_CHARS
     out: list[str] = []
-    if not statements and not _RULE_WORDS.search(text):
-        return out  # a line's match is a match in the whole text: one scan for most (long) texts
+    # a line's (a piece's) match is a match in the whole text: most texts hold none, which C-fast scans of
+    # the whole text say (may_hold), then one regex scan
+    worded = may_hold(text, _RULE_HINTS) and _RULE_WORDS.search(text) is not None
+    if not statements and not worded:
+        return out
     seen: set[str] = set()  # membership in ``out`` would be O(n) per sentence: O(n²) on many rules
     in_fence = False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
             in_fence = not in_fence
             continue
-        if in_fence or not (statements or _RULE_WORDS.search(line)):
+        if in_fence or not (statements or (worded and _RULE_WORDS.search(line))):
             continue
         pieces = _SENTENCE_END.split(line.strip())
         for piece in pieces:
             # a list marker is layout, not part of the rule
             piece = _LIST_MARKER.sub("", piece.strip(), count=1).strip()
-            ruled = _RULE_WORDS.search(piece) or (statements and _is_statement(piece))
+            ruled = (worded and _RULE_WORDS.search(piece)) or (statements and _is_statement(piece))
             if piece and len(piece) <= _MAX_RULE_CHARS and ruled and piece not in seen:
                 seen.add(piece)
                 out.append(piece)

@@ -139,6 +139,19 @@ def command_request(text: str) -> str | None:
     return f"{name} {args}" if args else name
 
 
+# Characters ``re.I`` matches to an ASCII letter that ``str.lower`` keeps apart from it (U+0130 and U+0131 to
+# ``i``, U+017F to ``s``)
+ODD_CASE = ("\u0130", "\u0131", "\u017f")
+
+
+def may_hold(text: str, hints: tuple[str, ...]) -> bool:
+    """Whether a case-insensitive pattern every match of which holds one of ``hints`` (lowercased) may match
+    in ``text``: ``text`` lowercased holds one of them, or a character of :data:`ODD_CASE`. C-fast substring
+    scans that rule out most texts before a regex scan, which is not fast (the same matches)."""
+    low = text.lower()  # (map over a bound method: the loop runs in C)
+    return any(map(low.__contains__, hints)) or (not text.isascii() and any(map(text.__contains__, ODD_CASE)))
+
+
 # Injected text and the latest request
 
 
@@ -271,9 +284,18 @@ def removed_attachments_note(blocks: Sequence[ImageBlock]) -> str | None:
 # --------------------------------------------------------------------------------------------------------
 # Todos
 
+_SHORTEN_HEAD = 2  # shorten reads first this many characters per character of the line
+
+
 def shorten(text: str, limit: int) -> str:
     """One line of at most ``limit`` characters (whitespace collapsed, "…" where cut)."""
-    flat = " ".join(text.split())
+    # The collapsed start of a text is the start of the collapsed text: a long text's first characters
+    # give the line when they collapse to more than ``limit`` (a timeline step of a long message need not
+    # split all of it), else the whole text is collapsed.
+    head = text[:_SHORTEN_HEAD * max(limit, 1)]
+    flat = " ".join(head.split())
+    if len(flat) <= limit and len(head) < len(text):
+        flat = " ".join(text.split())
     if len(flat) <= limit:
         return flat
     return flat[: max(0, limit - 1)].rstrip() + "…"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from ..errors import Unstreamable
 from ..facts.calls import once_per_call
 from ..facts.earlier import opaque_of
-from ..facts.handoff import flight_skips, status_stops, turn_goes_on
+from ..facts.handoff import stops_and_skips, turn_goes_on
 from ..facts.seen import Seen
 from ..facts.todos import Todo, TodoScan, is_open
 from ..model import Origin, Record, Role
@@ -130,7 +130,7 @@ class Reader:
         self.seen.append(view)
         if _wall(rec):
             self.walls.append(at)
-        stops, skipped = status_stops(rec), flight_skips(rec)
+        stops, skipped = stops_and_skips(rec)
         if stops:
             self.last_stop = at
         if not skipped:
