@@ -33,7 +33,7 @@ STAGES: list[tuple[str, str]] = [
     ("formats/", "read"), ("source.py", "read"), ("reader.py", "read"), ("model.py", "read"),
     ("convert.py", "read"),
     ("schemacheck.py", "validate"), ("validate.py", "validate"),
-    ("clean.py", "clean"),
+    ("clean.py", "clean"), ("clean_part.py", "clean"),
     ("tokens/calibration.py", "decide"), ("tokens/usage.py", "decide"), ("tokens/", "count"),
     ("state/calibration.py", "decide"), ("state/", "state"),
     ("engine.py", "decide"), ("context.py", "decide"), ("budget.py", "decide"), ("report.py", "decide"),

@@ -181,7 +181,7 @@ def log_carries(summary_records: list[Record], new_records: list[Record]) -> boo
 def closes_trailing(opts: Options) -> bool:
     """Whether cleaning appends a reply after a trailing tool result: not with --keep-trailing-results, and
     not for an agent's own log (written as the input's format or with --to), which the agent resumes and whose
-    next model turn answers the result (clean.py, step 6)."""
+    next model turn answers the result (clean_part.py, step 6)."""
     written_to_agent_log = opts.to is not None and get_format(opts.to).layout.agent_log
     return not (opts.keep_trailing_results or written_to_agent_log)
 

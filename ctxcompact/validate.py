@@ -52,7 +52,7 @@ def _path(data: Any, value: str, keys: tuple[str, ...], nth: int) -> str:
 def last_turn(messages: Sequence[Message]) -> int:
     """Index of the last message that is not only tool results (-1: none). In a tree log (Claude Code) the
     calls from there on, which nothing but their own results follows, are the running session's live calls:
-    no result is missing (the one rule of clean.py's ``answer_missing`` and eval's validity)."""
+    no result is missing (the one rule of clean_part.py's ``answer_missing`` and eval's validity)."""
     return max((i for i, m in enumerate(messages) if not m.is_tool_result_only), default=-1)
 
 
@@ -69,7 +69,7 @@ def live_calls(transcript: Transcript, fmt: str | None = None) -> set[str]:
 def cross_record_problems(transcript: Transcript) -> list[Problem]:
     """Problems that span records: a tool-call id used twice; a tool result whose call comes later
     ("its call comes later, at line N") or does not exist at all. In a tree layout (Claude Code) a result may
-    come before its call in the file: the ``parentUuid`` tree orders the log, and clean.py leaves results
+    come before its call in the file: the ``parentUuid`` tree orders the log, and clean_part.py leaves results
     where they were written (issue 26 item 7: ``clean`` and ``validate`` agree on what is valid)."""
     tree = get_format(transcript.format).layout.tree
     first_call: dict[str, int] = {}

@@ -28,7 +28,7 @@ _INJECTED_PREFIXES: tuple[str, ...] = (
     "This session is being continued from a previous conversation",
     "# AGENTS.md instructions for",
     MOVED_SYSTEM,  # a system line the cleaner moved into a user turn
-    "[tool result for call ",  # clean.py keeps a result without a call as text context like this
+    "[tool result for call ",  # clean_part.py keeps a result without a call as text context like this
     # what Claude Code writes after a <task-notification> (a background command finished)
     "Read the output file to retrieve the result:",
 )
