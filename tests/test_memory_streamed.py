@@ -67,23 +67,34 @@ def test_a_call_looked_up_then_given_again_is_seen_past_the_merges() -> None:
     assert not index.exact
 
 
-def test_the_count_cache_is_written_without_copies_of_its_columns(tmp_path: Path) -> None:
-    # 32 bytes a line: at 100 MB of small records the columns are 24 MB, and each copy of them (as bytes,
-    # marshalled, the file's bytes joined) was as much again at the run's end
-    n = 100_000
+def _filled_cache(n: int) -> CountCache:
+    """A count cache of ``n`` lines, committed."""
     cache = CountCache(key=("openai", "o200k_base"))
     for i in range(n):
         cache.put(100 * i, i * 7919, i % 50, i % 60)
     cache.commit()
-    path = tmp_path / "s.json.counts"
+    return cache
+
+
+def _traced_save(path: Path, cache: CountCache) -> int:
+    """Bytes the traced heap grew by at its peak while ``cache`` was saved to ``path``."""
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         save_counts(path, cache)
-        grew = tracemalloc.get_traced_memory()[1] - before
+        return tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
+
+
+def test_the_count_cache_is_written_without_copies_of_its_columns(tmp_path: Path) -> None:
+    # 32 bytes a line: at 100 MB of small records the columns are 24 MB, and each copy of them (as bytes,
+    # marshalled, the file's bytes joined) was as much again at the run's end
+    n = 100_000
+    cache = _filled_cache(n)
+    path = tmp_path / "s.json.counts"
+    grew = _traced_save(path, cache)
     assert grew < 4 * n, f"{grew / n:.0f} B a line"  # the columns written as they are; 64 B a line before
     assert path.read_bytes() == cache.to_bytes()
     loaded = from_bytes(path.read_bytes(), ("openai", "o200k_base"))
@@ -96,24 +107,14 @@ def test_the_resume_points_counts_are_columns_of_the_count_cache(tmp_path: Path)
     # pass 1's counts before the resume point (8 bytes a record each) were marshalled into the cache's head:
     # a copy of them, then marshal's growing buffer (~2x), at the run's end, where the peak is
     n = 100_000
-    cache = CountCache(key=("openai", "o200k_base"))
-    for i in range(n):
-        cache.put(100 * i, i * 7919, i % 50, i % 60)
-    cache.commit()
+    cache = _filled_cache(n)
     cache.settled, cache.settled_sha256 = 100 * n, b"s" * 32
     cache.resume_at, cache.resume_sha256 = 100, b"r" * 32
     counts = [array("q", range(n)), array("q", range(0, 2 * n, 2))]
     cache.resume = {"totals": {"exact": True}, "calls": {"c1": 1}}
     cache.resume_columns = [memoryview(c).cast("B") for c in counts]
     path = tmp_path / "s.json.counts"
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        save_counts(path, cache)
-        grew = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
+    grew = _traced_save(path, cache)
     assert grew < 4 * n, f"{grew / n:.0f} B a line"  # over 32 with the counts marshalled
     loaded = from_bytes(path.read_bytes(), ("openai", "o200k_base"))
     assert loaded is not None and loaded.resume == cache.resume
