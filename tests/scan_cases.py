@@ -176,6 +176,27 @@ def _clean(transcript: Any) -> object:
     return clean(transcript)
 
 
+def _one_reused_id(n: int) -> Any:
+    """``n`` calls all with the placeholder id ``call_id`` (a fine-tuning habit), each answered, then ``n``
+    person's lines: the cleaner renames every call after the first and, for Anthropic, merges the user run."""
+    from ctxcompact.formats.jsonl import read_transcript
+
+    lines: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(n):
+        lines.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_id", "type": "function", "function": {"name": "f", "arguments": f'{{"i": {i}}}'}}]})
+        lines.append({"role": "tool", "tool_call_id": "call_id", "content": f"r{i}"})
+    lines += [{"role": "user", "content": f"u{i}"} for i in range(n)]
+    return read_transcript(_jsonl(lines), "openai", schema=False).transcript
+
+
+def _clean_both(transcript: Any) -> object:
+    from ctxcompact.clean import clean
+    from ctxcompact.formats import get_format
+
+    return clean(transcript), clean(transcript, get_format("anthropic").layout)
+
+
 def _system_mid_conversation(n: int) -> bytes:
     """An Anthropic-shaped transcript with a system message inside every turn (each one moved and merged)."""
     lines: list[dict[str, Any]] = []
@@ -337,6 +358,7 @@ CASES: tuple[Case, ...] = (
     Case("sliding window: first run over many invocations", _invocations, _sliding_window, 250),
     # the cleaner fed part after part looked every carried call up again for each part (issue 25)
     Case("clean: a long tool loop, settled part after part", _tool_loop, _clean, 8_000),
+    Case("clean: every call reusing one id, then a long user run", _one_reused_id, _clean_both, 1_000),
     # (sizes under 200,000 characters: above it the exact counter changes gear, a step and no trend)
     Case("anthropic: a system message inside every turn (run)", _system_mid_conversation, _anthropic_run,
          500),

@@ -565,16 +565,14 @@ def test_golden_cases_cover_every_repair_in_both_formats() -> None:
             assert f"{fmt}_{what}" in CASES
 
 
-def test_large_transcript_with_one_reused_id_is_linear_enough() -> None:
-    import time
-
+def test_large_transcript_with_one_reused_id() -> None:
+    # (that this is linear in n is a doubling case: tests/scan_cases.py, "every call reusing one id")
     n = 10_000
     items: list[Message | None] = [msg(U, "go")]
     for i in range(n):  # the fine-tuning habit: every call has the placeholder id "call_id"
         items += [msg(A, call("call_id", "f", f'{{"i": {i}}}')), msg(T, res("call_id", f"r{i}"))]
     items += [msg(U, f"u{i}") for i in range(n)]  # a long run of user lines, merged for Anthropic
     t = build(*items)
-    started = time.perf_counter()
     r = clean(t, OPENAI)
     assert kinds(r).count("duplicate_call_id") == n - 1
     ids = [c.id for m in r.transcript.messages() for c in m.tool_calls()]
@@ -584,7 +582,6 @@ def test_large_transcript_with_one_reused_id_is_linear_enough() -> None:
     assert kinds(r2).count("merged_messages") == n
     assert r2.transcript.records[-1].message is not None
     assert r2.transcript.records[-1].message.text().endswith(f"u{n - 1}")
-    assert time.perf_counter() - started < 10
 
 
 # issue 26 item 15: whatever CRs end a line, cleaning twice gives what cleaning once gave
