@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..model import Record, ToolCall
 from .calls import command_of, decode_args, per_call, quoted_spans, strings, writes_files
-from .seen import Seen, scan
+from .seen import Kind, Seen, scan
 
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "notebook_path",
               "target_file", "old_path", "new_path", "source_path", "destination", "target_path")
@@ -296,13 +296,15 @@ class FileScan:
 
     def __init__(self) -> None:
         self.found: dict[str, FileTouch] = {}
-        self.n = 0
+
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.calls and kind.input
 
     def feed(self, rec: Seen) -> None:
-        i, self.n = self.n, self.n + 1
         if not rec.calls or not rec.input:
             return
-        found, at = self.found, rec.rec.index
+        found, at, i = self.found, rec.rec.index, rec.n
         for call in rec.calls:
             changes = None
             for p in paths_of_call(call):

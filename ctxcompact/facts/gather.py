@@ -3,10 +3,10 @@ ready for :func:`.store.merge`: ``merge(old, gather(records, …))`` is the stor
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..model import SUBAGENT_MESSAGE, Message, Record, ToolCall
+from ..model import SUBAGENT_MESSAGE, Message, Record, Role, ToolCall
 from .calls import CallsSoFar, Memo, call_index, once_per_call
 from .earlier import MAX_INSTRUCTION_CHARS, EarlierSummary, carried, earlier_summary
 from .files import FileScan
@@ -15,7 +15,7 @@ from .handoff import InstructionScan
 from .identifiers import IdentifierScan
 from .outcomes import CommandScan, ErrorScan, EvidenceScan, failure_checker
 from .rules import ProjectRuleScan
-from .seen import Scanner, Seen, seen
+from .seen import Kind, Scanner, Seen, kind_of, seen
 from .store import (
     MAX_COMMANDS,
     MAX_DECISIONS,
@@ -95,6 +95,10 @@ class FactFeed:
         self.scans: tuple[Scanner[Any], ...] = (
             self.files, self.commands, self.errors, self.todos, self.action, self.evidence, self.timeline,
             self.statements, self.identifiers, self.project, self.instructions)
+        #: what is done with a record of each kind (``Seen.kind``): the steps that read that kind, in the
+        #: order above, worked out on the first record of the kind (most records are read by 4-8 of them)
+        self.routes: dict[int, tuple[Callable[[Seen], None], ...]] = {}
+        self.n = 0  # records fed
         self.earlier: list[EarlierSummary] = []
         self.subagent_lines = False  # a subagent's lines: their runs are read over the whole list
         #: what the scans read of each call (its command, paths, keys: ``calls.per_call``), kept from the
@@ -113,31 +117,61 @@ class FactFeed:
         """The next record (a :class:`.seen.Seen` of it when the caller has one: what the scans ask of
         it is then worked out once for the caller and them)."""
         view = seen(record)
-        rec = view.rec
-        if self.index is not None:
-            self.index.add(view.calls)
-        with once_per_call(self.memo):
-            text = view.typed
-            if text is not None:
-                self.requests.add(text)
-            for s in self.scans:
-                s.feed(view)
-            found = earlier_summary(rec)
-            if found is not None:
-                self.earlier.append(found)
-            if isinstance(rec.meta.get(SUBAGENT_MESSAGE), Message):
-                self.subagent_lines = True
-        self.failed.clear()
-        if self.index is not None:
-            self.index.answered()
-            if self.memo:  # (a record's memo, and those of the calls answered, go)
-                calls = self.index.calls
-                self.memo = {k: v for k, v in self.memo.items()
+        view.n, self.n = self.n, self.n + 1
+        index = self.index
+        if index is not None and view.calls:
+            index.add(view.calls)
+        steps = self.routes.get(view.kind)
+        if steps is None:
+            steps = self.routes[view.kind] = self._steps(kind_of(view.kind))
+        memo = self.memo
+        held = len(memo)
+        with once_per_call(memo):
+            for step in steps:
+                step(view)
+        if view.results:
+            self.failed.clear()
+        if index is not None:
+            answered = bool(index.just_asked)
+            if answered:
+                index.answered()
+            # (a record's memo, and those of the calls answered, go)
+            if memo and (answered or len(memo) != held):
+                calls = index.calls
+                self.memo = {k: v for k, v in memo.items()
                              if type(v[0]) is ToolCall and calls.get(v[0].id) is v[0]}
         else:
-            self.memo.clear()
+            memo.clear()
         if self.bounded:
-            self._trim(rec.index)
+            self._trim(view.rec.index)
+
+    def _steps(self, kind: Kind) -> tuple[Callable[[Seen], None], ...]:
+        """The steps that may take something from a record of ``kind``: the scans that read it
+        (``Scanner.reads``) and the feed's own (a request, an earlier summary, a subagent's line); the others
+        would do nothing with it."""
+        steps: list[Callable[[Seen], None]] = []
+        if kind.role is Role.USER and kind.input:  # (text.typed_text: only a person's input record)
+            steps.append(self._request)
+        steps += [s.feed for s in self.scans if s.reads(kind)]
+        if kind.input and (kind.meta or kind.role is Role.USER):  # (earlier.earlier_summary's cases)
+            steps.append(self._earlier)
+        if kind.meta:
+            steps.append(self._subagent)
+        return tuple(steps)
+
+    def _request(self, view: Seen) -> None:
+        text = view.typed
+        if text is not None:
+            self.requests.add(text)
+
+    def _earlier(self, view: Seen) -> None:
+        found = earlier_summary(view.rec)
+        if found is not None:
+            self.earlier.append(found)
+
+    def _subagent(self, view: Seen) -> None:
+        if isinstance(view.rec.meta.get(SUBAGENT_MESSAGE), Message):
+            self.subagent_lines = True
 
     def _trim(self, at: int) -> None:
         if at < max(self.last_at, 0):

@@ -27,7 +27,7 @@ from ..model import (
     ThinkingBlock,
     is_interruption_message,
 )
-from .seen import Seen, scan
+from .seen import Kind, Seen, scan, seen
 from .text import (
     ANSWERED,
     IN_PROGRESS,
@@ -35,7 +35,6 @@ from .text import (
     is_machine_reply,
     latest_request_record,
     strip_injected,
-    typed_text,
 )
 
 
@@ -58,18 +57,19 @@ def is_interruption(rec: Record) -> bool:
     return rec.message is not None and is_interruption_message(rec.message)
 
 
-def _is_noise(rec: Record) -> bool:
+def _is_noise(record: Record | Seen) -> bool:
     """A record that neither answers nor asks: no message, a user line no person typed (reminders, command
     output, hook text), a reply no model wrote, ctxcompact's own summary and continuation."""
-    msg = rec.message
+    view = seen(record)
+    rec, msg = view.rec, view.msg
     if msg is None or rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
         return True
     if msg.role is Role.SYSTEM:
         return True
-    if msg.role is Role.USER and not msg.is_tool_result_only and typed_text(rec) is None:
+    if msg.role is Role.USER and not msg.is_tool_result_only and view.typed is None:
         return True
     # a reply no model wrote: Claude Code's <synthetic> notices, cleaning's "Understood." after a closed call
-    return msg.role is Role.ASSISTANT and (is_machine_reply(rec) or rec.origin is Origin.SYNTHETIC)
+    return msg.role is Role.ASSISTANT and (view.machine or rec.origin is Origin.SYNTHETIC)
 
 
 def _assistant_text(rec: Record) -> str:
@@ -114,18 +114,21 @@ def flight_skips(rec: Record) -> bool:
     return stops_and_skips(rec)[1]
 
 
-def stops_and_skips(rec: Record) -> tuple[bool, bool]:
-    """:func:`status_stops` and :func:`flight_skips` of ``rec``, whether it is noise and an interruption
-    worked out once for both (the conversation reader asks both of every record)."""
-    interrupted, noise = is_interruption(rec), _is_noise(rec)
+def stops_and_skips(record: Record | Seen) -> tuple[bool, bool]:
+    """:func:`status_stops` and :func:`flight_skips` of a record, whether it is noise and an interruption
+    worked out once for both (the conversation reader asks both of every record, as a :class:`.seen.Seen`
+    whose typed text and calls its other tests share)."""
+    view = seen(record)
+    rec = view.rec
+    interrupted, noise = is_interruption(rec), _is_noise(view)
     skips = _is_result(rec) or (noise and not interrupted)
     if interrupted:
         return True, skips
     if noise:
         return False, skips
-    msg = rec.message
+    msg = view.msg
     assert msg is not None
-    if msg.role is not Role.ASSISTANT or msg.tool_calls():
+    if msg.role is not Role.ASSISTANT or view.calls:
         return True, skips
     return not _assistant_text(rec) and not all(isinstance(b, ThinkingBlock) for b in msg.blocks), skips
 
@@ -169,6 +172,10 @@ class InstructionScan:
 
     def __init__(self) -> None:
         self.out: list[str] = []
+
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.meta and kind.role is not None
 
     def feed(self, rec: Seen) -> None:
         if not rec.rec.meta.get(INSTRUCTIONS) or rec.msg is None:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from ..model import Record, Role
 from .calls import all_strings, decode_args, strings
 from .outcomes import output_text
-from .seen import Seen, scan
+from .seen import Kind, Seen, scan
 
 # A URL, up to the characters that end one in prose or JSON; trailing punctuation is not part of it. The
 # scheme is bounded (linear time on a long run of word characters).
@@ -111,6 +111,10 @@ class IdentifierScan:
         self.used: dict[str, int] = {}  # name -> position of its last use by the assistant or the user
         self.said: set[str] = set()  # names used in prose (the assistant's text, what the user typed)
         self.urls: dict[str, int] = {}
+
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.input and (kind.role is Role.USER or kind.role is Role.ASSISTANT or kind.results)
 
     def feed(self, rec: Seen) -> None:
         if rec.msg is None or not rec.input:

@@ -21,7 +21,7 @@ from .calls import (
     writes_files,
 )
 from .files import paths_of_call
-from .seen import Seen, scan
+from .seen import Kind, Seen, scan
 from .text import may_hold, shorten
 
 
@@ -49,12 +49,14 @@ class CommandScan:
         self.judge = judge(failed)
         self.outcome: dict[str, bool] = {}  # the last result of each call decides (as over the whole list)
         self.runs: list[tuple[CommandRun, str]] = []
-        self.n = 0
         #: the calls of ``runs`` (facts.gather.FactFeed's ``bounded``: only their outcomes are kept)
         self.ids: set[str] | None = None
 
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.results or kind.calls
+
     def feed(self, rec: Seen) -> None:
-        i, self.n = self.n, self.n + 1
         if rec.results:
             ids = self.ids
             for res, _call, failed in rec.answers(self.calls, self.judge):
@@ -63,7 +65,7 @@ class CommandScan:
         for call in rec.calls:
             cmd = command_of(call)
             if cmd is not None:
-                self.runs.append((CommandRun(cmd, call.name, None, i, rec.rec.index), call.id))
+                self.runs.append((CommandRun(cmd, call.name, None, rec.n, rec.rec.index), call.id))
                 if self.ids is not None:
                     self.ids.add(call.id)
 
@@ -405,7 +407,6 @@ class ErrorScan:
         self.calls, self.failed = calls, failed or result_is_error
         self.judge = judge(self.failed)
         self.errors: list[ErrorSeen] = []
-        self.n = 0
         # the errors not yet resolved, by what resolves them (:func:`resolves`: their key, or the file of a
         # file key, which any tool's write of that file resolves), so a success looks up its own keys
         # instead of walking every error seen (quadratic in a session of many failures and successes); an
@@ -414,8 +415,11 @@ class ErrorScan:
         self.open_by_key: dict[str, list[ErrorSeen]] = {}
         self.open_by_file: dict[str, list[ErrorSeen]] = {}
 
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.results or (kind.role is Role.ASSISTANT and kind.input)
+
     def feed(self, rec: Seen) -> None:
-        i, self.n = self.n, self.n + 1
         if rec.role is Role.ASSISTANT and rec.input and self.open and claims_resolution(rec.text):
             for e in self.open:
                 if not e.resolved:
@@ -429,7 +433,7 @@ class ErrorScan:
             name = call.name if call else (res.name or "tool")
             if failed:
                 self._add(ErrorSeen(name, command_of(call) if call else None, error_text(res),
-                                    call_key(call, name), i, at=rec.rec.index))
+                                    call_key(call, name), rec.n, at=rec.rec.index))
             elif call is not None:
                 for key in success_keys(call):
                     self._resolve(self.open_by_key.pop(key, ()))
@@ -470,6 +474,10 @@ class EvidenceScan:
         self.judge = judge(self.failed)
         self.keys: set[str] = set()
         self.claimed = False
+
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.results or (kind.role is Role.ASSISTANT and kind.input)
 
     def feed(self, rec: Seen) -> None:
         # (once one message claims it, the others need not be read)

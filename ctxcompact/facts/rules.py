@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ..model import Record, Role, TextBlock
-from .seen import Seen, scan
+from .seen import Kind, Seen, scan
 from .text import may_hold, user_requests
 
 # the look-ahead holds the words' first letters: most words fail it at once instead of being tried against
@@ -109,6 +109,10 @@ class ProjectRuleScan:
 
     def __init__(self) -> None:
         self.out: list[str] = []
+
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.role is Role.USER and kind.input
 
     def feed(self, rec: Seen) -> None:
         msg = rec.msg

@@ -10,7 +10,7 @@ from ..model import Message, Record, Role, ToolCall
 from .calls import call_index, command_of, decode_args
 from .files import paths_of_call
 from .outcomes import FailureCheck, error_text, judge, result_is_error
-from .seen import Seen, scan
+from .seen import Kind, Seen, scan
 from .text import shorten
 from .todos import is_open, todo_list_from_call
 
@@ -68,12 +68,16 @@ class ActionScan:
         self.step: list[Message] = []  # messages with text or calls since the last record that ends a step
         self.before: list[Message] = []  # the last step that record ended
 
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.role is not None and kind.input
+
     def feed(self, rec: Seen) -> None:
         msg = rec.msg
         if msg is None or not rec.input:
             return
         if rec.role is Role.ASSISTANT and not rec.machine:
-            if rec.calls or rec.text.strip():  # an empty message adds nothing to a step
+            if rec.calls or rec.said:  # an empty message adds nothing to a step
                 self.step.append(msg)
         elif self.step:
             self.before, self.step = self.step, []
@@ -112,11 +116,15 @@ class StatementScan:
         self.pending: tuple[int, str] | None = None
         self.working = False  # the assistant made calls with or after the pending text
 
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.input and (kind.role is Role.ASSISTANT or kind.role is Role.USER)
+
     def feed(self, rec: Seen) -> None:
         if rec.msg is None or not rec.input:
             return
         if rec.role is Role.ASSISTANT and not rec.machine:
-            said = rec.text.strip()
+            said = rec.said
             if said:
                 if self.pending is not None:
                     self._said_along(self.pending)
@@ -234,6 +242,10 @@ class TimelineScan:
         self.judge = judge(self.failed)
         self.out: list[tuple[int, str]] = []
 
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.input and (kind.role is Role.USER or kind.role is Role.ASSISTANT or kind.results)
+
     def feed(self, rec: Seen) -> None:
         if rec.msg is None or not rec.input:
             return
@@ -243,7 +255,7 @@ class TimelineScan:
             if typed:
                 out.append((at, shorten("User: " + typed, entry_limit)))
         elif rec.role is Role.ASSISTANT and not rec.machine:
-            said = rec.text.strip()
+            said = rec.said
             if said:
                 out.append((at, shorten("Assistant: " + said, entry_limit)))
             descs = [describe_call(c, 60) for c in rec.calls]

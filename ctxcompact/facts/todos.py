@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..model import Record, ToolCall
 from ..paths import read_side_file
 from .calls import decode_args, squash
-from .seen import Seen, scan
+from .seen import Kind, Seen, scan
 
 
 @dataclass(slots=True)
@@ -77,6 +77,10 @@ class TodoScan:
 
     def __init__(self) -> None:
         self.found: list[Todo] | None = None
+
+    @staticmethod
+    def reads(kind: Kind) -> bool:
+        return kind.calls
 
     def feed(self, rec: Seen) -> None:
         for call in rec.calls:

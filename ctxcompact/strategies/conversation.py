@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import Unstreamable
-from ..facts.calls import once_per_call
 from ..facts.earlier import opaque_of
 from ..facts.handoff import stops_and_skips, turn_goes_on
 from ..facts.seen import Seen
@@ -38,10 +37,9 @@ if TYPE_CHECKING:
     from ..facts.gather import FactFeed
 
 
-def _wall(rec: Record) -> bool:
+def _wall(view: Seen) -> bool:
     """A record no work in flight reaches back past (and none starts at)."""
-    msg = rec.message
-    return not turn_goes_on(rec) and not (msg is not None and msg.role is Role.ASSISTANT and msg.tool_calls())
+    return not turn_goes_on(view.rec) and not (view.role is Role.ASSISTANT and view.calls)
 
 
 @dataclass(slots=True)
@@ -99,9 +97,7 @@ class Reader:
     last_unskipped: int = -1  # of the last record flight_skips does not pass
 
     def add(self, rec: Record) -> None:
-        with once_per_call():  # (each test below asks what a person typed in it)
-            cut = self._add(rec)
-        if cut:  # (the feed keeps its own memo across records)
+        if self._add(rec):
             self._cut()
 
     def _add(self, rec: Record) -> bool:
@@ -122,15 +118,16 @@ class Reader:
             if self.latest is not None and not any(r is self.latest for r in self.window):
                 self.dropped(self.latest)  # (already out of the window: nothing holds it now)
             self.latest = rec
-        self.todos.feed(view)
+        if view.calls:  # (TodoScan.reads)
+            self.todos.feed(view)
         if self.hold:
             self.records.append(rec)
         at = len(self.window)
         self.window.append(rec)
         self.seen.append(view)
-        if _wall(rec):
+        if _wall(view):
             self.walls.append(at)
-        stops, skipped = stops_and_skips(rec)
+        stops, skipped = stops_and_skips(view)  # (the tests share the Seen's typed text and calls)
         if stops:
             self.last_stop = at
         if not skipped:
