@@ -45,7 +45,7 @@ from ..facts.todos import load_todos_file, open_todos
 from ..model import Origin, Record, Role, Transcript
 from ..options import Options, check_options
 from ..progress import progress
-from ..state import State, make_fingerprint, reset_calibration
+from ..state import State, line_end, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..tokens import heuristic
 from ..tokens.counts import text_cost
@@ -53,14 +53,13 @@ from . import estimate_needs_context
 from .base import Outcome, StrategyInput, Written
 from .events import apply_events, events_each, full_view
 from .invocations import (
+    Gathered,
     Invocation,
     Window,
     anchor,
-    invocations,
     make_window,
     owner_index,
     plan_invocation_windows,
-    unsafe_splits,
 )
 from .mask import merge_masking
 from .masking_state import MaskedResult, Masking
@@ -90,20 +89,19 @@ def token_limit(budget: Budget, ratio: float) -> int:
 
 
 def _commit(state: State, written: Written, new_events: list[Event], end: int, end_offset: int,
-            end_length: int) -> None:
-    """Append the new events and fingerprint the input through the last event's end."""
+            end_length: int, end_line: int) -> None:
+    """Append the new events and fingerprint the input through the last event's end: the line of its last
+    record (``end_offset``, ``end_length``, its physical line ``end_line``), in the input held or the file
+    a streamed run read (``state.line_end`` finds the line's end either way)."""
     own = state.section(WindowEvents) or WindowEvents()
     own.events.extend(new_events)
     state.set_section(own)
     if state.watermark == 0 and end_offset >= 0:
-        data = written.data
-        assert isinstance(data, bytes)  # sliding-window reads the file held
-        nl = data.find(b"\n", end_offset + end_length)
-        nbytes = len(data) if nl < 0 else nl + 1
+        nbytes = line_end(written.data, end_offset + end_length)
         ctx = written.ctx
+        # (a record's raw is one line without its ending: the lines through it are its own line number)
         state.fingerprint = make_fingerprint(
-            data, records=end, nbytes=nbytes, format=ctx.input_format,
-            lines=data.count(b"\n", 0, nbytes) + (0 if nl >= 0 else 1),
+            written.data, records=end, nbytes=nbytes, format=ctx.input_format, lines=end_line,
             system_lines=[(o, n) for o, n in ctx.system_spans if o + n <= nbytes])
     # the factor measured on the large request must not scale the compacted one
     reset_calibration(state)
@@ -245,10 +243,10 @@ def _events(state: State | None) -> list[Event]:
 
 def _state_of(si: StrategyInput) -> tuple[list[Record], list[Invocation], int, set[int]]:
     view = full_view(si.ctx.transcript.records)
-    invs = invocations(view)
+    gathered = Gathered.of(view)  # (one pass for both)
     events = _events(si.state)
     covered_end = max([e.end for e in events] + [si.ctx.covered])
-    return view, invs, covered_end, unsafe_splits(view)
+    return view, gathered.invocations(), covered_end, gathered.unsafe_splits()
 
 
 def apply(si: StrategyInput) -> Outcome | None:
@@ -282,12 +280,13 @@ def apply(si: StrategyInput) -> Outcome | None:
     end = last.end if last is not None else 0
     end_offset = end_rec.offset if known and end_rec is not None else -1
     end_length = len(end_rec.raw) if known and end_rec is not None and end_rec.raw is not None else 0
+    end_line = end_rec.line if known and end_rec is not None else 0
     new_events = planner.new
     summary = planner.summaries[-1] if planner.summaries else None
     durations = [x.duration_s for x in planner.summaries]
 
     def commit(state: State, written: Written, trimmed: list[MaskedResult] = planner.trimmed) -> None:
-        _commit(state, written, new_events, end, end_offset, end_length)
+        _commit(state, written, new_events, end, end_offset, end_length, end_line)
         if trimmed:  # the work in flight's trimmed results stay trimmed (every strategy reapplies masking)
             state.set_section(merge_masking(state.section(Masking), trimmed, input_records=trimmed[0].index,
                                             thinking_before=0))
