@@ -22,7 +22,7 @@ headers, and the schema closes every object it defines.
 from __future__ import annotations
 
 from .calibration import record_estimate, record_real_tokens, remember_measured, reset_calibration
-from .fingerprint import HashedFile, check_fingerprint, make_fingerprint, prefix_fingerprint
+from .fingerprint import HashedFile, check_fingerprint, line_end, make_fingerprint, prefix_fingerprint
 from .lock import state_lock
 from .model import (
     EMPTY_SHA256,
@@ -69,6 +69,7 @@ __all__ = [
     "check_is_state",
     "default_state_path",
     "dump_state",
+    "line_end",
     "load_state",
     "make_fingerprint",
     "new_state",

@@ -93,6 +93,34 @@ def _hashed_prefix(source: HashedFile, nbytes: int, chunk_size: int) -> str:
     return prefix
 
 
+def line_end(source: Source, at: int, *, chunk_size: int = 1 << 12) -> int:
+    """Where the line holding byte ``at - 1`` of ``source`` ends: after its newline, or at the end of the
+    input (of the bytes a :class:`HashedFile` run read). A file is read from ``at`` only, up to the newline:
+    a fingerprint through a record of a file the run did not hold (strategies.sliding_window)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source) if isinstance(source, memoryview) else source
+        nl = data.find(b"\n", at)
+        return len(data) if nl < 0 else nl + 1
+    if isinstance(source, HashedFile):
+        path, limit = source.path, source.nbytes
+    elif isinstance(source, (str, os.PathLike)):
+        path, limit = source, os.path.getsize(source)
+    else:
+        raise TypeError("line_end reads bytes or a file")
+    with open_input(path) as stream:
+        stream.seek(at)
+        pos = at
+        while pos < limit:
+            chunk = stream.read(min(chunk_size, limit - pos))
+            if not chunk:
+                break
+            nl = chunk.find(b"\n")
+            if nl >= 0:
+                return pos + nl + 1
+            pos += len(chunk)
+    return min(pos, limit)
+
+
 def prefix_fingerprint(path_or_stream: Source, nbytes: int, *, chunk_size: int = _CHUNK) -> str:
     """SHA-256 (hex) of the first ``nbytes`` bytes of a file, an open binary stream (read from its current
     position) or a bytes object, streamed in chunks so large transcripts are not held in memory.

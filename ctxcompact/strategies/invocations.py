@@ -30,38 +30,9 @@ def anchor(rec: Record) -> bool:
     return rec.origin is Origin.INPUT and rec.index >= 0 and rec.line > 0
 
 
-def _starts_invocation(rec: Record, uses_ids: bool, current_id: str | None) -> bool:
-    if uses_ids:
-        inv = rec.meta.get("invocation_id")
-        return bool(inv) and inv != current_id
-    return typed_text(rec) is not None
-
-
 def invocations(records: list[Record]) -> list[Invocation]:
     """The invocations of ``records`` (input records in index order), preamble (number 0) first if any."""
-    anchors = [r for r in records if anchor(r)]
-    if not anchors:
-        return []
-    uses_ids = any(r.meta.get("invocation_id") for r in anchors)
-    out: list[Invocation] = []
-    current: Invocation | None = None
-    numbered = 0
-    for rec in anchors:
-        if _starts_invocation(rec, uses_ids, current.id if current is not None else None):
-            numbered += 1
-            current = Invocation(number=numbered, start=rec.index,
-                                 end=rec.index + 1, id=rec.meta.get("invocation_id") if uses_ids else None)
-            out.append(current)
-        elif current is None:
-            current = Invocation(number=0, start=rec.index, end=rec.index + 1)
-            out.append(current)
-        current.end = rec.index + 1
-        ts = rec.meta.get("timestamp")
-        if isinstance(ts, (int, float, str)) and not isinstance(ts, bool):
-            if current.timestamp_start is None:
-                current.timestamp_start = ts
-            current.timestamp_end = ts
-    return out
+    return Gathered.of(records).invocations()
 
 
 def owner_index(records: list[Record]) -> list[int]:
@@ -80,24 +51,98 @@ def unsafe_splits(records: list[Record]) -> set[int]:
 
     Parallel calls are covered pair by pair. A call with no result in the input never blocks a split:
     cleaning answers it (a synthetic result travels with the call), so it can be compacted with it."""
-    owners = owner_index(records)
-    calls: dict[str, int] = {}
-    results: dict[str, int] = {}
-    for rec, owner in zip(records, owners, strict=True):
-        if rec.message is None or owner < 0:
-            continue
+    return Gathered.of(records).unsafe_splits()
+
+
+class _Numbering:
+    """Invocations numbered as their records come: by the format's invocation ids, or by the requests a
+    person typed."""
+
+    __slots__ = ("by_ids", "current", "numbered", "out")
+
+    def __init__(self, by_ids: bool) -> None:
+        self.by_ids = by_ids
+        self.out: list[Invocation] = []
+        self.current: Invocation | None = None
+        self.numbered = 0
+
+    def add(self, rec: Record) -> None:
+        current = self.current
+        if self.by_ids:
+            inv = rec.meta.get("invocation_id")
+            starts = bool(inv) and inv != (current.id if current is not None else None)
+        else:
+            starts = typed_text(rec) is not None
+        if starts:
+            self.numbered += 1
+            current = Invocation(number=self.numbered, start=rec.index, end=rec.index + 1,
+                                 id=rec.meta.get("invocation_id") if self.by_ids else None)
+            self.out.append(current)
+        elif current is None:
+            current = Invocation(number=0, start=rec.index, end=rec.index + 1)
+            self.out.append(current)
+        self.current = current
+        current.end = rec.index + 1
+        ts = rec.meta.get("timestamp")
+        if isinstance(ts, (int, float, str)) and not isinstance(ts, bool):
+            if current.timestamp_start is None:
+                current.timestamp_start = ts
+            current.timestamp_end = ts
+
+
+class Gathered:
+    """:func:`invocations` and :func:`unsafe_splits` gathered record by record, in input order (``add``),
+    so a reading that does not hold the records gathers them as it goes; the held route folds its view
+    through the same code (:meth:`of`). What it holds: the invocations, and each tool call's and result's
+    owner (small per invocation and per call, not per record).
+
+    Whether invocations are numbered by the format's ids is known only once a record has one: until then
+    both numberings run (the one by ids costs a lookup per record); the first id drops the other."""
+
+    __slots__ = ("by_ids", "by_text", "calls", "owner", "results")
+
+    def __init__(self) -> None:
+        self.by_ids = _Numbering(True)
+        self.by_text: _Numbering | None = _Numbering(False)
+        self.owner = -1  # the input index of the last anchor: what the records cleaning made belong to
+        self.calls: dict[str, int] = {}
+        self.results: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, records: list[Record]) -> Gathered:
+        g = cls()
+        for rec in records:
+            g.add(rec)
+        return g
+
+    def add(self, rec: Record) -> None:
+        if anchor(rec):
+            self.owner = rec.index
+            if self.by_text is not None and rec.meta.get("invocation_id"):
+                self.by_text = None
+            self.by_ids.add(rec)
+            if self.by_text is not None:
+                self.by_text.add(rec)
+        if rec.message is None or self.owner < 0:
+            return
         for b in rec.message.blocks:
             if isinstance(b, ToolCall):
-                calls.setdefault(b.id, owner)
+                self.calls.setdefault(b.id, self.owner)
             elif isinstance(b, ToolResult) and not b.synthetic:
-                results.setdefault(b.call_id, owner)
-    spans: list[tuple[int, int]] = []
-    for cid, ci in calls.items():
-        ri = results.get(cid)
-        if ri is None or ri == ci:
-            continue
-        spans.append((min(ci, ri) + 1, max(ci, ri) + 1))
-    return union_points(spans)
+                self.results.setdefault(b.call_id, self.owner)
+
+    def invocations(self) -> list[Invocation]:
+        """The invocations so far (the last one still growing while records are added)."""
+        return (self.by_text if self.by_text is not None else self.by_ids).out
+
+    def unsafe_splits(self) -> set[int]:
+        spans: list[tuple[int, int]] = []
+        for cid, ci in self.calls.items():
+            ri = self.results.get(cid)
+            if ri is None or ri == ci:
+                continue
+            spans.append((min(ci, ri) + 1, max(ci, ri) + 1))
+        return union_points(spans)
 
 
 def safe_point(p: int, lo: int, hi: int, bad: set[int] | frozenset[int]) -> int:

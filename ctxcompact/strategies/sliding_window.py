@@ -33,38 +33,33 @@ import bisect
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..budget import Budget
-from ..clean import clean
 from ..errors import ExitCode
-from ..facts.handoff import in_flight_start
 from ..facts.text import latest_request
 from ..facts.todos import load_todos_file, open_todos
-from ..model import Origin, Record, Role, Transcript
+from ..model import Origin, Record, Role
 from ..options import Options, check_options
 from ..progress import progress
-from ..state import State, make_fingerprint, reset_calibration
+from ..state import State, line_end, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..tokens import heuristic
 from ..tokens.counts import text_cost
 from . import estimate_needs_context
 from .base import Outcome, StrategyInput, Written
-from .events import apply_events, events_each, full_view
+from .events import apply_events, events_each
 from .invocations import (
     Invocation,
     Window,
-    anchor,
-    invocations,
     make_window,
-    owner_index,
     plan_invocation_windows,
-    unsafe_splits,
 )
 from .mask import merge_masking
 from .masking_state import MaskedResult, Masking
 from .ranges import visible_events
+from .sliding_window_input import HeldInput, Rendered, WindowInput
 from .sliding_window_state import Event, WindowEvents
 from .tail import trim_in_place
 
@@ -90,20 +85,19 @@ def token_limit(budget: Budget, ratio: float) -> int:
 
 
 def _commit(state: State, written: Written, new_events: list[Event], end: int, end_offset: int,
-            end_length: int) -> None:
-    """Append the new events and fingerprint the input through the last event's end."""
+            end_length: int, end_line: int) -> None:
+    """Append the new events and fingerprint the input through the last event's end: the line of its last
+    record (``end_offset``, ``end_length``, its physical line ``end_line``), in the input held or the file
+    a streamed run read (``state.line_end`` finds the line's end either way)."""
     own = state.section(WindowEvents) or WindowEvents()
     own.events.extend(new_events)
     state.set_section(own)
     if state.watermark == 0 and end_offset >= 0:
-        data = written.data
-        assert isinstance(data, bytes)  # sliding-window reads the file held
-        nl = data.find(b"\n", end_offset + end_length)
-        nbytes = len(data) if nl < 0 else nl + 1
+        nbytes = line_end(written.data, end_offset + end_length)
         ctx = written.ctx
+        # (a record's raw is one line without its ending: the lines through it are its own line number)
         state.fingerprint = make_fingerprint(
-            data, records=end, nbytes=nbytes, format=ctx.input_format,
-            lines=data.count(b"\n", 0, nbytes) + (0 if nl >= 0 else 1),
+            written.data, records=end, nbytes=nbytes, format=ctx.input_format, lines=end_line,
             system_lines=[(o, n) for o, n in ctx.system_spans if o + n <= nbytes])
     # the factor measured on the large request must not scale the compacted one
     reset_calibration(state)
@@ -128,9 +122,9 @@ def _summarize(si: StrategyInput, records: list[Record], budget_tokens: int, pri
 class _Planner:
     """Makes the events of one run, keeping the visible summaries within their shared budget."""
 
-    def __init__(self, si: StrategyInput, view: list[Record]) -> None:
+    def __init__(self, si: StrategyInput, inp: WindowInput) -> None:
         self.si = si
-        self.view = view
+        self.inp = inp
         self.events: list[Event] = list(_events(si.state))
         # the visible events, kept as events are added (a new event hides those it contains; a hidden one
         # never shows again): recomputing them at every window made a long first run quadratic
@@ -141,10 +135,6 @@ class _Planner:
         self.cap = max(1, si.budget.summary_budget)
         self.cost = text_cost(si.opts, si.report.calibrated)  # as the window counts (the summaries' fit)
         self._costs: dict[str, int] = {}  # each visible summary counted once, not at every window
-        owners = owner_index(view)
-        # owners never decrease along the view (input order): a window's records are one bisected slice
-        self.owners = owners if all(a <= b for a, b in itertools.pairwise(owners)) else None
-        self._prefix: list[int] | None = None
         self.rollup_facts: dict[int, dict[str, Any]] = {}  # the facts of each roll-up made in this run
         self.trimmed: list[MaskedResult] = []  # in-flight results trimmed to fit (_trim_in_flight)
 
@@ -152,26 +142,6 @@ class _Planner:
         if summary not in self._costs:
             self._costs[summary] = self.cost(summary)
         return self._costs[summary]
-
-    def _between(self, start: int, end: int) -> list[Record]:
-        """The view's records owned by input indexes ``start`` ≤ owner < ``end``."""
-        owners = self.owners
-        if owners is None:
-            return [r for r, o in zip(self.view, owner_index(self.view), strict=True) if start <= o < end]
-        return self.view[bisect.bisect_left(owners, start):bisect.bisect_left(owners, end)]
-
-    def _tokens_between(self, start: int, end: int) -> int:
-        """The heuristic tokens of the view's records owned by ``start`` ≤ owner < ``end`` (prefix sums,
-        built once: a roll-up's range reaches back to the first event)."""
-        if self.owners is None:
-            return sum(heuristic.message_tokens(r.message) for r in self._between(start, end)
-                       if r.message is not None)
-        if self._prefix is None:
-            self._prefix = list(itertools.accumulate(
-                (heuristic.message_tokens(r.message) if r.message is not None else 0 for r in self.view),
-                initial=0))
-        lo, hi = bisect.bisect_left(self.owners, start), bisect.bisect_left(self.owners, end)
-        return self._prefix[hi] - self._prefix[lo]
 
     def make(self, w: Window, inside_latest: bool = False) -> None:
         """Summarize ``w`` into a new event. ``inside_latest``: ``w`` is the older part of the latest
@@ -202,9 +172,9 @@ class _Planner:
                 # after it are read again (re-reading from the first event at every roll-up made a long
                 # session's first run quadratic)
                 read_from, facts = first.end, carried
-        records = self._between(read_from, w.end)
+        records = self.inp.between(read_from, w.end)
         summary = _summarize(self.si, records, room, prior, facts)
-        original = self._tokens_between(start, w.end)
+        original = self.inp.tokens_between(start, w.end)
         compacted = heuristic.text_tokens(summary.text)
         ev = Event(start=start, end=w.end, invocations=w.last - w.first + 1,
                    records=w.end - start, original_tokens=original, compacted_tokens=compacted,
@@ -223,32 +193,15 @@ class _Planner:
         self.windows.append(w)
 
 
-def _render(si: StrategyInput, events: list[Event]) -> Transcript:
-    ctx = si.ctx
-    shadow = State(watermark=ctx.covered, sections={WindowEvents.KEY: WindowEvents(events)})
-    recs = apply_events(list(ctx.transcript.records), shadow, ctx.transcript.format)
-    t = Transcript(format=ctx.transcript.format, records=recs, source=ctx.transcript.source)
-    return clean(t).transcript
-
-
-def _estimate(si: StrategyInput, t: Transcript) -> tuple[int, Sequence[int]]:
-    """Tokens of a compacted context as the provider will count it (``Calibrated.project``)."""
-    counts = si.count(t.records)
-    return si.report.calibrated.project(sum(counts.base)), counts.base
-
-
 def _events(state: State | None) -> list[Event]:
     """The events earlier runs made (the state's :class:`WindowEvents`), oldest first."""
     own = state.section(WindowEvents) if state is not None else None
     return own.events if own is not None else []
 
 
-def _state_of(si: StrategyInput) -> tuple[list[Record], list[Invocation], int, set[int]]:
-    view = full_view(si.ctx.transcript.records)
-    invs = invocations(view)
-    events = _events(si.state)
-    covered_end = max([e.end for e in events] + [si.ctx.covered])
-    return view, invs, covered_end, unsafe_splits(view)
+def _covered_end(si: StrategyInput) -> int:
+    """Where the records no event or summary covers begin."""
+    return max([e.end for e in _events(si.state)] + [si.ctx.covered])
 
 
 def apply(si: StrategyInput) -> Outcome | None:
@@ -256,38 +209,41 @@ def apply(si: StrategyInput) -> Outcome | None:
     _validate(si.opts)
     if si.budget.threshold is None:
         return None  # --threshold 0 disables compaction
-    view, invs, covered_end, bad = _state_of(si)
-    planner = _Planner(si, view)
+    inp = HeldInput(si)
+    invs, covered_end, bad = inp.invocations, _covered_end(si), inp.unsafe
+    planner = _Planner(si, inp)
     with progress(f"summarizing with {si.opts.summarizer}"):
         theta, omega = si.opts.invocation_threshold, si.opts.overlap
         for w in plan_invocation_windows(invs, covered_end, theta, omega, bad):
             planner.make(w)
         limit = token_limit(si.budget, si.opts.safety_ratio)
         active = si.report.calibrated.tokens
-        t = si.ctx.transcript
+        r = Rendered(si, si.ctx.transcript)
         if planner.new:
-            t = _render(si, planner.events)
-            active, _ = _estimate(si, t)
+            r = inp.render(planner.events)
+            active = r.tokens
         warnings: list[str] = []
         code = ExitCode.OK
         if active > limit:
-            t, code, warnings = _token_event(si, planner, invs, bad, t, limit)
+            r, code, warnings = _token_event(si, planner, invs, bad, r, limit)
+    t = r.transcript
     if not planner.new and not planner.trimmed:  # trimming the work in flight alone is a compaction too
         if code is ExitCode.OK:
             return None
         t = si.ctx.transcript
     last = max(planner.events, key=lambda e: e.end) if planner.events else None
-    end_rec = _record_at(view, last.end - 1) if last is not None else None
+    end_rec = inp.record_at(last.end - 1) if last is not None else None
     known = end_rec is not None and end_rec.raw is not None
     end = last.end if last is not None else 0
     end_offset = end_rec.offset if known and end_rec is not None else -1
     end_length = len(end_rec.raw) if known and end_rec is not None and end_rec.raw is not None else 0
+    end_line = end_rec.line if known and end_rec is not None else 0
     new_events = planner.new
     summary = planner.summaries[-1] if planner.summaries else None
     durations = [x.duration_s for x in planner.summaries]
 
     def commit(state: State, written: Written, trimmed: list[MaskedResult] = planner.trimmed) -> None:
-        _commit(state, written, new_events, end, end_offset, end_length)
+        _commit(state, written, new_events, end, end_offset, end_length, end_line)
         if trimmed:  # the work in flight's trimmed results stay trimmed (every strategy reapplies masking)
             state.set_section(merge_masking(state.section(Masking), trimmed, input_records=trimmed[0].index,
                                             thinking_before=0))
@@ -298,30 +254,22 @@ def apply(si: StrategyInput) -> Outcome | None:
                    duration_s=sum(durations), exit_code=code, warnings=warnings)
 
 
-def _record_at(view: list[Record], index: int) -> Record | None:
-    for rec in view:
-        if anchor(rec) and rec.index == index:
-            return rec
-    return None
-
-
-def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], bad: set[int], t: Transcript,
-                 limit: int) -> tuple[Transcript, ExitCode, list[str]]:
+def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], bad: set[int], r: Rendered,
+                 limit: int) -> tuple[Rendered, ExitCode, list[str]]:
     """Compact the uncompacted records up to the first split point at which the rest fits."""
     numbered = [i for i in invs if i.number > 0]
     covered_end = max([e.end for e in planner.events] + [si.ctx.covered])
     if not numbered:
-        return t, _fits_window(si, t), [_over(limit, "no user request to keep; nothing can be compacted")]
+        return r, _fits_window(si), [_over(limit, "no user request to keep; nothing can be compacted")]
     latest = numbered[-1]
     if latest.start <= covered_end:
-        return _inside_or_over(si, planner, latest, bad, t, limit, "only the latest request remains verbatim")
-    anchors = sorted({r.index for r in planner.view if anchor(r) and covered_end < r.index <= latest.start})
-    candidates = [p for p in anchors if p not in bad]
+        return _inside_or_over(si, planner, latest, bad, r, limit, "only the latest request remains verbatim")
+    candidates = [p for p in planner.inp.anchors(covered_end, latest.start) if p not in bad]
     if latest.start not in candidates:
         candidates.append(latest.start)
     first_new = next(i for i in numbered if i.end > covered_end)
     # the new summary costs at most its budget; everything kept from p on costs what it costs now
-    tail_cost = _tail_costs(si, t)
+    tail_cost = r.costs()
     fixed = sum(c for idx, c in tail_cost if idx < 0)
     # what is kept from each split point on: suffix sums over the owners, one bisect per candidate
     owned = sorted((idx, c) for idx, c in tail_cost if idx >= 0)
@@ -336,55 +284,55 @@ def _token_event(si: StrategyInput, planner: _Planner, invs: list[Invocation], b
     before = bisect.bisect_left([i.start for i in numbered], chosen)  # invocations that start before it
     if not before:
         # the first split point that fits is the first request itself: nothing before it to compact
-        return _inside_or_over(si, planner, latest, bad, t, limit,
+        return _inside_or_over(si, planner, latest, bad, r, limit,
                                "no complete invocation before the split point")
     last_no = numbered[before - 1].number
     w = make_window(invs, first_new, chosen, last_no, si.opts.overlap, "tokens")
     planner.make(w)
-    t = _render(si, planner.events)
-    tokens, _ = _estimate(si, t)
+    r = planner.inp.render(planner.events)
+    tokens = r.tokens
     if tokens <= limit:
-        return t, ExitCode.OK, []
-    return _inside_latest_then_trim(si, planner, latest, bad, t, tokens, limit)
+        return r, ExitCode.OK, []
+    return _inside_latest_then_trim(si, planner, latest, bad, r, tokens, limit)
 
 
-def _inside_or_over(si: StrategyInput, planner: _Planner, latest: Invocation, bad: set[int], t: Transcript,
-                    limit: int, why: str) -> tuple[Transcript, ExitCode, list[str]]:
+def _inside_or_over(si: StrategyInput, planner: _Planner, latest: Invocation, bad: set[int], r: Rendered,
+                    limit: int, why: str) -> tuple[Rendered, ExitCode, list[str]]:
     """Nothing before the latest request is left to compact: compact the older part of its own records
     (:func:`_inside_latest`) and trim the work in flight, or say why the context stays over the trigger."""
-    tokens, _ = _estimate(si, t)
-    made = _inside_latest(si, planner, latest, bad, t, tokens, limit)
-    out = _inside_latest_then_trim(si, planner, latest, bad, t, tokens, limit, compacted=True)
+    tokens = r.tokens
+    made = _inside_latest(si, planner, latest, bad, r, tokens, limit)
+    out = _inside_latest_then_trim(si, planner, latest, bad, r, tokens, limit, compacted=True)
     if made is None and not planner.trimmed:
-        return t, _fits_window(si, t), [_over(limit, why)]
+        return r, _fits_window(si), [_over(limit, why)]
     return out
 
 
 def _inside_latest_then_trim(si: StrategyInput, planner: _Planner, latest: Invocation, bad: set[int],
-                             t: Transcript, tokens: int, limit: int,
-                             compacted: bool = False) -> tuple[Transcript, ExitCode, list[str]]:
+                             r: Rendered, tokens: int, limit: int,
+                             compacted: bool = False) -> tuple[Rendered, ExitCode, list[str]]:
     """Over the trigger with everything before the latest request compacted: the older part of its own
     records is summarized (:func:`_inside_latest`), then the work in flight's results are trimmed."""
     if not compacted and tokens > limit:
-        _inside_latest(si, planner, latest, bad, t, tokens, limit)
+        _inside_latest(si, planner, latest, bad, r, tokens, limit)
     if planner.new:
-        t = _render(si, planner.events)
-        tokens, _ = _estimate(si, t)
+        r = planner.inp.render(planner.events)
+        tokens = r.tokens
     if tokens <= limit:
-        return t, ExitCode.OK, []
-    t, tokens = _trim_in_flight(si, planner, t, tokens)
+        return r, ExitCode.OK, []
+    r, tokens = _trim_in_flight(si, planner, r, tokens)
     if tokens <= limit:
-        return t, ExitCode.OK, []
+        return r, ExitCode.OK, []
     if tokens > si.budget.window:
-        return t, ExitCode.DOES_NOT_FIT, [
+        return r, ExitCode.DOES_NOT_FIT, [
             f"the context is still {tokens:,} tokens after compacting everything before the latest request, "
             f"more than the {si.budget.window:,}-token window: the latest request and what followed it "
             "are too large to keep"]
-    return t, ExitCode.OK, [_over(limit, f"the context is still {tokens:,} tokens, kept down to the latest "
+    return r, ExitCode.OK, [_over(limit, f"the context is still {tokens:,} tokens, kept down to the latest "
                                          "request")]
 
 
-def _inside_latest(si: StrategyInput, planner: _Planner, latest: Invocation, bad: set[int], t: Transcript,
+def _inside_latest(si: StrategyInput, planner: _Planner, latest: Invocation, bad: set[int], r: Rendered,
                    tokens: int, limit: int) -> Event | None:
     """The latest request's invocation alone is over the trigger (a Codex session can be one request and
     hours of tool calls): one event summarizes its records after the request up to a split point, the fewest
@@ -392,17 +340,17 @@ def _inside_latest(si: StrategyInput, planner: _Planner, latest: Invocation, bad
     and the work in flight (the last assistant turn and its results, :func:`~..facts.handoff.in_flight_start`;
     else the last record) after it. A split point never separates a tool call from its result. None when
     there is nothing to take (docs/guides/strategies.md#sliding-window)."""
-    view = planner.view
-    after = sorted({r.index for r in view if anchor(r) and r.index > latest.start})
+    inp = planner.inp
+    after = inp.anchors(latest.start, None)
     if len(after) < 2 or after[0] in bad:
         return None
-    at = in_flight_start(view)
-    stop = view[at].index if at is not None and anchor(view[at]) else after[-1]
+    at = inp.in_flight()
+    stop = at if at is not None else after[-1]
     candidates = [p for p in after if after[0] < p <= stop and p not in bad]
     if not candidates:
         return None
     first = after[0]
-    costs = _tail_costs(si, t)
+    costs = r.costs()
     fixed = sum(c for idx, c in costs if idx < first)  # system, summaries, everything up to the request
     owned = sorted((idx, c) for idx, c in costs if idx >= first)
     owned_at = [idx for idx, _ in owned]
@@ -413,8 +361,8 @@ def _inside_latest(si: StrategyInput, planner: _Planner, latest: Invocation, bad
                    <= limit * 3 // 4), candidates[-1])
     w = Window(start=first, end=chosen, first=latest.number, last=latest.number, new_first=latest.number,
                trigger="tokens", ids=[latest.id] if latest.id else [],
-               timestamp_start=_timestamp(_record_at(view, first)),
-               timestamp_end=_timestamp(_record_at(view, chosen - 1)))
+               timestamp_start=_timestamp(inp.record_at(first)),
+               timestamp_end=_timestamp(inp.record_at(chosen - 1)))
     planner.make(w, inside_latest=True)
     return planner.new[-1]
 
@@ -424,36 +372,24 @@ def _timestamp(rec: Record | None) -> float | str | None:
     return ts if isinstance(ts, (int, float, str)) and not isinstance(ts, bool) else None
 
 
-def _trim_in_flight(si: StrategyInput, planner: _Planner, t: Transcript, n: int) -> tuple[Transcript, int]:
+def _trim_in_flight(si: StrategyInput, planner: _Planner, r: Rendered, n: int) -> tuple[Rendered, int]:
     """Still over with all before the latest request compacted: the work in flight's results are trimmed as
     the threshold strategy trims its tail (``tail.trim_in_place``); the state's masking keeps them so."""
-    records, trimmed = trim_in_place(t.records, si.budget, si.ctx.transcript.source, si.report.calibrated,
-                                     si.tokens)
+    records, trimmed = trim_in_place(r.transcript.records, si.budget, si.ctx.transcript.source,
+                                     si.report.calibrated, si.tokens)
     planner.trimmed.extend(trimmed)
-    return (t, n) if not trimmed else (t := dataclasses.replace(t, records=records), _estimate(si, t)[0])
+    if not trimmed:
+        return r, n
+    r = Rendered(si, dataclasses.replace(r.transcript, records=records))
+    return r, r.tokens
 
 
 def _over(limit: int, why: str) -> str:
     return f"sliding-window: over the token trigger of {limit:,} tokens; {why}"
 
 
-def _fits_window(si: StrategyInput, t: Transcript) -> ExitCode:
+def _fits_window(si: StrategyInput) -> ExitCode:
     return ExitCode.DOES_NOT_FIT if si.report.calibrated.tokens > si.budget.window else ExitCode.OK
-
-
-def _tail_costs(si: StrategyInput, t: Transcript) -> list[tuple[int, int]]:
-    """(owner input index, tokens) per record of the context; -1 for what no split can remove (system
-    records, the preamble's records and the summaries)."""
-    counts = si.count(t.records).base
-    out: list[tuple[int, int]] = []
-    owners = owner_index(t.records)
-    for rec, owner, c in zip(t.records, owners, counts, strict=True):
-        if rec.origin in (Origin.SUMMARY, Origin.CONTINUATION) or owner < 0 or (
-                rec.message is not None and rec.message.role is Role.SYSTEM):
-            out.append((-1, c))
-        else:
-            out.append((owner, c))
-    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -463,7 +399,8 @@ def _tail_costs(si: StrategyInput, t: Transcript) -> list[tuple[int, int]]:
 def describe(si: StrategyInput) -> dict[str, Any]:
     """What the strategy would do now: the next event's range and the token trigger's state."""
     _validate(si.opts)
-    _, invs, covered_end, bad = _state_of(si)
+    inp = HeldInput(si)
+    invs, covered_end, bad = inp.invocations, _covered_end(si), inp.unsafe
     numbered = [i for i in invs if i.number > 0]
     theta, omega = si.opts.invocation_threshold, si.opts.overlap
     windows = plan_invocation_windows(invs, covered_end, theta, omega, bad)
