@@ -54,20 +54,23 @@ def test_the_count_cache_keeps_a_count_over_2_to_the_31(tmp_path: Path) -> None:
     for i in range(100):
         cache.put(10 * i, i, i, i + 1)
     cache.commit()
-    assert (cache.heuristic.itemsize, cache.exact.itemsize) == (4, 4)  # 8 bytes a line less than before
+    # 12 bytes a line less than before (the offsets and counts; the digests stay 8 bytes)
+    assert (cache.offsets.itemsize, cache.heuristic.itemsize, cache.exact.itemsize) == (4, 4, 4)
     loaded = from_bytes(cache.to_bytes(), cache.key)
     assert loaded is not None
     loaded.use(cache.key)
     loaded.kept_below = 500  # a streamed read resumed there: the lines before it stay, narrow
     loaded.put(500, 50, BIG, BIG + 1)  # a line read again, now over 2**31
     loaded.put(2000, 7, 3, BIG)
+    loaded.put(BIG, 8, 1, 1)  # a line past 2 GiB of input
     loaded.commit()
-    assert loaded.exact.itemsize == 8 and loaded.heuristic.itemsize == 8
+    assert loaded.exact.itemsize == loaded.heuristic.itemsize == loaded.offsets.itemsize == 8
     again = from_bytes(loaded.to_bytes(), cache.key)  # (to_bytes commits again: nothing is lost by it)
     assert again is not None
-    assert list(again.exact) == [*range(1, 51), BIG + 1, BIG]
-    assert list(again.heuristic) == [*range(50), BIG, 3]
-    assert again.get(2000, 7) == (3, BIG) and again.get(0, 0) == (0, 1)
+    assert list(again.exact) == [*range(1, 51), BIG + 1, BIG, 1]
+    assert list(again.heuristic) == [*range(50), BIG, 3, 1]
+    assert list(again.offsets) == [*range(0, 500, 10), 500, 2000, BIG]
+    assert again.get(2000, 7) == (3, BIG) and again.get(0, 0) == (0, 1) and again.get(BIG, 8) == (1, 1)
     fresh = CountCache(key=cache.key)  # a line put again in place, over 2**31 (the columns in memory)
     fresh.put(0, 1, 2, 3)
     fresh.put(10, 1, 2, 3)

@@ -26,16 +26,16 @@ _NONE = -1  # no exact count kept
 
 
 class _Lines:
-    """(digest, heuristic, exact) of input lines by offset: four columns sorted by offset, 24 bytes a line (a
-    dict of tuples took ~170: a 100 MB file of small records is 760,000 lines; the counts 4 bytes each,
-    8 once one needs them: ``columns``). Lines come in order of their
+    """(digest, heuristic, exact) of input lines by offset: four columns sorted by offset, 20 bytes a line (a
+    dict of tuples took ~170: a 100 MB file of small records is 760,000 lines; the offsets and counts 4
+    bytes each, 8 once one needs them: ``columns``; the digests 8). Lines come in order of their
     offsets (appended); a line put again is changed in place; the few that come before the last one are kept
     in a dict beside (never an insertion into the columns: linear whatever the order)."""
 
     __slots__ = ("digests", "exact", "heuristic", "late", "offsets")
 
     def __init__(self) -> None:
-        self.offsets, self.digests = array("q"), array("q")
+        self.offsets, self.digests = cols.narrow(), array("q")
         self.heuristic, self.exact = cols.narrow(), cols.narrow()
         self.late: dict[int, tuple[int, int, int]] = {}
 
@@ -53,7 +53,7 @@ class _Lines:
     def put(self, offset: int, hit: tuple[int, int, int]) -> None:
         o = self.offsets
         if not o or offset > o[-1]:
-            o.append(offset)
+            self.offsets = cols.append(o, offset)
             self.digests.append(hit[0])
             self.heuristic = cols.append(self.heuristic, hit[1])
             self.exact = cols.append(self.exact, hit[2])
@@ -73,7 +73,7 @@ class _Lines:
         merged = sorted([*zip(self.offsets, self.digests, self.heuristic, self.exact, strict=True),
                          *((o, *hit) for o, hit in self.late.items())])
         offsets, digests, heuristic, exact = zip(*merged, strict=True)
-        return array("q", offsets), array("q", digests), cols.of(heuristic), cols.of(exact)
+        return cols.of(offsets), array("q", digests), cols.of(heuristic), cols.of(exact)
 
 
 @dataclass(slots=True)
@@ -86,7 +86,7 @@ class CountCache:
     call counted, and how many it took from the last call's counts instead."""
 
     key: tuple[Any, ...] = ()
-    offsets: array[int] = field(default_factory=lambda: array("q"))
+    offsets: array[int] = field(default_factory=cols.narrow)
     digests: array[int] = field(default_factory=lambda: array("q"))
     heuristic: array[int] = field(default_factory=cols.narrow)
     exact: array[int] = field(default_factory=cols.narrow)
@@ -117,7 +117,8 @@ class CountCache:
     resume_at: int = 0
     resume_sha256: bytes = b""
     resume: Any = None
-    #: the resume point's columns (bytes-like, 8 bytes a record: pass 1's counts before it), written after
+    #: the resume point's columns (bytes-like: pass 1's counts before it, 4 or 8 bytes a record, then the call
+    #: ids it carries, ``call_ids.CallIds.kept``), written after
     #: the cache's own as they are in memory, not marshalled into the head (a copy, then marshal's growing
     #: buffer: ~2x their size at the end of a run). Opaque here too; kept and emptied with ``resume``
     resume_columns: list[Any] = field(default_factory=list)
@@ -214,7 +215,7 @@ class CountCache:
         with other options is emptied (in place: a caller holding it keeps the one object)."""
         if key != self.key:
             self.key = key
-            self.offsets, self.digests = array("q"), array("q")
+            self.offsets, self.digests = cols.narrow(), array("q")
             self.heuristic, self.exact = cols.narrow(), cols.narrow()
             self.fresh = _Lines()
             self.text_keys, self.text_heuristic, self.text_exact = (array("q") for _ in range(3))
@@ -288,7 +289,7 @@ class CountCache:
         if below and offsets and offsets[0] < self.kept_below:
             below = 0  # this call saw lines before it too: what it saw is all
         if below:
-            offsets, digests = self.offsets[:below] + offsets, self.digests[:below] + digests
+            offsets, digests = cols.join(self.offsets[:below], offsets), self.digests[:below] + digests
             heuristic = cols.join(self.heuristic[:below], heuristic)
             exact = cols.join(self.exact[:below], exact)
         self.offsets, self.digests, self.heuristic, self.exact = offsets, digests, heuristic, exact
@@ -302,7 +303,7 @@ class CountCache:
         """:meth:`to_bytes` in the pieces it joins, written one after the other: the magic, the SHA-256 of the
         rest, the head's length (8 bytes), the head (marshalled: the key, the columns' lengths and the
         widths of their items, the settled prefix, the resume point), then the columns' bytes as they are in
-        memory, the resume point's last. Nothing is copied of the columns (24 bytes a line: 18 MB at 100 MB
+        memory, the resume point's last. Nothing is copied of the columns (20 bytes a line: 15 MB at 100 MB
         of small records, as much again for each copy); they must not change while the pieces are written."""
         self.commit()
         arrays = [getattr(self, name) for name in _COLUMNS]
@@ -326,7 +327,7 @@ def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
     if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + 32:
         return None
     at = len(MAGIC) + 32
-    view = memoryview(raw)  # (read in place: the columns are 32 bytes a line)
+    view = memoryview(raw)  # (read in place: the columns are 20 bytes a line)
     if hashlib.sha256(view[at:]).digest() != raw[len(MAGIC):at]:
         return None
     try:
