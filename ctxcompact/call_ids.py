@@ -44,46 +44,65 @@ class CallIds:
     def __len__(self) -> int:
         return len(self.ends)
 
-    def _slot(self, key: bytes) -> int:
-        """Where ``key`` is in the index, or the empty slot where it would go."""
+    def _slot(self, call_id: str, key: bytes | None = None) -> tuple[int, int]:
+        """(slot, entry + 1) of ``call_id`` in the index; (the empty slot where it would go, 0) if it has
+        none. By the str's own hash (cached on the str: free for an id looked up again); its bytes are made
+        and compared only against an entry found on the way."""
         index, data, ends = self.index, self.data, self.ends
         mask = len(index) - 1
-        h = hash(key)
-        i, perturb, size = h & mask, h & 0xFFFFFFFFFFFFFFFF, len(key)
+        h = hash(call_id)
+        i, perturb = h & mask, h & 0xFFFFFFFFFFFFFFFF
         while True:
             e = index[i]
             if e == _EMPTY:
-                return i
+                return i, 0
+            if key is None:
+                key = _key(call_id)
             start = ends[e - 2] if e > 1 else 0
-            if ends[e - 1] - start == size and data.startswith(key, start):
-                return i
+            if ends[e - 1] - start == len(key) and data.startswith(key, start):
+                return i, e
             perturb >>= 5
             i = (5 * i + perturb + 1) & mask
 
     def _entry(self, call_id: str, make: bool) -> int:
-        """The entry of ``call_id``, made if ``make`` (else -1 when there is none)."""
-        key = _key(call_id)
-        slot = self._slot(key)
-        e = self.index[slot]
-        if e != _EMPTY:
-            return e - 1
+        """The entry of ``call_id``, made if ``make`` (else -1 when there is none). (:meth:`_slot`, inlined:
+        several lookups a call.)"""
+        index, data, ends = self.index, self.data, self.ends
+        mask = len(index) - 1
+        h = hash(call_id)
+        i, perturb, key = h & mask, h & 0xFFFFFFFFFFFFFFFF, None
+        while True:
+            e = index[i]
+            if e == _EMPTY:
+                break
+            if key is None:
+                key = call_id.encode("utf-8", "surrogatepass")
+            start = ends[e - 2] if e > 1 else 0
+            if ends[e - 1] - start == len(key) and data.startswith(key, start):
+                return e - 1
+            perturb >>= 5
+            i = (5 * i + perturb + 1) & mask
         if not make:
             return -1
-        self.data += key
-        self.ends.append(len(self.data))
+        data += key if key is not None else _key(call_id)
+        ends.append(len(data))
         self.counts.append(0)
         self.named.append(0)
-        n = len(self.ends)
-        self.index[slot] = n
-        if 2 * n > len(self.index):
-            self._grow()
-        return n - 1
+        e = index[i] = len(ends)
+        if 2 * e > len(index):
+            self._index(2 * len(index))
+        return e - 1
 
-    def _grow(self) -> None:
-        self.index = array("i", bytes(4 * 2 * len(self.index)))
+    def _index(self, size: int) -> None:
+        """The index made anew, ``size`` slots (ValueError on an id twice)."""
+        self.index = array("i", bytes(4 * size))
         data, start = memoryview(self.data), 0
         for e, end in enumerate(self.ends):
-            self.index[self._slot(bytes(data[start:end]))] = e + 1
+            key = bytes(data[start:end])
+            slot, there = self._slot(key.decode("utf-8", "surrogatepass"), key)
+            if there:
+                raise ValueError("an id twice")
+            self.index[slot] = e + 1
             start = end
 
     # -- the cleaner's carry -------------------------------------------------------------------------------
@@ -175,12 +194,5 @@ class CallIds:
         size = 8
         while size < 2 * n:
             size *= 2
-        got.index = array("i", bytes(4 * size))
-        data, start = memoryview(got.data), 0
-        for e, end in enumerate(got.ends):
-            slot = got._slot(bytes(data[start:end]))
-            if got.index[slot] != _EMPTY:
-                raise ValueError("an id twice")
-            got.index[slot] = e + 1
-            start = end
+        got._index(size)
         return got
