@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .call_ids import CallIds
 from .clean_part import Carry, PartCleaner
 from .formats.base import Layout
 from .model import Record, Role, ToolResult, Transcript
@@ -73,11 +74,12 @@ class Cleaner:
     FIRST_TRY = 64  # records
     FIRST_TRY_BYTES = 1 << 20  # or this many bytes of input lines, whichever comes first (large results)
 
-    def __init__(self, layout: Layout, fmt: str, *, source: str = "-", close_trailing: bool = True) -> None:
+    def __init__(self, layout: Layout, fmt: str, *, source: str = "-", close_trailing: bool = True,
+                 calls: CallIds | None = None) -> None:
         self.layout, self.format, self.source, self.close_trailing = layout, fmt, source, close_trailing
         self.held: list[Record] = []
         self.held_bytes = 0
-        self.carry = Carry()
+        self.carry = Carry(calls if calls is not None else CallIds())  # (``calls``: a reading's, shared)
         self.next_try, self.next_bytes = self.FIRST_TRY, self.FIRST_TRY_BYTES
         self.last_role: Role | None = None
         self.settled = 0  # records handed out by feed
@@ -112,7 +114,7 @@ class Cleaner:
             self.next_bytes = 2 * self.held_bytes if transient else _NEVER
             return []
         for c in part.calls:
-            self.carry.calls[c.new_id] = self.carry.calls.get(c.new_id, 0) + 1
+            self.carry.calls.add_call(c.new_id)
         self.carry.started = self.carry.started or any(
             r.message is not None and r.message.role is not Role.SYSTEM for r in self.held)
         self.settled += len(self.held)
@@ -120,16 +122,17 @@ class Cleaner:
         self.next_try, self.next_bytes = self.FIRST_TRY, self.FIRST_TRY_BYTES
         return result.transcript.records
 
-    def carried(self) -> tuple[dict[str, int], bool, int]:
+    def carried(self) -> tuple[CallIds, bool, int]:
         """What the settled parts so far leave to the rest (their call ids, whether the conversation has
         begun, how many records they held): all a cleaner fed the records after them needs of them."""
         return self.carry.calls, self.carry.started, self.settled
 
-    def resume(self, calls: dict[str, int], started: bool, settled: int) -> None:
+    def resume(self, calls: CallIds, started: bool, settled: int) -> None:
         """Start after settled parts that left :meth:`carried` (a reader resuming after a prefix it proved
-        unchanged): fed the records after them, it hands out what feeding every record would."""
+        unchanged): fed the records after them, it hands out what feeding every record would. ``calls`` is
+        taken as it is (a copy of what they left: it grows)."""
         assert not self.held and not self.settled
-        self.carry, self.settled = Carry(dict(calls), started), settled
+        self.carry, self.settled = Carry(calls, started), settled
 
     def finish(self) -> CleanResult:
         """The rest of the transcript, cleaned, with every repair (settled parts had none)."""

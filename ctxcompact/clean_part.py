@@ -48,6 +48,7 @@ import bisect
 import dataclasses
 from dataclasses import dataclass, field
 
+from .call_ids import CallIds
 from .formats.base import Layout, new_record
 from .model import (
     Block,
@@ -97,9 +98,10 @@ class _Result:
 @dataclass(slots=True)
 class Carry:
     """What a settled part of the transcript leaves to the rest: its call ids (every call answered, no id
-    repeated) and whether the conversation has begun (a non-system message)."""
+    repeated; :meth:`CallIds.count` of an id: how many settled calls had it) and whether the conversation
+    has begun (a non-system message)."""
 
-    calls: dict[str, int] = field(default_factory=dict)
+    calls: CallIds = field(default_factory=CallIds)
     started: bool = False
 
 
@@ -173,7 +175,7 @@ class PartCleaner:
         def same_id(i: str) -> list[_Call]:
             got = by_id.get(i)
             if got is None:
-                got = by_id[i] = [_ANSWERED] * carried.get(i, 0)
+                got = by_id[i] = [_ANSWERED] * carried.count(i)
             return got
 
         for c in calls:
@@ -181,7 +183,7 @@ class PartCleaner:
             same.append(c)
             if len(same) > 1:
                 k = len(same)
-                while f"{c.block.id}_{k}" in used or f"{c.block.id}_{k}" in carried:
+                while f"{c.block.id}_{k}" in used or carried.count(f"{c.block.id}_{k}"):
                     k += 1
                 c.new_id = f"{c.block.id}_{k}"
                 used.add(c.new_id)
@@ -197,7 +199,7 @@ class PartCleaner:
         nxt: dict[str, int] = {}
         for r in results:
             same = same_id(r.block.call_id)
-            k = nxt.get(r.block.call_id, carried.get(r.block.call_id, 0))
+            k = nxt[r.block.call_id] if r.block.call_id in nxt else carried.count(r.block.call_id)
             if k < len(same) and (same[k].pos, same[k].bi) < (r.pos, r.bi):
                 same[k].result, r.call = r, same[k]
                 nxt[r.block.call_id] = k + 1
@@ -206,7 +208,7 @@ class PartCleaner:
             if r.call is not None:
                 continue
             same = same_id(r.block.call_id)
-            k = nxt.get(r.block.call_id, carried.get(r.block.call_id, 0))
+            k = nxt[r.block.call_id] if r.block.call_id in nxt else carried.count(r.block.call_id)
             if k < len(same):
                 same[k].result, r.call = r, same[k]
                 nxt[r.block.call_id] = k + 1

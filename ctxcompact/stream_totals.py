@@ -1,6 +1,7 @@
 """What the streamed route's pass 1 knows of the records counted so far (``streaming``): their counts as
-arrays (8 bytes a record), the usage the log records, the system prompt's tokens, the latest window, the
-report's statistics; counted in batches, kept for a resume point and read back from one."""
+arrays (4 bytes a record, 8 where a record needs them: ``columns``), the usage the log records, the system
+prompt's tokens, the latest window, the report's statistics; counted in batches, kept for a resume point and
+read back from one."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
+from . import columns as cols
 from .budget import Budget
 from .model import Record
 from .options import Options
@@ -24,9 +26,10 @@ class Totals:
 
     def __init__(self, fmt: str, opts: Options, budget: Budget, cache: CountCache | None) -> None:
         self.opts, self.cache, self.base_budget = opts, cache, budget
-        # 8 bytes a record (a list holds a slot and, over 256, an int object per record)
-        self.heuristic = array("q")
-        self.exact: array[int] | None = None if opts.exact == "none" else array("q")
+        # 4 bytes a record (a list holds a slot and, over 256, an int object per record; ``columns``: 8 once
+        # a record's count needs them)
+        self.heuristic = cols.narrow()
+        self.exact: array[int] | None = None if opts.exact == "none" else cols.narrow()
         self.usage: list[UsagePoint] = []
         self.system = 0
         self.window: tuple[int, int] | None = None  # the latest window the log records, and its line
@@ -74,9 +77,9 @@ class Totals:
     def _fold(self, part: list[Record], heuristic: Sequence[int], exact: Sequence[int] | None) -> None:
         at = len(self.heuristic)
         self.usage.extend(dataclasses.replace(p, position=p.position + at) for p in usage_points(part))
-        self.heuristic.extend(heuristic)
+        self.heuristic = cols.extend(self.heuristic, heuristic)
         if self.exact is not None and exact is not None:
-            self.exact.extend(exact)
+            self.exact = cols.extend(self.exact, exact)
         self.system += system_tokens(exact if exact is not None else heuristic, part)
         self.window = recorded_window(part) or self.window
         s = context_stats(part, self.stats.format, 0, 0, 0)
@@ -89,13 +92,15 @@ class Totals:
     def kept(self) -> tuple[dict[str, Any], list[memoryview]] | None:
         """What was counted of the records before the resume point (:meth:`mark`), for a later read to start
         from (:meth:`take`), once every part is counted (the columns then grow no more): the sums, and
-        their counts as views of the columns, not copies (8 bytes a record each: the heuristic's, then the
-        exact counter's; kept by the count cache as columns, ``CountCache.resume_columns``)."""
+        their counts as views of the columns, not copies (4 or 8 bytes a record each, as ``widths`` says: the
+        heuristic's, then the exact counter's; kept by the count cache as columns,
+        ``CountCache.resume_columns``)."""
         if self.marked is None:
             return None
         n, sums = self.marked
-        exact = [] if self.exact is None else [_view(self.exact, n)]
-        return {"exact": self.exact is not None, **sums}, [_view(self.heuristic, n), *exact]
+        columns = [self.heuristic] if self.exact is None else [self.heuristic, self.exact]
+        return ({"exact": self.exact is not None, "widths": [c.itemsize for c in columns], **sums},
+                [_view(c, n) for c in columns])
 
     def _sums(self) -> dict[str, Any]:
         return {"usage": [(p.position, p.prompt_tokens, p.line, p.source) for p in self.usage],
@@ -107,10 +112,11 @@ class Totals:
     def read(kept: dict[str, Any], columns: Sequence[Any], exact: bool) -> dict[str, Any]:
         """What :meth:`kept` gave, checked and typed (raises TypeError, ValueError or KeyError on anything
         else), for :meth:`take`."""
-        if kept["exact"] is not exact or len(columns) != 1 + exact:
+        widths = kept["widths"]
+        if kept["exact"] is not exact or len(columns) != 1 + exact or len(widths) != len(columns):
             raise ValueError("counted with another estimator")
-        heuristic = ints(columns[0])
-        counts = ints(columns[1]) if exact else None
+        heuristic = cols.from_bytes(columns[0], widths[0])
+        counts = cols.from_bytes(columns[1], widths[1]) if exact else None
         if counts is not None and len(counts) != len(heuristic):
             raise ValueError("counts of unequal lengths")
         window = kept["window"]
@@ -124,8 +130,8 @@ class Totals:
 
     def take(self, read: dict[str, Any]) -> None:
         """Start from the parts counted before a resume point (:meth:`read`)."""
-        self.heuristic = array("q", read["heuristic"])
-        self.exact = None if read["exact"] is None else array("q", read["exact"])
+        self.heuristic = read["heuristic"][:]  # (copies: the counts read are the resume point's)
+        self.exact = None if read["exact"] is None else read["exact"][:]
         self.usage, self.system, self.window = list(read["usage"]), read["system"], read["window"]
         self.stats.messages = dict(read["messages"])
         self.stats.tool_calls, self.stats.chars = read["tool_calls"], read["chars"]
@@ -136,8 +142,3 @@ def _view(column: array[int], n: int) -> memoryview:
     """The first ``n`` items of ``column`` as bytes, not copied (the column must not grow meanwhile)."""
     return memoryview(column).cast("B")[:n * column.itemsize]
 
-
-def ints(raw: bytes | memoryview) -> array[int]:
-    got = array("q")
-    got.frombytes(raw)
-    return got

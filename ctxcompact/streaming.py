@@ -13,7 +13,8 @@ most likely compact), any other reads the file held, with pass 1's counts.
 
 A second call does not read again what the last one read (docs/concepts/state.md#the-settled-prefix): the
 count cache keeps where the last part the cleaner settled begins and what the read carries over the bytes
-before it (the cleaner's call ids, the calls' names, the counts and totals: :class:`_Resume`); a call that
+before it (the cleaner's call ids and the calls' names, ``call_ids.CallIds``; the counts and totals:
+:class:`_Resume`); a call that
 proves those bytes unchanged with one SHA-256 starts pass 1 there (the records from there on are read as a
 call from scratch reads them), and pass 2 copies the bytes before it as they are.
 
@@ -38,13 +39,13 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
 from .budget import Budget
+from .call_ids import CallIds
 from .clean import Cleaner, Repair
 from .context import closes_trailing
 from .errors import InputError, LineError, Problem, Uncovered
@@ -128,10 +129,11 @@ class _Resume:
     format: str
     line: int  # its line number
     records: int  # input records before it
-    calls: dict[str, int]  # the cleaner's carry (clean.Cleaner.carried)
+    #: the cleaner's carry (clean.Cleaner.carried) and the calls' names by id (Format.finish_stream), one
+    #: entry an id; a reading starts with a copy
+    ids: CallIds
     started: bool
     settled: int
-    names: dict[str, str]  # the calls' names by id (Format.finish_stream)
     finish: Any  # what else the format's finishing carries (formats.base.Finish.kept)
     #: detection still reading on, that record's line read (Detector.kept)
     detector: dict[str, Any] | None
@@ -145,7 +147,7 @@ class _Resume:
     #: known): pass 2 copies those bytes from the output if it still starts with them (:func:`written_lines`)
     output: dict[str, Any] | None = None
 
-    VERSION = 3
+    VERSION = 4
 
     @classmethod
     def proven(cls, cache: CountCache, hashed: Any, opts: Options, covered: Covered | None,
@@ -167,13 +169,14 @@ class _Resume:
             if cache.key != count_key(opts, cache.format):
                 return None
             last = kept["last"]
-            get_format(cache.format).finish_stream({}, kept["finish"])  # (raises on what it does not take)
+            get_format(cache.format).finish_stream(None, kept["finish"])  # (raises on what it does not take)
+            exact = opts.exact != "none"
+            columns = cache.resume_columns  # (pass 1's counts, then the call ids')
             return cls(cache.resume_at, hashed, cache.format, int(kept["line"]), int(kept["records"]),
-                       {str(k): int(v) for k, v in kept["calls"].items()}, bool(kept["started"]),
-                       int(kept["settled"]), {str(k): str(v) for k, v in kept["names"].items()},
-                       kept["finish"],
+                       CallIds.read(kept["ids"], columns[1 + exact:]), bool(kept["started"]),
+                       int(kept["settled"]), kept["finish"],
                        _detector(kept["detector"]),
-                       Totals.read(kept["totals"], cache.resume_columns, opts.exact != "none"),
+                       Totals.read(kept["totals"], columns[:1 + exact], exact),
                        None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]),
                        _output(kept.get("output")))
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -243,7 +246,7 @@ class _Mark:
     hash: Any
     line: int
     records: int
-    names: int  # how many names the calls before had given (Format.finish_stream adds and never changes)
+    ids: tuple[int, int]  # the reading's call ids then (CallIds.mark: they are added, never changed)
     finish: Any  # what else the format's finishing carries over the records before (Finish.kept)
     detector: dict[str, Any] | None  # Detector.kept, that record's line read
 
@@ -276,13 +279,13 @@ class _Reading:
         self.repairs: list[Repair] = []
         self.started: Callable[[Format], None] = lambda fmt: None  # told the format once it is known
         self.checked_from = 0
-        self.names: dict[str, str] = {}
+        self.ids = CallIds()  # the calls' names and the cleaner's carry (a resume point's copy, once started)
         self.cleaner: Cleaner | None = None
         self.detect = fmt is None and covered is None  # (pass 2 reads as the format pass 1 found)
         #: where the part the cleaner holds begins, if a later read may start there (the resume point this
         #: read starts at, until a part settles after it)
         self.mark: _Mark | None = None if start is None else _Mark(
-            start.at, start.hash.copy(), start.line, start.records, len(start.names), start.finish,
+            start.at, start.hash.copy(), start.line, start.records, start.ids.mark(), start.finish,
             start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
         self.parsed: Callable[[Record], None] | None = None  # told each record read and finished
@@ -301,8 +304,8 @@ class _Reading:
         def start(fmt: Format) -> Cleaner:
             nonlocal finish
             resume = self.start
-            self.names = dict(resume.names) if resume is not None else {}
-            finish = fmt.finish_stream(self.names, resume.finish if resume is not None else None)
+            self.ids = resume.ids.copy() if resume is not None else CallIds()
+            finish = fmt.finish_stream(self.ids, resume.finish if resume is not None else None)
             if finish is None:
                 raise _Held(f"{fmt.name} reads over the whole file")
             self.finish = finish
@@ -312,9 +315,9 @@ class _Reading:
             if resume is not None and self.again is not None and not self.again.skip_to(resume.records):
                 raise _Held("the state's layers do not start at the resume point")
             self.cleaner = Cleaner(fmt.layout, fmt.name, source=self.source,
-                                   close_trailing=closes_trailing(self.opts))
+                                   close_trailing=closes_trailing(self.opts), calls=self.ids)
             if resume is not None:
-                self.cleaner.resume(resume.calls, resume.started, resume.settled)
+                self.cleaner.resume(self.ids, resume.started, resume.settled)
                 self.records = resume.records
             return self.cleaner
 
@@ -348,7 +351,7 @@ class _Reading:
                     hashed = self.hashing.before_last(offset) if self.hashing is not None else None
                     detection = detector.kept() if detector is not None else None
                 self.mark = None if hashed is None else _Mark(offset, hashed, lineno, self.records - 1,
-                                                              len(self.names), finish.kept(), detection)
+                                                              self.ids.mark(), finish.kept(), detection)
             return part
 
         # detection (formats.registry.Detector) reads on while the leaders tie: the lines are read meanwhile
@@ -436,19 +439,18 @@ class _Reading:
         self.finishing = True
         yield done.transcript.records
 
-    def kept(self, mark: _Mark) -> dict[str, Any]:
+    def kept(self, mark: _Mark) -> tuple[dict[str, Any], list[memoryview]]:
         """What a read starting at ``mark`` carries from this one (:class:`_Resume`), once every settled
-        part is handed out (the cleaner's carry is then the one at the mark)."""
+        part is handed out (the cleaner's carry is then the one at the mark): marshal-able, and the call
+        ids' columns (views: every line is read by then, the ids grow no more)."""
         assert self.cleaner is not None and self.chosen is not None
         calls, started, settled = self.cleaner.carried()
-        # every line is read by then: the names grow no more, and those before the mark are often all of them
-        names = self.names if mark.names == len(self.names) else dict(islice(self.names.items(), mark.names))
+        ids, columns = calls.kept(mark.ids)
         return {"v": _Resume.VERSION, "options": self.opts.format, "format": self.chosen.name,
                 "covered": self.covered.key if self.covered is not None else None,
                 "layers": _layers_key(self.state), "line": mark.line,
-                "records": mark.records, "calls": calls, "started": started, "settled": settled,
-                "names": names, "finish": mark.finish,
-                "detector": mark.detector}
+                "records": mark.records, "ids": ids, "started": started, "settled": settled,
+                "finish": mark.finish, "detector": mark.detector}, columns
 
 
 def stream_report(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
@@ -546,12 +548,13 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     plain: int | None = (resume.at if resume.plain else None) if resume is not None else at
     lead = covered.lead if covered is not None and resume is None else []
     later: dict[str, Any] | None = None  # what a later read resumes with
+    ids: list[memoryview] = []  # and the call ids' columns
     target: tuple[int, Record] | None = None  # where the record Finish.late_usage is for lands, and it
     for part in reading.parts(lines_at(hashing, *_begin(covered, resume))):
         if reading.finishing and keep and totals[0].cache is not None and reading.mark is not None:
             totals[0].mark()  # every settled part is added: a later read starts after them
-            later = {**reading.kept(reading.mark), "last": last, "kept": kept,
-                     "plain": plain == reading.mark.at}
+            later, ids = reading.kept(reading.mark)
+            later.update(last=last, kept=kept, plain=plain == reading.mark.at)
         for r in part:
             if lead:
                 plain = plain if r is lead[0] else None  # (pass 2 writes the lead as it is)
@@ -596,6 +599,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         columns: list[memoryview] = []
         if later is not None and kept_totals is not None:
             later["totals"], columns = kept_totals
+            columns += ids
         else:
             later = None
         mark = reading.mark if later is not None else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..call_ids import CallIds
 from ..errors import LineError
 from ..model import (
     EARLIER_SUMMARY,
@@ -251,7 +252,7 @@ class AnthropicFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)
 
-    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+    def finish_stream(self, names: CallIds | None = None, kept: Any = None) -> Finish:
         return LinkNames(names)
 
     # -- writing ---------------------------------------------------------------------------------------

@@ -9,12 +9,12 @@ cleaning, estimation, compaction) works on the model and asks the format only th
 from __future__ import annotations
 
 import abc
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..call_ids import CallIds
 from ..model import Block, ImageBlock, Message, Origin, Record, Role, TextBlock, ToolCall, ToolResult, Usage
 
 
@@ -110,7 +110,7 @@ class Format(abc.ABC):
         """Whole-file pass after every line is parsed (link ids, follow chains). Default: nothing."""
         return records
 
-    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish | None:
+    def finish_stream(self, names: CallIds | None = None, kept: Any = None) -> Finish | None:
         """:meth:`finish` one record at a time, for a reader that streams; None when it needs the whole file
         (a chain followed from the last line). ``names``: what it carries from record to record (the calls'
         names by id), given by a reader that resumes after a prefix (``streaming``) and filled in place;
@@ -279,33 +279,34 @@ def marked_lines(stream: BinaryIO, at: int, limit: int | None, mark: bytes,
 class LinkNames(Finish):
     """:func:`link_result_names` one record at a time: the calls' names by id are all it carries."""
 
-    def __init__(self, names: dict[str, str] | None = None) -> None:
-        self.names: dict[str, str] = {} if names is None else names
+    def __init__(self, names: CallIds | None = None) -> None:
+        self.names = CallIds() if names is None else names
 
     def __call__(self, rec: Record) -> None:
         link_result_name(rec, self.names)
 
 
-def link_result_names(records: list[Record], names: dict[str, str] | None = None) -> list[Record]:
+def link_result_names(records: list[Record], names: CallIds | None = None) -> list[Record]:
     """Give each tool result the name of the call it answers (OpenAI tool messages and Anthropic
     tool_result blocks do not name their tool; placeholders, summaries and reports want it). ``names``: the
     calls of the records before (a stream carries it from part to part)."""
-    names = {} if names is None else names
+    names = CallIds() if names is None else names
     for rec in records:
         link_result_name(rec, names)
     return records
 
 
-def link_result_name(rec: Record, names: dict[str, str]) -> None:
+def link_result_name(rec: Record, names: CallIds) -> None:
     """:func:`link_result_names` of one record (a stream's reader calls it per record)."""
     if rec.message is None:
         return
     for b in rec.message.blocks:
         if isinstance(b, ToolCall):
-            if b.id not in names:  # (a stream keeps one per call: one string per tool, not per call)
-                names[b.id] = sys.intern(b.name)
-        elif isinstance(b, ToolResult) and b.name is None and b.call_id in names:
-            b.name = names[b.call_id]
+            names.give_name(b.id, b.name)  # (the first call with an id names it)
+        elif isinstance(b, ToolResult) and b.name is None:
+            name = names.name(b.call_id)
+            if name is not None:
+                b.name = name
 
 
 def new_record(message: Message, origin: Origin, meta: dict[str, Any] | None = None) -> Record:

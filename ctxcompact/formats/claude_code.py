@@ -44,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from ..call_ids import CallIds
 from ..errors import LineError
 from ..model import (
     EARLIER_SUMMARY,
@@ -298,7 +299,7 @@ class ClaudeCodeFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         return finish(records)
 
-    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+    def finish_stream(self, names: CallIds | None = None, kept: Any = None) -> Finish:
         return StreamFinish(kept)  # (no names: Claude Code's results are not given their calls' names)
 
     def foreign_type(self, record: Record) -> str | None:

@@ -44,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from ..call_ids import CallIds
 from ..errors import LineError
 from ..model import (
     EARLIER_SUMMARY,
@@ -459,7 +460,7 @@ class CodexFormat(Format):
             place(r)
         return records
 
-    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+    def finish_stream(self, names: CallIds | None = None, kept: Any = None) -> Finish:
         return _Finish(kept)
 
     def foreign_type(self, record: Record) -> str | None:

@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from ..call_ids import CallIds
 from ..errors import LineError
 from ..model import (
     EARLIER_SUMMARY,
@@ -332,7 +333,7 @@ class GenaiFormat(Format):
             pair(r)
         return records
 
-    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+    def finish_stream(self, names: CallIds | None = None, kept: Any = None) -> Finish:
         return _Finish(kept)
 
     def dump_message(self, message: Message, record: Record | None = None) -> Any:

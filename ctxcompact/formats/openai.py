@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from ..call_ids import CallIds
 from ..errors import LineError
 from ..model import (
     Block,
@@ -307,7 +308,7 @@ class OpenAIFormat(Format):
     def finish(self, records: list[Record]) -> list[Record]:
         return link_result_names(records)
 
-    def finish_stream(self, names: dict[str, str] | None = None, kept: Any = None) -> Finish:
+    def finish_stream(self, names: CallIds | None = None, kept: Any = None) -> Finish:
         return LinkNames(names)
 
     # -- writing ---------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 def cache_limit(input_bytes: int) -> int:
     """The most bytes a count cache of an ``input_bytes`` transcript is read up to: it grows with the
-    transcript's records (~50 B a record of 35 B lines, ~0.4 B a byte of ~200 B records), so a fixed limit
+    transcript's records (~20 B a record of 35 B lines, ~0.3 B a byte of ~130 B records), so a fixed limit
     would drop a large transcript's cache on every call; past this bound it is not ours, and ignored."""
     return STATE_FILE_LIMIT + 4 * max(0, input_bytes)
 

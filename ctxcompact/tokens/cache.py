@@ -16,24 +16,27 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, BinaryIO
 
+from .. import columns as cols
 from ..model import Message, token_text
 
-MAGIC = b"CTXCOUNTS6\n"
+MAGIC = b"CTXCOUNTS7\n"
 #: the columns written after the marshalled head, as they are in memory (:meth:`CountCache.chunks`)
 _COLUMNS = ("offsets", "digests", "heuristic", "exact", "text_keys", "text_heuristic", "text_exact")
 _NONE = -1  # no exact count kept
 
 
 class _Lines:
-    """(digest, heuristic, exact) of input lines by offset: four columns sorted by offset, 32 bytes a line (a
-    dict of tuples took ~170: a 100 MB file of small records is 760,000 lines). Lines come in order of their
+    """(digest, heuristic, exact) of input lines by offset: four columns sorted by offset, 20 bytes a line (a
+    dict of tuples took ~170: a 100 MB file of small records is 760,000 lines; the offsets and counts 4
+    bytes each, 8 once one needs them: ``columns``; the digests 8). Lines come in order of their
     offsets (appended); a line put again is changed in place; the few that come before the last one are kept
     in a dict beside (never an insertion into the columns: linear whatever the order)."""
 
     __slots__ = ("digests", "exact", "heuristic", "late", "offsets")
 
     def __init__(self) -> None:
-        self.offsets, self.digests, self.heuristic, self.exact = (array("q") for _ in range(4))
+        self.offsets, self.digests = cols.narrow(), array("q")
+        self.heuristic, self.exact = cols.narrow(), cols.narrow()
         self.late: dict[int, tuple[int, int, int]] = {}
 
     def __len__(self) -> int:
@@ -50,13 +53,15 @@ class _Lines:
     def put(self, offset: int, hit: tuple[int, int, int]) -> None:
         o = self.offsets
         if not o or offset > o[-1]:
-            o.append(offset)
+            self.offsets = cols.append(o, offset)
             self.digests.append(hit[0])
-            self.heuristic.append(hit[1])
-            self.exact.append(hit[2])
+            self.heuristic = cols.append(self.heuristic, hit[1])
+            self.exact = cols.append(self.exact, hit[2])
             return
         i = bisect_left(o, offset)
         if o[i] == offset:
+            if not (cols.fits(hit[1]) and cols.fits(hit[2])):
+                self.heuristic, self.exact = cols.widened(self.heuristic), cols.widened(self.exact)
             self.digests[i], self.heuristic[i], self.exact[i] = hit
         else:
             self.late[offset] = hit
@@ -67,7 +72,8 @@ class _Lines:
             return self.offsets, self.digests, self.heuristic, self.exact
         merged = sorted([*zip(self.offsets, self.digests, self.heuristic, self.exact, strict=True),
                          *((o, *hit) for o, hit in self.late.items())])
-        return tuple(array("q", col) for col in zip(*merged, strict=True))  # type: ignore[return-value]
+        offsets, digests, heuristic, exact = zip(*merged, strict=True)
+        return cols.of(offsets), array("q", digests), cols.of(heuristic), cols.of(exact)
 
 
 @dataclass(slots=True)
@@ -80,10 +86,10 @@ class CountCache:
     call counted, and how many it took from the last call's counts instead."""
 
     key: tuple[Any, ...] = ()
-    offsets: array[int] = field(default_factory=lambda: array("q"))
+    offsets: array[int] = field(default_factory=cols.narrow)
     digests: array[int] = field(default_factory=lambda: array("q"))
-    heuristic: array[int] = field(default_factory=lambda: array("q"))
-    exact: array[int] = field(default_factory=lambda: array("q"))
+    heuristic: array[int] = field(default_factory=cols.narrow)
+    exact: array[int] = field(default_factory=cols.narrow)
     fresh: _Lines = field(default_factory=lambda: _Lines())
     #: this call only: records with no line of their own (made or changed by the cleaner or a strategy), by
     #: the identity of their message, which is kept alive here so the identity stays its own
@@ -111,7 +117,8 @@ class CountCache:
     resume_at: int = 0
     resume_sha256: bytes = b""
     resume: Any = None
-    #: the resume point's columns (bytes-like, 8 bytes a record: pass 1's counts before it), written after
+    #: the resume point's columns (bytes-like: pass 1's counts before it, 4 or 8 bytes a record, then the call
+    #: ids it carries, ``call_ids.CallIds.kept``), written after
     #: the cache's own as they are in memory, not marshalled into the head (a copy, then marshal's growing
     #: buffer: ~2x their size at the end of a run). Opaque here too; kept and emptied with ``resume``
     resume_columns: list[Any] = field(default_factory=list)
@@ -208,7 +215,8 @@ class CountCache:
         with other options is emptied (in place: a caller holding it keeps the one object)."""
         if key != self.key:
             self.key = key
-            self.offsets, self.digests, self.heuristic, self.exact = (array("q") for _ in range(4))
+            self.offsets, self.digests = cols.narrow(), array("q")
+            self.heuristic, self.exact = cols.narrow(), cols.narrow()
             self.fresh = _Lines()
             self.text_keys, self.text_heuristic, self.text_exact = (array("q") for _ in range(3))
             self.fresh_text = {}
@@ -281,24 +289,28 @@ class CountCache:
         if below and offsets and offsets[0] < self.kept_below:
             below = 0  # this call saw lines before it too: what it saw is all
         if below:
-            offsets, digests = self.offsets[:below] + offsets, self.digests[:below] + digests
-            heuristic, exact = self.heuristic[:below] + heuristic, self.exact[:below] + exact
+            offsets, digests = cols.join(self.offsets[:below], offsets), self.digests[:below] + digests
+            heuristic = cols.join(self.heuristic[:below], heuristic)
+            exact = cols.join(self.exact[:below], exact)
         self.offsets, self.digests, self.heuristic, self.exact = offsets, digests, heuristic, exact
         self.fresh = _Lines()
+        self.kept_below = 0  # (merged: a commit again, as the save's or the next call's, keeps them all)
 
     def to_bytes(self) -> bytes:
         return b"".join(self.chunks())
 
     def chunks(self) -> list[bytes | memoryview]:
         """:meth:`to_bytes` in the pieces it joins, written one after the other: the magic, the SHA-256 of the
-        rest, the head's length (8 bytes), the head (marshalled: the key, the columns' lengths, the settled
-        prefix, the resume point), then the columns' bytes as they are in memory, the resume point's last.
-        Nothing is copied of the columns (32 bytes a line: 24 MB at 100 MB of small records, as much again
-        for each copy); they must not change while the pieces are written."""
+        rest, the head's length (8 bytes), the head (marshalled: the key, the columns' lengths and the
+        widths of their items, the settled prefix, the resume point), then the columns' bytes as they are in
+        memory, the resume point's last. Nothing is copied of the columns (20 bytes a line: 15 MB at 100 MB
+        of small records, as much again for each copy); they must not change while the pieces are written."""
         self.commit()
-        columns = [memoryview(getattr(self, name)).cast("B") for name in _COLUMNS]
+        arrays = [getattr(self, name) for name in _COLUMNS]
+        columns = [memoryview(c).cast("B") for c in arrays]
         resume = [memoryview(c).cast("B") for c in self.resume_columns]
         head = marshal.dumps({"key": list(self.key), "lengths": [len(c) for c in columns],
+                              "widths": [c.itemsize for c in arrays],
                               "settled": self.settled, "settled_sha256": self.settled_sha256,
                               "resume_at": self.resume_at, "resume_sha256": self.resume_sha256,
                               "resume": self.resume, "resume_lengths": [len(c) for c in resume]})
@@ -315,7 +327,7 @@ def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
     if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + 32:
         return None
     at = len(MAGIC) + 32
-    view = memoryview(raw)  # (read in place: the columns are 32 bytes a line)
+    view = memoryview(raw)  # (read in place: the columns are 20 bytes a line)
     if hashlib.sha256(view[at:]).digest() != raw[len(MAGIC):at]:
         return None
     try:
@@ -325,15 +337,15 @@ def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
         if key is not None and entry["key"] != list(key):
             return None
         cache = CountCache(key=key if key is not None else tuple(entry["key"]))
-        lengths = entry["lengths"]
-        if len(lengths) != len(_COLUMNS):
+        lengths, widths = entry["lengths"], entry["widths"]
+        if len(lengths) != len(_COLUMNS) or len(widths) != len(_COLUMNS):
             return None
         resume: list[bytes] = []  # (copied: a view would keep the whole file's bytes alive)
         for k, length in enumerate([*lengths, *entry["resume_lengths"]]):
             if not isinstance(length, int) or length < 0 or at + length > len(raw):
                 return None
             if k < len(_COLUMNS):
-                getattr(cache, _COLUMNS[k]).frombytes(view[at:at + length])
+                setattr(cache, _COLUMNS[k], cols.from_bytes(view[at:at + length], widths[k]))
             else:
                 resume.append(bytes(view[at:at + length]))
             at += length

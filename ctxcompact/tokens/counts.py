@@ -22,7 +22,7 @@ TextCost = Callable[[str], int]
 @dataclass(slots=True)
 class Counts:
     """Tokens per record (0 for records with no message): lists, or arrays where a file is read record by
-    record (``streaming``: 8 bytes a record, not a list's slot and an int's object)."""
+    record (``streaming``: 4 bytes a record, ``columns``, not a list's slot and an int's object)."""
 
     heuristic: Sequence[int]
     exact: Sequence[int] | None

@@ -1,0 +1,198 @@
+"""The call ids a reading carries from record to record: each id once, with how many calls of the parts the
+cleaner settled had it (``clean_part.Carry``) and the tool name the first call with it gave (what a result
+is named by: ``formats.base.link_result_name``). One entry a call, exact (ids compared byte for byte, never
+by a hash alone), in a few flat buffers: the ids' bytes end to end, where each ends, its count and its
+name's number, and an open-addressing index of entry numbers; ~40 bytes a call of 11 characters where the
+two dicts over the ids' strings held ~170 (a 100 MB transcript of small records has 190,000 calls; the
+strings also kept pymalloc's pools alive between each batch's short-lived objects). A streamed reading's
+resume point keeps these buffers as columns of the count cache (:meth:`CallIds.kept`, :meth:`CallIds.read`).
+"""
+
+from __future__ import annotations
+
+import operator
+from array import array
+from collections.abc import Sequence
+from itertools import islice
+from typing import Any
+
+_EMPTY = 0  # an index slot holding no entry (a slot holds its entry's number + 1)
+
+
+def _key(call_id: str) -> bytes:
+    return call_id.encode("utf-8", "surrogatepass")  # (any str: a lone surrogate stays itself)
+
+
+class CallIds:
+    """Call ids with a count (settled calls that had the id) and a name (the first call's tool) each."""
+
+    __slots__ = ("counts", "data", "ends", "given", "index", "late", "name_numbers", "named", "names")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ends = array("q")  # entry e's id is data[ends[e - 1]:ends[e]] (from 0 for the first)
+        self.counts = array("i")
+        self.named = array("i")  # entry e's name is names[named[e] - 1]; 0: none given
+        self.names: list[str] = []  # each tool name once
+        self.name_numbers: dict[str, int] = {}
+        self.index = array("i", bytes(4 * 8))  # a power of two long, at most half full
+        self.given = 0  # names given so far
+        #: the entries named after they were made (an id a renamed call took first, then a call of its own),
+        #: with how many names were given before: a resume point does not carry a name given after it
+        self.late: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def _slot(self, call_id: str, key: bytes | None = None) -> tuple[int, int]:
+        """(slot, entry + 1) of ``call_id`` in the index; (the empty slot where it would go, 0) if it has
+        none. By the str's own hash (cached on the str: free for an id looked up again); its bytes are made
+        and compared only against an entry found on the way."""
+        index, data, ends = self.index, self.data, self.ends
+        mask = len(index) - 1
+        h = hash(call_id)
+        i, perturb = h & mask, h & 0xFFFFFFFFFFFFFFFF
+        while True:
+            e = index[i]
+            if e == _EMPTY:
+                return i, 0
+            if key is None:
+                key = _key(call_id)
+            start = ends[e - 2] if e > 1 else 0
+            if ends[e - 1] - start == len(key) and data.startswith(key, start):
+                return i, e
+            perturb >>= 5
+            i = (5 * i + perturb + 1) & mask
+
+    def _entry(self, call_id: str, make: bool) -> int:
+        """The entry of ``call_id``, made if ``make`` (else -1 when there is none). (:meth:`_slot`, inlined:
+        several lookups a call.)"""
+        index, data, ends = self.index, self.data, self.ends
+        mask = len(index) - 1
+        h = hash(call_id)
+        i, perturb, key = h & mask, h & 0xFFFFFFFFFFFFFFFF, None
+        while True:
+            e = index[i]
+            if e == _EMPTY:
+                break
+            if key is None:
+                key = call_id.encode("utf-8", "surrogatepass")
+            start = ends[e - 2] if e > 1 else 0
+            if ends[e - 1] - start == len(key) and data.startswith(key, start):
+                return e - 1
+            perturb >>= 5
+            i = (5 * i + perturb + 1) & mask
+        if not make:
+            return -1
+        data += key if key is not None else _key(call_id)
+        ends.append(len(data))
+        self.counts.append(0)
+        self.named.append(0)
+        e = index[i] = len(ends)
+        if 2 * e > len(index):
+            self._index(2 * len(index))
+        return e - 1
+
+    def _index(self, size: int) -> None:
+        """The index made anew, ``size`` slots (ValueError on an id twice)."""
+        self.index = array("i", bytes(4 * size))
+        data, start = memoryview(self.data), 0
+        for e, end in enumerate(self.ends):
+            key = bytes(data[start:end])
+            slot, there = self._slot(key.decode("utf-8", "surrogatepass"), key)
+            if there:
+                raise ValueError("an id twice")
+            self.index[slot] = e + 1
+            start = end
+
+    # -- the cleaner's carry -------------------------------------------------------------------------------
+    def count(self, call_id: str) -> int:
+        """How many calls of the settled parts had ``call_id``."""
+        e = self._entry(call_id, False)
+        return self.counts[e] if e >= 0 else 0
+
+    def add_call(self, call_id: str) -> None:
+        """One more settled call has ``call_id``."""
+        e = self._entry(call_id, True)
+        self.counts[e] += 1
+
+    # -- the calls' names ----------------------------------------------------------------------------------
+    def name(self, call_id: str) -> str | None:
+        """The tool the first call with ``call_id`` named, None if no call with it was given."""
+        e = self._entry(call_id, False)
+        k = self.named[e] if e >= 0 else 0
+        return self.names[k - 1] if k else None
+
+    def give_name(self, call_id: str, name: str) -> None:
+        """A call with ``call_id`` names tool ``name``: kept unless an earlier call with that id gave one."""
+        made = len(self.ends)
+        e = self._entry(call_id, True)
+        if self.named[e]:
+            return
+        k = self.name_numbers.get(name)
+        if k is None:
+            self.names.append(name)
+            k = self.name_numbers[name] = len(self.names)
+        self.named[e] = k
+        if e < made:
+            self.late[e] = self.given
+        self.given += 1
+
+    # -- a resume point ------------------------------------------------------------------------------------
+    def copy(self) -> CallIds:
+        other = CallIds()
+        other.data, other.ends, other.counts = bytearray(self.data), self.ends[:], self.counts[:]
+        other.named, other.names = self.named[:], list(self.names)
+        other.name_numbers = dict(self.name_numbers)
+        other.index, other.given, other.late = self.index[:], self.given, dict(self.late)
+        return other
+
+    def mark(self) -> tuple[int, int]:
+        """Where a later reading may resume: the entries so far and the names given so far."""
+        return len(self.ends), self.given
+
+    def kept(self, mark: tuple[int, int]) -> tuple[dict[str, Any], list[memoryview]]:
+        """What a reading resuming at ``mark`` (:meth:`mark`) starts with: the entries made before it, their
+        counts now (the cleaner's carry settles nothing after the last mark) and the names given before it.
+        The head (marshal-able: the names, the entries named after the mark) and four columns as views of
+        the buffers, not copies (they must not change while they are written)."""
+        n, given = mark
+        ends = memoryview(self.ends).cast("B")[:8 * n]
+        size = self.ends[n - 1] if n else 0
+        unnamed = sorted(e for e, at in self.late.items() if e < n and at >= given)
+        head = {"names": list(self.names), "unnamed": unnamed, "given": given}
+        return head, [memoryview(self.data)[:size], ends, memoryview(self.counts).cast("B")[:4 * n],
+                      memoryview(self.named).cast("B")[:4 * n]]
+
+    @classmethod
+    def read(cls, head: dict[str, Any], columns: Sequence[Any]) -> CallIds:
+        """What :meth:`kept` gave, checked (raises ValueError, TypeError or KeyError on anything else)."""
+        if len(columns) != 4:
+            raise ValueError("not the call ids' columns")
+        got = cls()
+        got.data = bytearray(columns[0])
+        got.ends.frombytes(columns[1])
+        got.counts.frombytes(columns[2])
+        got.named.frombytes(columns[3])
+        n = len(got.ends)
+        names = [str(name) for name in head["names"]]
+        if len(got.counts) != n or len(got.named) != n or len(set(names)) != len(names):
+            raise ValueError("columns of unequal lengths")
+        if n and (got.ends[-1] != len(got.data) or got.ends[0] < 0
+                  or any(map(operator.gt, got.ends, islice(got.ends, 1, None)))):
+            raise ValueError("ids out of order")
+        if (n and min(got.counts) < 0) or (n and not 0 <= min(got.named) <= max(got.named) <= len(names)):
+            raise ValueError("a count or a name out of range")
+        for e in head["unnamed"]:
+            if not 0 <= int(e) < n:
+                raise ValueError("no such id")
+            got.named[int(e)] = 0
+        got.names, got.name_numbers = names, {name: k + 1 for k, name in enumerate(names)}
+        got.given = int(head["given"])
+        if n - got.named.count(0) != got.given:
+            raise ValueError("names given and names kept differ")
+        size = 8
+        while size < 2 * n:
+            size *= 2
+        got._index(size)
+        return got

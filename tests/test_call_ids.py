@@ -1,0 +1,149 @@
+"""The call ids a streamed reading carries (``call_ids.CallIds``): answers as the two dicts it replaced (the
+cleaner's carry, id -> settled calls; the calls' names, id -> the first call's tool), exactly, whatever the
+ids; what a resume point keeps of it at a mark reads back as those dicts were then; and it holds ~60 bytes a
+call where the dicts over the ids' strings held ~120-170 (docs/measurements/performance.md)."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxcompact.call_ids import CallIds
+from ctxcompact.clean import Cleaner
+from ctxcompact.formats import get_format
+from ctxcompact.model import Message, Record, Role, TextBlock, ToolCall, ToolResult
+
+# ids that share prefixes, differ by a byte, are empty, not ASCII or a lone surrogate (a JSON "\ud800")
+IDS = st.sampled_from(["a", "a_2", "b", "", "ab", "é", "\ud800", "call_1", "call_10", "call_1 "]) | st.text(
+    max_size=4)
+OPS = st.lists(st.tuples(st.sampled_from(["call", "name", "mark"]), IDS, st.sampled_from(["ls", "bash"])),
+               max_size=300)
+
+
+Marks = list[tuple[Any, dict[str, int], dict[str, str]]]
+
+
+def _model(ops: list[tuple[str, str, str]]) -> tuple[CallIds, Marks]:
+    """The store after ``ops``, and at each mark: the mark, the carry and the names as the dicts were then."""
+    ids, calls, names = CallIds(), dict[str, int](), dict[str, str]()
+    marks = []
+    for op, key, tool in ops:
+        if op == "call":
+            ids.add_call(key)
+            calls[key] = calls.get(key, 0) + 1
+        elif op == "name":
+            ids.give_name(key, tool)
+            names.setdefault(key, tool)
+        else:
+            marks.append((ids.mark(), dict(calls), dict(names)))
+        for probe in (key, key + "_2", "never"):
+            assert ids.count(probe) == calls.get(probe, 0)
+            assert ids.name(probe) == names.get(probe)
+    return ids, marks
+
+
+@settings(max_examples=25, deadline=None)
+@given(OPS)
+def test_the_store_answers_as_the_two_dicts(ops: list[tuple[str, str, str]]) -> None:
+    _model(ops)
+
+
+@settings(max_examples=25, deadline=None)
+@given(OPS)
+def test_a_resume_point_reads_back_the_ids_as_they_were_at_its_mark(ops: list[tuple[str, str, str]]) -> None:
+    """At a mark after the last settled call (a reading's resume point: the cleaner settles nothing after
+    its last mark), the ids read back answer as the dicts did then: names given after it are not carried,
+    also those of an id a renamed call took before it."""
+    ids, marks = _model([*ops, ("mark", "", "")])
+    keys = {k for _, k, _ in ops} | {k + "_2" for _, k, _ in ops} | {"never"}
+    for mark, calls, names in marks:
+        if calls != marks[-1][1]:
+            continue  # (a call settled after it)
+        head, columns = ids.kept(mark)
+        read = CallIds.read(head, [bytes(c) for c in columns])
+        assert {k: (read.count(k), read.name(k)) for k in keys} == {
+            k: (calls.get(k, 0), names.get(k)) for k in keys}
+        again = read.copy()  # a reading resumed from it goes on as the store would
+        again.give_name("fresh", "ls")
+        again.add_call("fresh")
+        assert (again.name("fresh"), again.count("fresh"), read.name("fresh")) == ("ls", 1, None)
+
+
+def test_what_a_resume_point_keeps_is_checked() -> None:
+    ids = CallIds()
+    for i in range(50):
+        ids.give_name(f"c{i}", "ls")
+        ids.add_call(f"c{i}")
+    head, columns = ids.kept(ids.mark())
+    good = [bytes(c) for c in columns]
+    assert CallIds.read(head, good).count("c49") == 1
+    bad_columns = [
+        [good[0][:-1], *good[1:]],  # the ids' bytes short of the last end
+        [good[0], good[1][::-1], *good[2:]],  # ends out of order
+        [*good[:2], good[2][:-4], good[3]],  # a column short
+        [*good[:3], (7).to_bytes(4, "little") * 50],  # a name that is not there
+        [*good[:2], (-1).to_bytes(4, "little", signed=True) * 50, good[3]],  # a negative count
+        [good[0].replace(b"c1", b"c2", 1), *good[1:]],  # an id twice
+        good[:3],
+    ]
+    for columns in bad_columns:
+        with pytest.raises(ValueError):
+            CallIds.read(head, columns)
+    for bad_head in ({**head, "unnamed": [50]}, {**head, "given": 49}, {**head, "names": ["ls", "ls"]}):
+        with pytest.raises(ValueError):
+            CallIds.read(bad_head, good)
+    with pytest.raises(KeyError):
+        CallIds.read({"names": ["ls"]}, good)  # (no "unnamed", no "given")
+
+
+def _records(n: int) -> list[Record]:
+    """``n`` tool calls of an agent, each answered (ids as OpenAI's: 29 characters)."""
+    out = []
+    for i in range(n):
+        call = f"call_{i:024x}"
+        out += [Record(index=3 * i, line=3 * i + 1, raw=b"{}", data=None, offset=30 * i,
+                       message=Message(Role.ASSISTANT, [ToolCall(call, "bash", "{}")])),
+                Record(index=3 * i + 1, line=3 * i + 2, raw=b"{}", data=None, offset=30 * i + 10,
+                       message=Message(Role.TOOL, [ToolResult(call, [TextBlock("ok")])])),
+                Record(index=3 * i + 2, line=3 * i + 3, raw=b"{}", data=None, offset=30 * i + 20,
+                       message=Message(Role.USER, [TextBlock("go on")]))]
+    return out
+
+
+def _carried_bytes(n: int) -> int:
+    """Traced bytes a reading keeps after ``n`` calls (its names and the cleaner's carry, one store, as
+    ``streaming.Reading`` shares it), the records dropped as their parts settle."""
+    records = _records(n)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        ids = CallIds()
+        fmt = get_format("openai")
+        finish = fmt.finish_stream(ids)
+        assert finish is not None
+        cleaner = Cleaner(fmt.layout, fmt.name, calls=ids)
+        for i in range(len(records)):
+            rec, records[i] = records[i], None  # type: ignore[call-overload]
+            finish(rec)
+            cleaner.feed(rec)
+        cleaner.held = []  # (the part not settled yet: a part's records, not carried)
+        del rec
+        gc.collect()
+        assert ids.count("call_" + "0" * 24) == 1 and ids.name(f"call_{n // 2:024x}") == "bash"
+        return tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_reading_carries_few_bytes_a_call() -> None:
+    # the two dicts over the ids' strings (shared): ~120 bytes a call at these sizes (their tables double
+    # in between), ~170 at 190,000 calls; ~63 now (the id's 29 bytes, its end, count and name, the index)
+    small, big = 600, 2_400
+    _carried_bytes(50)  # warm: what the first reading imports and makes once (the format, its patterns)
+    grew = (_carried_bytes(big) - _carried_bytes(small)) / (big - small)
+    assert grew < 90, f"{grew:.0f} B a call"
