@@ -65,32 +65,19 @@ class CallIds:
             i = (5 * i + perturb + 1) & mask
 
     def _entry(self, call_id: str, make: bool) -> int:
-        """The entry of ``call_id``, made if ``make`` (else -1 when there is none). (:meth:`_slot`, inlined:
-        several lookups a call.)"""
-        index, data, ends = self.index, self.data, self.ends
-        mask = len(index) - 1
-        h = hash(call_id)
-        i, perturb, key = h & mask, h & 0xFFFFFFFFFFFFFFFF, None
-        while True:
-            e = index[i]
-            if e == _EMPTY:
-                break
-            if key is None:
-                key = call_id.encode("utf-8", "surrogatepass")
-            start = ends[e - 2] if e > 1 else 0
-            if ends[e - 1] - start == len(key) and data.startswith(key, start):
-                return e - 1
-            perturb >>= 5
-            i = (5 * i + perturb + 1) & mask
+        """The entry of ``call_id``, made if ``make`` (else -1 when there is none)."""
+        i, e = self._slot(call_id)
+        if e:
+            return e - 1
         if not make:
             return -1
-        data += key if key is not None else _key(call_id)
-        ends.append(len(data))
+        self.data += _key(call_id)
+        self.ends.append(len(self.data))
         self.counts.append(0)
         self.named.append(0)
-        e = index[i] = len(ends)
-        if 2 * e > len(index):
-            self._index(2 * len(index))
+        e = self.index[i] = len(self.ends)
+        if 2 * e > len(self.index):
+            self._index(2 * len(self.index))
         return e - 1
 
     def _index(self, size: int) -> None:
