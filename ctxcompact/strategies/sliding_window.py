@@ -130,12 +130,16 @@ class _Planner:
         # never shows again): recomputing them at every window made a long first run quadratic
         self.visible: list[Event] = [self.events[i] for i in visible_events(self.events)]
         self.new: list[Event] = []
-        self.summaries: list[SummaryResult] = []
+        # the newest summary and every summary's duration: a summary holds the facts of all it covers, and
+        # keeping each one made a long first run's memory grow with events × facts
+        self.last_summary: SummaryResult | None = None
+        self.durations: list[float] = []
         self.windows: list[Window] = []
         self.cap = max(1, si.budget.summary_budget)
         self.cost = text_cost(si.opts, si.report.calibrated)  # as the window counts (the summaries' fit)
         self._costs: dict[str, int] = {}  # each visible summary counted once, not at every window
-        self.rollup_facts: dict[int, dict[str, Any]] = {}  # the facts of each roll-up made in this run
+        # the facts of the visible roll-ups made in this run (a hidden one is never carried again)
+        self.rollup_facts: dict[int, dict[str, Any]] = {}
         self.trimmed: list[MaskedResult] = []  # in-flight results trimmed to fit (_trim_in_flight)
 
     def _cost_of(self, summary: str) -> int:
@@ -188,8 +192,11 @@ class _Planner:
         self.events.append(ev)
         shown = [e for e in self.visible if not (ev.start <= e.start and e.end <= ev.end)]
         self.visible = sorted([*shown, ev], key=lambda e: (e.start, e.end))
+        kept = self.rollup_facts
+        self.rollup_facts = {id(e): kept[id(e)] for e in self.visible if id(e) in kept}
         self.new.append(ev)
-        self.summaries.append(summary)
+        self.last_summary = summary
+        self.durations.append(summary.duration_s)
         self.windows.append(w)
 
 
@@ -239,8 +246,8 @@ def apply(si: StrategyInput) -> Outcome | None:
     end_length = len(end_rec.raw) if known and end_rec is not None and end_rec.raw is not None else 0
     end_line = end_rec.line if known and end_rec is not None else 0
     new_events = planner.new
-    summary = planner.summaries[-1] if planner.summaries else None
-    durations = [x.duration_s for x in planner.summaries]
+    summary = planner.last_summary
+    durations = planner.durations
 
     def commit(state: State, written: Written, trimmed: list[MaskedResult] = planner.trimmed) -> None:
         _commit(state, written, new_events, end, end_offset, end_length, end_line)
