@@ -1,9 +1,10 @@
 """Every text scan of the facts is linear (issue 19, "quadratic paths"), and side files are read with a bound.
 
 The scaling tests double the input and check that the best-of-3 time at most about doubles (2.5×; a
-quadratic scan gives 4×, and at these sizes the old patterns took minutes); a case over it is measured over
-two doublings at the same bound per doubling (6.25× from n to 4n; quadratic gives 16×). The property tests
-check that the linear rewrites find exactly what the old patterns found.
+quadratic scan gives 4×, and at these sizes the old patterns took minutes); a case over it is measured once
+more at 4n, and passes if that doubling alone is within the bound, or both together within its square
+(6.25× from n to 4n; quadratic gives 16×). The property tests check that the linear rewrites find exactly
+what the old patterns found.
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ def test_doubling_the_input_at_most_about_doubles_the_time(case: scan_cases.Case
         if ratio <= case.max_ratio or t2 < FAST_ENOUGH_S:
             return
     # one doubling can straddle a step of the allocator or the caches (a clean clone in /tmp read ×2.5-2.9
-    # on scans that double evenly above and below it): the same bound per doubling, over two doublings
-    # (n → 4n: linear gives 4×, quadratic 16×), averages a step at one size out and still fails a quadratic
+    # on scans that double evenly above and below it): the next doubling alone (2n → 4n: a quadratic part
+    # reads larger there, not smaller), or the same bound per doubling over two doublings (n → 4n: linear
+    # gives 4×, quadratic 16×), averages a step at one size out and still fails a quadratic
     t4 = min(scan_cases.best_time(case, 4 * case.n) for _ in range(3))
-    if t4 / max(t1, 1e-9) <= case.max_ratio**2:
+    if t4 / max(t2, 1e-9) <= case.max_ratio or t4 / max(t1, 1e-9) <= case.max_ratio**2:
         return
     pytest.fail(f"{case.name}: n={case.n} {t1:.3f}s, 2n {t2:.3f}s: ×{ratio:.1f}; 4n {t4:.3f}s: "
-                f"×{t4 / max(t1, 1e-9):.1f} (super-linear)")
+                f"×{t4 / max(t2, 1e-9):.1f} from 2n, ×{t4 / max(t1, 1e-9):.1f} from n (super-linear)")
 
 
 # the patterns as they were, to check the rewrites against
