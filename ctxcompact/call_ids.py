@@ -5,12 +5,16 @@ by a hash alone), in a few flat buffers: the ids' bytes end to end, where each e
 name's number, and an open-addressing index of entry numbers; ~40 bytes a call of 11 characters where the
 two dicts over the ids' strings held ~170 (a 100 MB transcript of small records has 190,000 calls; the
 strings also kept pymalloc's pools alive between each batch's short-lived objects). A streamed reading's
-resume point keeps these buffers as columns of the count cache (:meth:`CallIds.kept`, :meth:`CallIds.read`).
+resume point keeps these buffers as columns of the count cache (:meth:`CallIds.kept`, :meth:`CallIds.read`),
+the index too: an id's slot is found by the CRC-32 of its bytes, the same in every process (a str's own
+hash is not), so the next call reads the index instead of making it anew, one probe an id in Python (0.6 s
+at 190,000 calls, a cost of every hook call that grew with the session).
 """
 
 from __future__ import annotations
 
 import operator
+import zlib
 from array import array
 from collections.abc import Sequence
 from itertools import islice
@@ -46,18 +50,18 @@ class CallIds:
 
     def _slot(self, call_id: str, key: bytes | None = None) -> tuple[int, int]:
         """(slot, entry + 1) of ``call_id`` in the index; (the empty slot where it would go, 0) if it has
-        none. By the str's own hash (cached on the str: free for an id looked up again); its bytes are made
-        and compared only against an entry found on the way."""
+        none. By the CRC-32 of its bytes (the same in every process: the index is kept with a resume point),
+        compared byte for byte against each entry found on the way."""
         index, data, ends = self.index, self.data, self.ends
         mask = len(index) - 1
-        h = hash(call_id)
-        i, perturb = h & mask, h & 0xFFFFFFFFFFFFFFFF
+        if key is None:
+            key = _key(call_id)
+        h = zlib.crc32(key)
+        i, perturb = h & mask, h
         while True:
             e = index[i]
             if e == _EMPTY:
                 return i, 0
-            if key is None:
-                key = _key(call_id)
             start = ends[e - 2] if e > 1 else 0
             if ends[e - 1] - start == len(key) and data.startswith(key, start):
                 return i, e
@@ -141,20 +145,29 @@ class CallIds:
     def kept(self, mark: tuple[int, int]) -> tuple[dict[str, Any], list[memoryview]]:
         """What a reading resuming at ``mark`` (:meth:`mark`) starts with: the entries made before it, their
         counts now (the cleaner's carry settles nothing after the last mark) and the names given before it.
-        The head (marshal-able: the names, the entries named after the mark) and four columns as views of
-        the buffers, not copies (they must not change while they are written)."""
+        The head (marshal-able: the names, the entries named after the mark) and five columns as views of
+        the buffers, not copies (they must not change while they are written), the index's a copy without
+        the entries made after the mark if there are any (a few: the calls of the parts not settled). An
+        entry's probe only passes slots taken before it was placed (entries are placed in order, also when
+        the index is made anew), so taking the later ones out leaves every earlier one where it is found."""
         n, given = mark
         ends = memoryview(self.ends).cast("B")[:8 * n]
         size = self.ends[n - 1] if n else 0
         unnamed = sorted(e for e, at in self.late.items() if e < n and at >= given)
         head = {"names": list(self.names), "unnamed": unnamed, "given": given}
+        index = self.index
+        if n < len(self.ends):
+            index, data = index[:], memoryview(self.data)
+            for e in range(n, len(self.ends)):
+                key = bytes(data[self.ends[e - 1] if e else 0:self.ends[e]])
+                index[self._slot(key.decode("utf-8", "surrogatepass"), key)[0]] = _EMPTY
         return head, [memoryview(self.data)[:size], ends, memoryview(self.counts).cast("B")[:4 * n],
-                      memoryview(self.named).cast("B")[:4 * n]]
+                      memoryview(self.named).cast("B")[:4 * n], memoryview(index).cast("B")]
 
     @classmethod
     def read(cls, head: dict[str, Any], columns: Sequence[Any]) -> CallIds:
         """What :meth:`kept` gave, checked (raises ValueError, TypeError or KeyError on anything else)."""
-        if len(columns) != 4:
+        if len(columns) != 5:
             raise ValueError("not the call ids' columns")
         got = cls()
         got.data = bytearray(columns[0])
@@ -178,8 +191,16 @@ class CallIds:
         got.given = int(head["given"])
         if n - got.named.count(0) != got.given:
             raise ValueError("names given and names kept differ")
-        size = 8
-        while size < 2 * n:
-            size *= 2
-        got._index(size)
+        index = array("i")
+        index.frombytes(columns[4])
+        size = len(index)
+        # each entry in exactly one of a power of two of slots, at most half full: every probe ends, at an
+        # entry there is. Checked in C, not by probing each id again (that was the O(ids) Python cost of
+        # every resumed call): where an entry is placed is trusted as the counts are, the cache's SHA-256
+        # guarding a byte gone wrong; an id is still compared byte for byte wherever it is found
+        taken = set(index)
+        if size < 8 or size & (size - 1) or 2 * n > size or index.count(_EMPTY) != size - n \
+                or len(taken) != n + 1 or min(taken) != _EMPTY or max(taken) != n:
+            raise ValueError("not an index of the ids")
+        got.index = index
         return got

@@ -86,10 +86,14 @@ def test_what_a_resume_point_keeps_is_checked() -> None:
         [good[0][:-1], *good[1:]],  # the ids' bytes short of the last end
         [good[0], good[1][::-1], *good[2:]],  # ends out of order
         [*good[:2], good[2][:-4], good[3]],  # a column short
-        [*good[:3], (7).to_bytes(4, "little") * 50],  # a name that is not there
-        [*good[:2], (-1).to_bytes(4, "little", signed=True) * 50, good[3]],  # a negative count
-        [good[0].replace(b"c1", b"c2", 1), *good[1:]],  # an id twice
-        good[:3],
+        [*good[:3], (7).to_bytes(4, "little") * 50, good[4]],  # a name that is not there
+        [*good[:2], (-1).to_bytes(4, "little", signed=True) * 50, *good[3:]],  # a negative count
+        good[:4],  # no index (a cache from before it was kept)
+        [*good[:4], good[4][:-4]],  # an index not a power of two long
+        [*good[:4], good[4][:len(good[4]) // 2]],  # an index more than half full (50 ids in 64 slots)
+        [*good[:4], good[4].replace((7).to_bytes(4, "little"), (8).to_bytes(4, "little"))],  # one twice
+        [*good[:4], good[4].replace((7).to_bytes(4, "little"), (51).to_bytes(4, "little"))],  # none such
+        [*good[:4], good[4].replace((7).to_bytes(4, "little"), bytes(4))],  # an entry left out
     ]
     for columns in bad_columns:
         with pytest.raises(ValueError):

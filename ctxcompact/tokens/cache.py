@@ -14,7 +14,7 @@ from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from .. import columns as cols
 from ..model import Message, token_text
@@ -22,6 +22,8 @@ from ..model import Message, token_text
 MAGIC = b"CTXCOUNTS7\n"
 #: the columns written after the marshalled head, as they are in memory (:meth:`CountCache.chunks`)
 _COLUMNS = ("offsets", "digests", "heuristic", "exact", "text_keys", "text_heuristic", "text_exact")
+#: the bytes :meth:`CountCache.prove_stream` reads at once
+PROVE_CHUNK = 1 << 20
 _NONE = -1  # no exact count kept
 
 
@@ -154,13 +156,18 @@ class CountCache:
         at_hash = also_hash = settled_hash = None
         if not 0 < at <= n:
             at = 0
-        for point in sorted({p for p in (at, n, also) if p > 0}):
+        points = sorted({p for p in (at, n, also) if p > 0})
+        # one buffer read into again and again: a new 1 MB bytes a chunk cost its allocation and page faults
+        # (~1.5 of ~9.5 ms for 10 MB), and this pass is what a resumed call does per byte of its prefix
+        buffer = memoryview(bytearray(min(PROVE_CHUNK, points[-1]) if points else 0))
+        readinto = cast(Any, stream).readinto  # (a file or BytesIO: typing's BinaryIO does not name it)
+        for point in points:
             while got < point:
-                chunk = stream.read(min(1 << 20, point - got))
-                if not chunk:
+                read = readinto(buffer[:min(PROVE_CHUNK, point - got)])
+                if not read:
                     break
-                h.update(chunk)
-                got += len(chunk)
+                h.update(buffer[:read])
+                got += read
             if got != point:
                 break
             if point == at and h.digest() == self.resume_sha256:
