@@ -73,6 +73,7 @@ _INJECTED_TAGS: tuple[str, ...] = (
     "bash-stdout",
     "bash-stderr",
 )
+_TAG_ALT = "|".join(re.escape(t) for t in _INJECTED_TAGS)
 
 
 @functools.cache
@@ -81,9 +82,8 @@ def _injected() -> tuple[re.Pattern[str], dict[str, re.Pattern[str]]]:
     runs to its `</tag>` (or to the end of the text when unclosed); _remove_injected finds both ends by plain
     search, in linear time. Compiled on first use: a run that reads no person's text (a hook's call below
     the threshold) does not pay for 16 patterns (~7 M instructions)."""
-    alt = "|".join(re.escape(t) for t in _INJECTED_TAGS)
     closing = {t: re.compile(rf"</{re.escape(t)}\s*>") for t in _INJECTED_TAGS}
-    return re.compile(rf"<({alt})(?=[\s>])"), closing
+    return re.compile(rf"<({_TAG_ALT})(?=[\s>])"), closing
 
 
 def _remove_injected(text: str) -> str:
