@@ -77,7 +77,9 @@ from .repairs import (
 )
 
 
-@dataclass(slots=True)
+# The cleaner's own records of a part's calls and results (and what a part carries) are never compared: no
+# generated ``__eq__`` (each costs a compile at import, ~0.5 M instructions on every call that cleans).
+@dataclass(slots=True, eq=False)
 class _Call:
     pos: int  # index of the record in the input
     bi: int  # index of the block in its message
@@ -86,7 +88,7 @@ class _Call:
     result: _Result | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Result:
     pos: int
     bi: int
@@ -95,7 +97,7 @@ class _Result:
     duplicate: bool = False  # its call exists but was already answered
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Carry:
     """What a settled part of the transcript leaves to the rest: its call ids (every call answered, no id
     repeated; :meth:`CallIds.count` of an id: how many settled calls had it) and whether the conversation

@@ -107,18 +107,18 @@ _HALF = LONG_PIECE // 2
 # character), a run of symbols then of \r, \n and / (after one leading space), or a run of white space. None
 # holds a digit; the first holds no white space and the others no letter. So a pre-token of more than
 # LONG_PIECE characters covers some window [k * _HALF, (k + 1) * _HALF) that is all non-digit non-space or
-# all non-alphanumeric: a match of _RUN there, tried at every k. In ordinary text each try stops at the next
-# space, digit or letter, so the check costs next to nothing; a false alarm (minified code with no digit
-# or space for 2,048 characters) only takes the slower of two exact paths. The white space is Unicode's
-# White_Space, as in tiktoken's pattern (Python's isspace also takes \x1c-\x1f).
+# all non-alphanumeric: a match of _runs(_HALF) there, tried at every k. In ordinary text each try stops at
+# the next space, digit or letter, so the check costs next to nothing; a false alarm (minified code with no
+# digit or space for 2,048 characters) only takes the slower of two exact paths. The white space is
+# Unicode's White_Space, as in tiktoken's pattern (Python's isspace also takes \x1c-\x1f).
 _WS = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
+@functools.cache
 def _runs(half: int) -> re.Pattern[str]:
+    """Compiled on first use: only a text longer than the longest piece is looked at (~1.5 M instructions
+    a process that counts none)."""
     return re.compile(rf"[^\d{_WS}]{{{half}}}|[\W_]{{{half}}}")
-
-
-_RUN = _runs(_HALF)
 
 
 def may_hold_long_piece(text: str, longest: int = LONG_PIECE) -> bool:
@@ -127,7 +127,7 @@ def may_hold_long_piece(text: str, longest: int = LONG_PIECE) -> bool:
     if len(text) <= longest:
         return False
     half = longest // 2
-    match = (_RUN if longest == LONG_PIECE else _runs(half)).match
+    match = _runs(half).match
     return any(match(text, at) is not None for at in range(0, len(text) - half + 1, half))
 
 

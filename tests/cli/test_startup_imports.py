@@ -17,13 +17,14 @@ import pytest
 # is made of (only a compaction needs them); nor the strategy (its registry entry says whether it streams);
 # nor filelock and the logging it imports (the state's lock is a flock where the system has one), nor the
 # other commands' definitions (cli/tools.py, cli/serve.py); nor the billed usage's reader (only calibrate
-# and the message-list API read a usage object).
+# and the message-list API read a usage object); nor are the injected elements' tags compiled (only what a
+# person typed is read for them) nor the long-piece check (no text over 4,096 characters here).
 HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "concurrent.futures",
          "ctxcompact.strategies.threshold", "ctxcompact.evaluate", "ctxcompact.messages", "ctxcompact.batch",
          "ctxcompact.recall", "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive",
          "ctxcompact.facts.gather", "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes",
          "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve",
-         "ctxcompact.tokens.usage")
+         "ctxcompact.tokens.usage", "compiled:injected", "compiled:long_piece")
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
@@ -59,9 +60,14 @@ try:
     runpy.run_module("ctxcompact", run_name="__main__", alter_sys=True)
 except SystemExit as exc:
     code = exc.code
-# what is compiled on first use only: the credential patterns (a message to scrub)
-scrub = sys.modules.get("ctxcompact.secrets")
-lazy = {"scrub": scrub._patterns.cache_info().currsize if scrub is not None else 0}
+# what is compiled on first use only: the credential patterns (a message to scrub), the injected elements'
+# tags (a person's text read), the long-piece check (a text longer than the longest piece counted)
+def _compiled(module, name):
+    mod = sys.modules.get(module)
+    return getattr(mod, name).cache_info().currsize if mod is not None else 0
+lazy = {"scrub": _compiled("ctxcompact.secrets", "_patterns"),
+        "injected": _compiled("ctxcompact.facts.text", "_injected"),
+        "long_piece": _compiled("ctxcompact.tokens.exact", "_runs")}
 got = {"code": code, "modules": sorted(sys.modules), "lazy": lazy}
 sys.stderr.write("\\nMODULES " + json.dumps(got) + "\\n")
 """
@@ -167,6 +173,19 @@ def test_the_probe_sees_a_compiled_pattern(tmp_path: Path) -> None:
     code, modules = _loaded(["run", str(tmp_path / "missing.jsonl"), "--no-state"])
     assert code not in (0, None)
     assert "compiled:scrub" in modules
+
+
+def test_the_probe_sees_the_injected_tags_compiled(tmp_path: Path) -> None:
+    """A compaction reads what a person typed: the injected elements' tags are compiled when a request
+    holds a `<`. (The long-piece check is compiled only on tiktoken's path: tests/tokens/test_long_pieces.py
+    covers it.)"""
+    src = tmp_path / "session.jsonl"
+    _session(src, 40, False)
+    _append(src, [{"role": "user", "content": "<system-reminder>x</system-reminder> Go on."}])
+    out = str(tmp_path / "o.jsonl")
+    code, modules = _loaded(["run", str(src), "--window", "2000", "--no-state", "-o", out])
+    assert code in (0, None)
+    assert "compiled:injected" in modules and "compiled:long_piece" not in modules
 
 
 def test_api_names_resolve_lazily() -> None:
