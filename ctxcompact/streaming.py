@@ -101,10 +101,12 @@ class _Carried(Exception):
     ctxcompact wrote into an agent's log put in the input's place. The context has the log's copy only."""
 
 
-def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
+def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None, *,
+               gathers: bool = False) -> bool:
     """Whether ``estimate`` (or ``run``, at any size: ``from_bytes=0``) of ``path`` may stream, before
-    reading it (``path`` None: stdin, not yet read; all but its size)."""
-    if opts.exact == "anthropic" or estimate_needs_context(opts.strategy, opts):
+    reading it (``path`` None: stdin, not yet read; all but its size). ``gathers``: ``run``'s pass 1 gathers
+    what the strategy decides by (``strategies.run_gathers``), which would otherwise need the context."""
+    if opts.exact == "anthropic" or (estimate_needs_context(opts.strategy, opts) and not gathers):
         return False
     if state is not None and state.holds_sections() and not reapplies_each(state):
         return False  # layers to apply again a record at a time by no code of their own (a plugin's)
@@ -466,15 +468,17 @@ def stream_report(path: Path, opts: Options, state: State | None, budget: Budget
 
 def count_file(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
                load_cache: CacheLoader | None = None, *, keep: bool, gather: Any = None,
-               name: str | None = None) -> Counted | None:
+               name: str | None = None, whole: bool = False) -> Counted | None:
     """Pass 1: read, validate, clean, count and decide, record by record; None when the held route must
     read the file. ``keep``: add what is counted to the count cache, with the settled prefix and where a
-    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering.
-    ``name``: how the transcript names its input (:attr:`Counted.source`; default the path)."""
+    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering, or
+    a strategy's own (``strategies.run_gathers``). ``name``: how the transcript names its input
+    (:attr:`Counted.source`; default the path). ``whole``: read every record, not from a resume point (what
+    ``gather`` gathers is of them all)."""
     source = str(path) if name is None else name
     try:
         with open_input(path) as stream:
-            fresh = carried = False
+            fresh, carried = whole, False
             while True:
                 try:
                     return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,

@@ -66,28 +66,56 @@ class _Numbering:
         self.current: Invocation | None = None
         self.numbered = 0
 
-    def add(self, rec: Record) -> None:
+    def add(self, seen: Seen) -> None:
         current = self.current
         if self.by_ids:
-            inv = rec.meta.get("invocation_id")
+            inv = seen.invocation_id
             starts = bool(inv) and inv != (current.id if current is not None else None)
         else:
-            starts = typed_text(rec) is not None
+            starts = seen.typed
         if starts:
             self.numbered += 1
-            current = Invocation(number=self.numbered, start=rec.index, end=rec.index + 1,
-                                 id=rec.meta.get("invocation_id") if self.by_ids else None)
+            current = Invocation(number=self.numbered, start=seen.index, end=seen.index + 1,
+                                 id=seen.invocation_id if self.by_ids else None)
             self.out.append(current)
         elif current is None:
-            current = Invocation(number=0, start=rec.index, end=rec.index + 1)
+            current = Invocation(number=0, start=seen.index, end=seen.index + 1)
             self.out.append(current)
         self.current = current
-        current.end = rec.index + 1
-        ts = rec.meta.get("timestamp")
+        current.end = seen.index + 1
+        ts = seen.timestamp
         if isinstance(ts, (int, float, str)) and not isinstance(ts, bool):
             if current.timestamp_start is None:
                 current.timestamp_start = ts
             current.timestamp_end = ts
+
+
+@dataclass(slots=True)
+class Seen:
+    """What :class:`Gathered` reads of a record: small, so a reading may keep it a while without keeping the
+    record (a record the state's events drop waits for the context's records before it to be gathered:
+    ``events.ViewMerge``)."""
+
+    anchor: bool
+    index: int
+    invocation_id: Any
+    typed: bool  # what a person typed (an anchor's; else not asked)
+    timestamp: Any
+    calls: tuple[str, ...]  # its tool calls' ids
+    results: tuple[str, ...]  # the call ids its results (not cleaning's) answer
+
+    @classmethod
+    def of(cls, rec: Record) -> Seen:
+        at = anchor(rec)
+        meta = rec.meta
+        msg = rec.message
+        calls: tuple[str, ...] = ()
+        results: tuple[str, ...] = ()
+        if msg is not None:
+            calls = tuple(b.id for b in msg.blocks if isinstance(b, ToolCall))
+            results = tuple(b.call_id for b in msg.blocks if isinstance(b, ToolResult) and not b.synthetic)
+        return cls(at, rec.index, meta.get("invocation_id"), at and typed_text(rec) is not None,
+                   meta.get("timestamp"), calls, results)
 
 
 class Gathered:
@@ -116,20 +144,23 @@ class Gathered:
         return g
 
     def add(self, rec: Record) -> None:
-        if anchor(rec):
-            self.owner = rec.index
-            if self.by_text is not None and rec.meta.get("invocation_id"):
+        self.take(Seen.of(rec))
+
+    def take(self, seen: Seen) -> None:
+        """:meth:`add` of what it reads of a record."""
+        if seen.anchor:
+            self.owner = seen.index
+            if self.by_text is not None and seen.invocation_id:
                 self.by_text = None
-            self.by_ids.add(rec)
+            self.by_ids.add(seen)
             if self.by_text is not None:
-                self.by_text.add(rec)
-        if rec.message is None or self.owner < 0:
+                self.by_text.add(seen)
+        if self.owner < 0:
             return
-        for b in rec.message.blocks:
-            if isinstance(b, ToolCall):
-                self.calls.setdefault(b.id, self.owner)
-            elif isinstance(b, ToolResult) and not b.synthetic:
-                self.results.setdefault(b.call_id, self.owner)
+        for cid in seen.calls:
+            self.calls.setdefault(cid, self.owner)
+        for cid in seen.results:
+            self.results.setdefault(cid, self.owner)
 
     def invocations(self) -> list[Invocation]:
         """The invocations so far (the last one still growing while records are added)."""
