@@ -329,7 +329,7 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
         gather = strategy.gathering(state) if strategy else gathering(path, opts, budget)
         with progress("validating, cleaning and counting"):
             counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path, path),
-                                 keep=True, gather=gather, name=source_name(name), whole=gathers)
+                                 keep=True, gather=gather, name=source_name(name), resumes=gathers)
         extras = strategy.quiet(counted, opts, state) if strategy and counted is not None else None
         if (counted is not None and (extras is not None if strategy else not counted.report.over_threshold)
                 and may_write_streamed(counted.format, opts, counted.repairs)):

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import SAMPLES, coding_session, jsonl, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -55,7 +56,7 @@ def _same_as_held(work: Path, datas: list[bytes], options: list[dict[str, Any]],
     streamed = _calls(work / "s", False, datas, options, loads)
     held = _calls(work / "h", True, datas, options, loads)
     assert [s[:-1] for s in streamed] == [h[:-1] for h in held]
-    due = [bool(h[-2]["events_due"]) or h[-2]["token_trigger"]["fires"] for h in held]
+    due = [h[-2] is not None and (bool(h[-2]["events_due"]) or h[-2]["token_trigger"]["fires"]) for h in held]
     assert [s[-1] for s in streamed] == due
     return streamed
 
@@ -117,3 +118,49 @@ def test_real_fixtures_under_events_stream_where_no_event_is_due(tmp_path: Path,
         made_events.append(bool(got[0][1]["events"]))
     # (the Codex log's events would not make it smaller: it passes through, held)
     assert made_events == [True, True, True, False, True]
+
+
+def _spied(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each streamed call's pass 1 started at a resume point."""
+    resumed: list[bool] = []
+    real = engine.count_file
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        counted = real(*args, **kw)
+        resumed.append(counted is not None and counted.resumed is not None)
+        return counted
+
+    monkeypatch.setattr(engine, "count_file", spy)
+    return resumed
+
+
+LONG = jsonl([sys_msg("You are a coding agent."), *coding_session(40, tool_chars=1500)]).splitlines(
+    keepends=True)
+
+
+def test_a_quiet_call_resumes_with_what_the_last_one_gathered(tmp_path: Path, loads: list[Any],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a part settles past the events, the next quiet call's pass 1 starts there, taking up the
+    invocations and split points the last call kept with its resume point; what it decides and writes is
+    the held route's."""
+    resumed = _spied(monkeypatch)
+    cuts = [40, 44, 110, 130, 150]
+    datas = [b"".join(LONG[:n]) for n in cuts]
+    options = [{**SW, "invocation_threshold": 2}, *[{**SW, "invocation_threshold": 1_000}] * (len(cuts) - 1)]
+    streamed = _same_as_held(tmp_path, datas, options, loads)
+    assert streamed[0][1]["events"] and [s[-1] for s in streamed[1:]] == [False] * (len(cuts) - 1)
+    assert resumed == [False, False, False, True, True]
+
+
+def test_default_and_quiet_calls_take_each_others_resume_points(tmp_path: Path, loads: list[Any],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A default call's resume point keeps nothing of the sliding window's: a quiet call after it reads
+    every record (and keeps a point with what it gathered); a default call after a quiet one takes up the
+    counts that point kept, and keeps one without them again."""
+    resumed = _spied(monkeypatch)
+    cuts = [40, 110, 130, 150, 170]
+    datas = [b"".join(LONG[:n]) for n in cuts]
+    quiet = {**SW, "invocation_threshold": 1_000}
+    options = [{**SW, "invocation_threshold": 2}, {"window": 1_000_000}, quiet, {"window": 1_000_000}, quiet]
+    _same_as_held(tmp_path, datas, options, loads)
+    assert resumed == [False, False, False, True, False]

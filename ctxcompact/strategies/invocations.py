@@ -89,6 +89,19 @@ class _Numbering:
                 current.timestamp_start = ts
             current.timestamp_end = ts
 
+    def kept(self) -> list[Any]:
+        """Marshal-able (:meth:`Gathered.kept`); the current invocation is the last."""
+        return [self.numbered, [(i.number, i.start, i.end, i.id, i.timestamp_start, i.timestamp_end)
+                                for i in self.out]]
+
+    @classmethod
+    def read(cls, by_ids: bool, kept: list[Any]) -> _Numbering:
+        n = cls(by_ids)
+        n.numbered = int(kept[0])
+        n.out = [Invocation(int(a), int(b), int(c), d, e, f) for a, b, c, d, e, f in kept[1]]
+        n.current = n.out[-1] if n.out else None
+        return n
+
 
 @dataclass(slots=True)
 class Seen:
@@ -161,6 +174,22 @@ class Gathered:
             self.calls.setdefault(cid, self.owner)
         for cid in seen.results:
             self.results.setdefault(cid, self.owner)
+
+    def kept(self) -> dict[str, Any]:
+        """What it has gathered, marshal-able: a reading that starts after the records it was fed takes up
+        from it (:meth:`read`; a streamed run's resume point)."""
+        return {"ids": self.by_ids.kept(), "text": self.by_text.kept() if self.by_text is not None else None,
+                "owner": self.owner, "calls": dict(self.calls), "results": dict(self.results)}
+
+    @classmethod
+    def read(cls, kept: dict[str, Any]) -> Gathered:
+        """What :meth:`kept` kept (ValueError, KeyError, TypeError on anything else)."""
+        g = cls()
+        g.by_ids = _Numbering.read(True, kept["ids"])
+        g.by_text = _Numbering.read(False, kept["text"]) if kept["text"] is not None else None
+        g.owner = int(kept["owner"])
+        g.calls, g.results = dict(kept["calls"]), dict(kept["results"])
+        return g
 
     def invocations(self) -> list[Invocation]:
         """The invocations so far (the last one still growing while records are added)."""

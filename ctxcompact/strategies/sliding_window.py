@@ -458,7 +458,7 @@ def quiet(counted: Any, opts: Options, state: State | None) -> dict[str, Any] | 
     when the held route must decide (an event due, the context over a trigger or the threshold)."""
     _validate(opts)
     found = counted.gathered[0] if counted.gathered is not None else None
-    if not isinstance(found, Quiet) or counted.report.over_threshold:
+    if not isinstance(found, Quiet) or found.broken or counted.report.over_threshold:
         return None
     g = found.result()
     covered = counted.covered.records if counted.covered is not None else 0

@@ -20,6 +20,7 @@ written by pass 2, which is what the held route writes then. Any other outcome r
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -158,11 +159,27 @@ class Quiet:
     def __init__(self, state: State | None, fmt: str, reading: Any) -> None:
         self.gathered = Gathered()
         self.merge: ViewMerge[Seen] = ViewMerge(self.gathered.take, Seen.of)
+        self.broken = False  # what a resume point kept could not be read: the held route decides
+        resume = reading.start  # (streaming._Resume: the reading starts there, after what was gathered)
+        if resume is not None:
+            try:
+                self.gathered = Gathered.read(resume.gathered["gathered"])
+                self.merge = ViewMerge(self.gathered.take, Seen.of)
+                for index, seen in resume.gathered["waiting"]:
+                    self.merge.drop(int(index), Seen(*seen))
+            except (KeyError, TypeError, ValueError):
+                self.broken = True
         # the state's events as the reading applies them (its own EventsEach): which records they drop
         self.events = events_each(state, fmt, keep_dropped=False) if state is not None else None
         if self.events is not None:
             reading.parsed = self.parsed
         self.ended = False
+
+    def kept(self) -> dict[str, Any]:
+        """What a reading starting where this one is now takes up from (``streaming._Resume.gathered``):
+        the fold, and the dropped records waiting for the context's before them."""
+        return {"gathered": self.gathered.kept(),
+                "waiting": [(i, dataclasses.astuple(seen)) for i, seen in self.merge.extra]}
 
     def parsed(self, rec: Record) -> None:
         """Told each record as read, before the state's layers (``streaming.Reading.parsed``)."""
