@@ -5,9 +5,12 @@ the file's first lines, then default calls (below the threshold) on the file les
 whole, each tree in its own folder, the trees' calls in turn (A B A B …), ``--runs`` times. Prints each call's
 CPU-s and peak RSS per tree, and whether the outputs are identical (SHA-256). With ``--repeat N``, the third
 call is also timed inside one process per tree (import aside: the call itself, what start-up hides), N
-times from the same state, in three alternating rounds.
+times from the same state, in three alternating rounds. ``--then sliding-window``: the later calls are
+sliding-window calls too (the hook of a sliding-window setup; with ``--back 15`` the first run reads all but
+the last 15 lines, so the later calls have no event due: they pass through).
 
     python bench/layers_calls.py --base /work/main --mb 10 --runs 2
+    python bench/layers_calls.py --base /work/main --mb 10 --runs 2 --then sliding-window --back 15
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ REPEAT = """
 import os, shutil, sys, time
 from pathlib import Path
 tree, snap, work, n = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+kw = {"strategy": sys.argv[5]} if len(sys.argv) > 5 else {}
 sys.path.insert(0, tree)
 from ctxcompact import engine
 from ctxcompact.options import Options
@@ -34,7 +38,8 @@ for _ in range(n):
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(snap, work)
     t = time.process_time()
-    engine.run(work / "t.jsonl", Options(window=2_000_000), output=work / "out.jsonl", warn=lambda m: None)
+    engine.run(work / "t.jsonl", Options(window=2_000_000, **kw), output=work / "out.jsonl",
+               warn=lambda m: None)
     ts.append(time.process_time() - t)
 print(" ".join(f"{x:.3f}" for x in ts[1:]))
 """
@@ -56,11 +61,15 @@ def main() -> None:
     ap.add_argument("--first", type=float, default=0.5, help="the share of the lines the first run reads")
     ap.add_argument("--strategy", default="sliding-window", choices=["sliding-window", "mask"])
     ap.add_argument("--repeat", type=int, default=0, help="time the third call in process N times")
+    ap.add_argument("--then", default=None, choices=["sliding-window"],
+                    help="the later calls' strategy (default: the default)")
+    ap.add_argument("--back", type=int, default=0, help="the first run reads all but this many lines")
     args = ap.parse_args()
     src = transcript(args.mb)
     with open(src, "rb") as f:
         total = sum(1 for _ in f)
-    first = int(total * args.first)
+    first = total - args.back if args.back else int(total * args.first)
+    then = ["--strategy", args.then] if args.then else []
     trees = {"base": args.base.resolve(), "this": REPO}
     steps = [("first call after it", total - 10), ("second", total - 5), ("third", total)]
     cpu: dict[tuple[str, str], list[float]] = {}
@@ -91,7 +100,8 @@ def main() -> None:
                     if n == total and args.repeat:
                         shutil.rmtree(keep / name, ignore_errors=True)
                         shutil.copytree(dirs[name], keep / name)
-                    argv = [PY, "-m", "ctxcompact", "run", str(t), "--window", "2000000", "-o", str(out)]
+                    argv = [PY, "-m", "ctxcompact", "run", str(t), *then, "--window", "2000000", "-o",
+                            str(out)]
                     s = run_once(argv, env=child_env(PYTHONPATH=str(tree)), cwd=dirs[name])
                     assert s.code == 0, s.stderr[-500:]
                     cpu.setdefault((label, name), []).append(s.cpu)
@@ -99,7 +109,8 @@ def main() -> None:
                     digests.add(hashlib.sha256(out.read_bytes()).hexdigest())
                 same = same and len(digests) == 1
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{args.strategy} on the first {first} of {total} lines ({src.name}), then default calls")
+    print(f"{args.strategy} on the first {first} of {total} lines ({src.name}), then "
+          f"{args.then or 'default'} calls")
     print(f"| call | {' | '.join(trees)} |\n|---|---|---|")
     for label, _ in steps:
         cells = []
@@ -110,7 +121,7 @@ def main() -> None:
     for _ in range(3 if args.repeat else 0):
         for name, tree in trees.items():
             s = run_once([PY, "-c", REPEAT, str(tree), str(keep / name), str(keep / f"{name}.work"),
-                          str(args.repeat + 1)], env=child_env())
+                          str(args.repeat + 1), *then[1:]], env=child_env())
             assert s.code == 0, s.stderr[-500:]
             print(f"third call in process, {name}: {s.stdout.decode().strip()} CPU-s")
     shutil.rmtree(keep, ignore_errors=True)

@@ -66,7 +66,7 @@ from .state import (
 )
 from .state import record_real_tokens as record_in_state
 from .state.cache import cache_path, load_counts, save_counts
-from .strategies import get_strategy, reapply_all
+from .strategies import get_strategy, reapply_all, run_gathers
 from .streaming import (
     STREAMING_FROM_BYTES,
     CacheLoader,
@@ -323,13 +323,17 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
     state = load_state(state_path) if state_path is not None and not opts.reset_state else None
     _check_summarizer(opts)
     counted = None
-    if may_stream(path, opts, state, from_bytes=0):
+    gathers = run_gathers(opts.strategy)  # (its own rule decides, on what pass 1 gathers for it)
+    if may_stream(path, opts, state, from_bytes=0, gathers=gathers):
+        strategy: Any = get_strategy(opts.strategy) if gathers else None  # (its gathering, quiet)
+        gather = strategy.gathering(state) if strategy else gathering(path, opts, budget)
         with progress("validating, cleaning and counting"):
             counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path, path),
-                                 keep=True, gather=gathering(path, opts, budget), name=source_name(name))
-        if (counted is not None and not counted.report.over_threshold
+                                 keep=True, gather=gather, name=source_name(name), resumes=gathers)
+        extras = strategy.quiet(counted, opts, state) if strategy and counted is not None else None
+        if (counted is not None and (extras is not None if strategy else not counted.report.over_threshold)
                 and may_write_streamed(counted.format, opts, counted.repairs)):
-            return _pass_through(path, name, counted, opts, state, state_path, output, warn)
+            return _pass_through(path, name, counted, opts, state, state_path, output, warn, extras)
         if counted is not None and counted.report.over_threshold and may_compact_streamed(counted.format,
                                                                                             opts):
             streamed = _compact_streamed(path, name, counted, opts, state, state_path, output, warn)
@@ -347,15 +351,20 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
 
 
 def _pass_through(path: Path, name: Path | None, counted: Counted, opts: Options, state: State | None,
-                  state_path: Path | None, output: Path | BinaryIO | None, warn: Warn) -> RunResult:
+                  state_path: Path | None, output: Path | BinaryIO | None, warn: Warn,
+                  extras: dict[str, Any] | None = None) -> RunResult:
     """Below the threshold: the cleaned context is the output; pass 2 writes it part by part. What the held
     route does after its strategy passes the context through, on pass 1's figures (the output is the context:
-    its counts are the context's)."""
+    its counts are the context's). ``extras``: the strategy's report keys, from what pass 1 gathered for it
+    (``strategies.run_gathers``: nothing is due by its rule)."""
     report, counts = counted.report, counted.counts
     ignored = ignored_usage_warning(report.calibrated)
     if ignored is not None:
         warn(ignored)
-    report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
+    if extras is not None:
+        report.would_compact = False
+    # (maskable: needs the whole context)
+    report.extras = {**(extras or {}), "maskable_tokens": None, "maskable_results": None}
     cal = report.calibrated
     result = RunResult(
         transcript=Transcript(format=counted.format, records=[], source=counted.source),

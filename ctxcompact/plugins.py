@@ -176,6 +176,11 @@ FORMATS: Registry[Any] = Registry("format", [
 #: and ``run`` may stream without loading it (strategies.estimate_needs_context)
 ESTIMATE_STREAMS = "estimate-streams"
 
+#: a strategy trait: ``run``'s pass 1 streams with the strategy's own gatherer (its ``gathering``) and the
+#: context passes through streamed when what it gathered says nothing is due (its ``quiet``); any other
+#: outcome reads the file held (streaming.may_stream, engine._run_file)
+RUN_GATHERS = "run-gathers"
+
 #: each strategy's options (the --help order is this one, strategy by strategy) and its state section's key;
 #: ``--prune``'s tier takes mask's options
 STRATEGIES: Registry[Any] = Registry("strategy", [
@@ -192,7 +197,7 @@ STRATEGIES: Registry[Any] = Registry("strategy", [
         Option("clear_thinking", False, "also clear thinking blocks older than the latest assistant turn.",
                kind="flag"),
     ), state_key="masking"),
-    Builtin("sliding-window", _S + "sliding_window:STRATEGY", options=(
+    Builtin("sliding-window", _S + "sliding_window:STRATEGY", traits=frozenset({RUN_GATHERS}), options=(
         Option("invocation_threshold", 5, "compact every θ new invocations.", low=1),
         Option("overlap", 2, "invocations before the new ones that each event re-covers (ω).", low=0),
         Option("safety_ratio", 0.7, "also compact when the context exceeds this share of the window.",

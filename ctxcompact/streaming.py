@@ -101,10 +101,12 @@ class _Carried(Exception):
     ctxcompact wrote into an agent's log put in the input's place. The context has the log's copy only."""
 
 
-def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None) -> bool:
+def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None, *,
+               gathers: bool = False) -> bool:
     """Whether ``estimate`` (or ``run``, at any size: ``from_bytes=0``) of ``path`` may stream, before
-    reading it (``path`` None: stdin, not yet read; all but its size)."""
-    if opts.exact == "anthropic" or estimate_needs_context(opts.strategy, opts):
+    reading it (``path`` None: stdin, not yet read; all but its size). ``gathers``: ``run``'s pass 1 gathers
+    what the strategy decides by (``strategies.run_gathers``), which would otherwise need the context."""
+    if opts.exact == "anthropic" or (estimate_needs_context(opts.strategy, opts) and not gathers):
         return False
     if state is not None and state.holds_sections() and not reapplies_each(state):
         return False  # layers to apply again a record at a time by no code of their own (a plugin's)
@@ -146,6 +148,9 @@ class _Resume:
     #: else what the call that kept it wrote before that record (``{"at", "sha256", "key"}``; None: not
     #: known): pass 2 copies those bytes from the output if it still starts with them (:func:`written_lines`)
     output: dict[str, Any] | None = None
+    #: what a strategy's own gatherer had gathered of the records before it (``strategies.run_gathers``;
+    #: None: kept by a call without one)
+    gathered: Any = None
 
     VERSION = 4
 
@@ -178,7 +183,7 @@ class _Resume:
                        _detector(kept["detector"]),
                        Totals.read(kept["totals"], columns[:1 + exact], exact),
                        None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]),
-                       _output(kept.get("output")))
+                       _output(kept.get("output")), kept.get("gathered"))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -466,11 +471,14 @@ def stream_report(path: Path, opts: Options, state: State | None, budget: Budget
 
 def count_file(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
                load_cache: CacheLoader | None = None, *, keep: bool, gather: Any = None,
-               name: str | None = None) -> Counted | None:
+               name: str | None = None, resumes: bool = False) -> Counted | None:
     """Pass 1: read, validate, clean, count and decide, record by record; None when the held route must
     read the file. ``keep``: add what is counted to the count cache, with the settled prefix and where a
-    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering.
-    ``name``: how the transcript names its input (:attr:`Counted.source`; default the path)."""
+    later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering, or
+    a strategy's own (``strategies.run_gathers``). ``name``: how the transcript names its input
+    (:attr:`Counted.source`; default the path). ``resumes``: ``gather`` is a strategy's own, which takes up
+    at a resume point from what it kept there (a resume point kept without it is not taken: every record is
+    read)."""
     source = str(path) if name is None else name
     try:
         with open_input(path) as stream:
@@ -478,7 +486,7 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
             while True:
                 try:
                     return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
-                                  source, fresh=fresh, carried=carried)
+                                  source, fresh=fresh, carried=carried, resumes=resumes)
                 except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
                     if isinstance(held.__cause__, Restart) and not fresh:
                         fresh = True
@@ -492,7 +500,7 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
            state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any, source: str,
-           fresh: bool = False, carried: bool = False) -> Counted:
+           fresh: bool = False, carried: bool = False, resumes: bool = False) -> Counted:
     stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
@@ -516,6 +524,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         again = _Resume.proven(points, at_hash, opts, alt, layers) if points is not None else None
         if carried or again is not None:
             covered, resume = alt, again
+    if resumes and resume is not None and resume.gathered is None:
+        resume = None  # (what the strategy's gatherer needs of the records before it was not kept)
     at, _ = _begin(covered, resume)
     stream.seek(at)
     hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
@@ -527,7 +537,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     gathered: list[Any] = []  # a compaction's conversation as pass 1 reads (not resumed: pass 2 reads all)
 
     def started(fmt: Format) -> None:
-        gathered.extend(gather(fmt.name, covered, reading) if gather is not None and resume is None else ())
+        given = gather is not None and (resume is None or resumes)  # (a compaction's reads every record)
+        gathered.extend(gather(fmt.name, covered, reading) if given else ())
         cache = None
         if loaded is not None:
             cache = loaded.use(count_key(opts, fmt.name))  # another format or encoding: emptied
@@ -555,6 +566,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
             totals[0].mark()  # every settled part is added: a later read starts after them
             later, ids = reading.kept(reading.mark)
             later.update(last=last, kept=kept, plain=plain == reading.mark.at)
+            if resumes and gathered:  # (before the last part: what was gathered before the mark)
+                later["gathered"] = gathered[0].kept()
         for r in part:
             if lead:
                 plain = plain if r is lead[0] else None  # (pass 2 writes the lead as it is)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..plugins import ESTIMATE_STREAMS, STRATEGIES
+from ..plugins import ESTIMATE_STREAMS, RUN_GATHERS, STRATEGIES
 
 if TYPE_CHECKING:  # the interface is in .base; importing it here would load the engine's layers for --help
     from ..model import Record
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the interface is in .base; importing it here would load the
 NAMES: tuple[str, ...] = STRATEGIES.builtin_names()
 
 __all__ = ["NAMES", "Layers", "estimate_needs_context", "get_strategy", "names", "reapplies_each",
-           "reapply_all", "reapply_each", "register"]
+           "reapply_all", "reapply_each", "register", "run_gathers"]
 
 
 def register(strategy: Strategy) -> None:
@@ -62,6 +62,12 @@ def estimate_needs_context(name: str, opts: Options) -> bool:
         return get_strategy(name).estimate_needs_context(opts)
     flags = [o.name for o in STRATEGIES.options_of(name) if o.kind == "flag"]
     return not STRATEGIES.has(name, ESTIMATE_STREAMS) or any(opts.option(f) for f in flags)
+
+
+def run_gathers(name: str) -> bool:
+    """Whether ``run`` of strategy ``name`` streams pass 1 with the strategy's own gatherer (the trait
+    ``plugins.RUN_GATHERS``; a built-in's, answered without loading it)."""
+    return STRATEGIES.is_builtin(name) and STRATEGIES.has(name, RUN_GATHERS)
 
 
 def reapply_all(records: list[Record], state: State, fmt_name: str) -> list[Record]:

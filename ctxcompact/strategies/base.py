@@ -104,7 +104,8 @@ class Strategy(Protocol):
     hold the records applies it; without it a state holding its section is read held) and ``state_section``
     (the class of its own part of the state, a :class:`ctxcompact.state.Section`: ``KEY``, ``to_json``,
     ``from_json``, and for one registered at run time optionally ``problem(value) -> str | None``, checked on
-    load)."""
+    load); a built-in with the trait ``plugins.RUN_GATHERS`` has ``gathering(state)`` (pass 1's gatherer)
+    and ``quiet(counted, opts, state)`` (its report keys when nothing is due, else None)."""
 
     #: the name ``--strategy`` takes and the state's history records
     name: str

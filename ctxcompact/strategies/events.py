@@ -7,7 +7,8 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from ..facts.text import SUMMARY_MARKER, continuation_text
 from ..formats import get_format
@@ -21,6 +22,8 @@ from .sliding_window_state import Event, WindowEvents
 #: meta key on the summary records this module writes; holds the records its events dropped
 META_KEY = "sliding_window"
 ACK_TEXT = "Understood."
+
+T = TypeVar("T")
 
 
 def is_ours(rec: Record) -> bool:
@@ -90,9 +93,7 @@ class EventsEach:
         if anchor(rec):
             while self.pending and self.pending[0].start <= rec.index:
                 out.extend(event_records(self.fmt, self.pending.popleft(), [], self.dropped))
-            k = bisect.bisect_right(self.merged_starts, rec.index) - 1
-            covered = k >= 0 and rec.index < self.merged[k][1]
-            self.last_dropped = covered and (rec.message is None or rec.message.role is not Role.SYSTEM)
+            self.last_dropped = self.drops(rec)
             if self.last_dropped:
                 if self.keep_dropped:
                     self.dropped.append(rec)
@@ -101,6 +102,13 @@ class EventsEach:
             return self._acked(out)  # cleaning's answer to a call that is now summarized
         out.append(rec)
         return self._acked(out)
+
+    def drops(self, rec: Record) -> bool:
+        """Whether the input record ``rec`` (an anchor, not one of ours) is dropped: inside a visible
+        event's range, and not a system message."""
+        k = bisect.bisect_right(self.merged_starts, rec.index) - 1
+        covered = k >= 0 and rec.index < self.merged[k][1]
+        return covered and (rec.message is None or rec.message.role is not Role.SYSTEM)
 
     def passes_on(self, index: int) -> bool:
         """Whether every record from input index ``index`` on is given as it is: no event left to place,
@@ -186,17 +194,44 @@ def full_view(records: list[Record]) -> list[Record]:
             for d in rec.meta[META_KEY].get("dropped", []):
                 by_index.setdefault(d.index, d)
     out: list[Record] = []
-    extra = sorted(by_index.values(), key=lambda r: r.index)
-    j = 0
+    merge: ViewMerge[Record] = ViewMerge(out.append, _same)
+    for d in sorted(by_index.values(), key=lambda r: r.index):
+        merge.drop(d.index, d)
     for rec in records:
-        if is_ours(rec) or rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
-            continue
-        if anchor(rec):
-            while j < len(extra) and extra[j].index < rec.index:
-                out.append(extra[j])
-                j += 1
-            while j < len(extra) and extra[j].index == rec.index:
-                j += 1
-        out.append(rec)
-    out.extend(extra[j:])
+        merge.add(rec)
+    merge.end()
     return out
+
+
+def _same(rec: Record) -> Record:
+    return rec
+
+
+class ViewMerge(Generic[T]):
+    """:func:`full_view`'s merge as the records come: the context's records (:meth:`add`, in order) and
+    those the events dropped (:meth:`drop`, by input index, in order, each before any context record after
+    it is added), each handed to ``sink`` as ``of`` makes it, in input order. A dropped record waits only
+    for the context's records before it (a streamed reading drops it as it is read, and hands out the
+    context's records once cleaned): what waits is ``of``'s, so ``of`` may keep less than the record."""
+
+    def __init__(self, sink: Callable[[T], None], of: Callable[[Record], T]) -> None:
+        self.sink, self.of = sink, of
+        self.extra: collections.deque[tuple[int, T]] = collections.deque()
+
+    def drop(self, index: int, item: T) -> None:
+        self.extra.append((index, item))
+
+    def add(self, rec: Record) -> None:
+        if is_ours(rec) or rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
+            return
+        extra = self.extra
+        if anchor(rec):
+            while extra and extra[0][0] < rec.index:
+                self.sink(extra.popleft()[1])
+            while extra and extra[0][0] == rec.index:
+                extra.popleft()
+        self.sink(self.of(rec))
+
+    def end(self) -> None:
+        while self.extra:
+            self.sink(self.extra.popleft()[1])

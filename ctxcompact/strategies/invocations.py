@@ -66,28 +66,69 @@ class _Numbering:
         self.current: Invocation | None = None
         self.numbered = 0
 
-    def add(self, rec: Record) -> None:
+    def add(self, seen: Seen) -> None:
         current = self.current
         if self.by_ids:
-            inv = rec.meta.get("invocation_id")
+            inv = seen.invocation_id
             starts = bool(inv) and inv != (current.id if current is not None else None)
         else:
-            starts = typed_text(rec) is not None
+            starts = seen.typed
         if starts:
             self.numbered += 1
-            current = Invocation(number=self.numbered, start=rec.index, end=rec.index + 1,
-                                 id=rec.meta.get("invocation_id") if self.by_ids else None)
+            current = Invocation(number=self.numbered, start=seen.index, end=seen.index + 1,
+                                 id=seen.invocation_id if self.by_ids else None)
             self.out.append(current)
         elif current is None:
-            current = Invocation(number=0, start=rec.index, end=rec.index + 1)
+            current = Invocation(number=0, start=seen.index, end=seen.index + 1)
             self.out.append(current)
         self.current = current
-        current.end = rec.index + 1
-        ts = rec.meta.get("timestamp")
+        current.end = seen.index + 1
+        ts = seen.timestamp
         if isinstance(ts, (int, float, str)) and not isinstance(ts, bool):
             if current.timestamp_start is None:
                 current.timestamp_start = ts
             current.timestamp_end = ts
+
+    def kept(self) -> list[Any]:
+        """Marshal-able (:meth:`Gathered.kept`); the current invocation is the last."""
+        return [self.numbered, [(i.number, i.start, i.end, i.id, i.timestamp_start, i.timestamp_end)
+                                for i in self.out]]
+
+    @classmethod
+    def read(cls, by_ids: bool, kept: list[Any]) -> _Numbering:
+        n = cls(by_ids)
+        n.numbered = int(kept[0])
+        n.out = [Invocation(int(a), int(b), int(c), d, e, f) for a, b, c, d, e, f in kept[1]]
+        n.current = n.out[-1] if n.out else None
+        return n
+
+
+@dataclass(slots=True)
+class Seen:
+    """What :class:`Gathered` reads of a record: small, so a reading may keep it a while without keeping the
+    record (a record the state's events drop waits for the context's records before it to be gathered:
+    ``events.ViewMerge``)."""
+
+    anchor: bool
+    index: int
+    invocation_id: Any
+    typed: bool  # what a person typed (an anchor's; else not asked)
+    timestamp: Any
+    calls: tuple[str, ...]  # its tool calls' ids
+    results: tuple[str, ...]  # the call ids its results (not cleaning's) answer
+
+    @classmethod
+    def of(cls, rec: Record) -> Seen:
+        at = anchor(rec)
+        meta = rec.meta
+        msg = rec.message
+        calls: tuple[str, ...] = ()
+        results: tuple[str, ...] = ()
+        if msg is not None:
+            calls = tuple(b.id for b in msg.blocks if isinstance(b, ToolCall))
+            results = tuple(b.call_id for b in msg.blocks if isinstance(b, ToolResult) and not b.synthetic)
+        return cls(at, rec.index, meta.get("invocation_id"), at and typed_text(rec) is not None,
+                   meta.get("timestamp"), calls, results)
 
 
 class Gathered:
@@ -116,20 +157,39 @@ class Gathered:
         return g
 
     def add(self, rec: Record) -> None:
-        if anchor(rec):
-            self.owner = rec.index
-            if self.by_text is not None and rec.meta.get("invocation_id"):
+        self.take(Seen.of(rec))
+
+    def take(self, seen: Seen) -> None:
+        """:meth:`add` of what it reads of a record."""
+        if seen.anchor:
+            self.owner = seen.index
+            if self.by_text is not None and seen.invocation_id:
                 self.by_text = None
-            self.by_ids.add(rec)
+            self.by_ids.add(seen)
             if self.by_text is not None:
-                self.by_text.add(rec)
-        if rec.message is None or self.owner < 0:
+                self.by_text.add(seen)
+        if self.owner < 0:
             return
-        for b in rec.message.blocks:
-            if isinstance(b, ToolCall):
-                self.calls.setdefault(b.id, self.owner)
-            elif isinstance(b, ToolResult) and not b.synthetic:
-                self.results.setdefault(b.call_id, self.owner)
+        for cid in seen.calls:
+            self.calls.setdefault(cid, self.owner)
+        for cid in seen.results:
+            self.results.setdefault(cid, self.owner)
+
+    def kept(self) -> dict[str, Any]:
+        """What it has gathered, marshal-able: a reading that starts after the records it was fed takes up
+        from it (:meth:`read`; a streamed run's resume point)."""
+        return {"ids": self.by_ids.kept(), "text": self.by_text.kept() if self.by_text is not None else None,
+                "owner": self.owner, "calls": dict(self.calls), "results": dict(self.results)}
+
+    @classmethod
+    def read(cls, kept: dict[str, Any]) -> Gathered:
+        """What :meth:`kept` kept (ValueError, KeyError, TypeError on anything else)."""
+        g = cls()
+        g.by_ids = _Numbering.read(True, kept["ids"])
+        g.by_text = _Numbering.read(False, kept["text"]) if kept["text"] is not None else None
+        g.owner = int(kept["owner"])
+        g.calls, g.results = dict(kept["calls"]), dict(kept["results"])
+        return g
 
     def invocations(self) -> list[Invocation]:
         """The invocations so far (the last one still growing while records are added)."""

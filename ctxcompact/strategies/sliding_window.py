@@ -59,7 +59,7 @@ from .invocations import (
 from .mask import merge_masking
 from .masking_state import MaskedResult, Masking
 from .ranges import visible_events
-from .sliding_window_input import HeldInput, Rendered, WindowInput
+from .sliding_window_input import HeldInput, Quiet, Rendered, WindowInput
 from .sliding_window_state import Event, WindowEvents
 from .tail import trim_in_place
 
@@ -407,9 +407,19 @@ def describe(si: StrategyInput) -> dict[str, Any]:
     """What the strategy would do now: the next event's range and the token trigger's state."""
     _validate(si.opts)
     inp = HeldInput(si)
-    invs, covered_end, bad = inp.invocations, _covered_end(si), inp.unsafe
+    return described(si.opts, si.budget, si.state, si.ctx.covered, si.report.calibrated.tokens,
+                     inp.invocations, inp.unsafe)
+
+
+def described(opts: Options, budget: Budget, state: State | None, covered: int, tokens: int,
+              invs: list[Invocation], bad: set[int]) -> dict[str, Any]:
+    """:func:`describe` from what it reads: the records the context covers (``Context.covered``), its
+    tokens, the invocations and split points (:class:`~.invocations.Gathered`'s, so a streamed reading
+    answers too). Its ``would_compact`` is whether an event is due by invocations or the context is over the
+    token trigger: when False, :func:`apply` returns None (the context passes through)."""
     numbered = [i for i in invs if i.number > 0]
-    theta, omega = si.opts.invocation_threshold, si.opts.overlap
+    theta, omega = opts.invocation_threshold, opts.overlap
+    covered_end = max([e.end for e in _events(state)] + [covered])
     windows = plan_invocation_windows(invs, covered_end, theta, omega, bad)
     new = [i for i in numbered[:-1] if i.end > covered_end]
     nxt: dict[str, Any] | None
@@ -424,13 +434,13 @@ def describe(si: StrategyInput) -> dict[str, Any]:
             nxt = {"due": False, "start": w.start, "end": None, "first_invocation": w.first,
                    "last_invocation": first_new.number + theta - 1,
                    "invocations_needed": theta - len(new)}
-    limit = token_limit(si.budget, si.opts.safety_ratio)
-    events = _events(si.state)
-    fires = si.budget.threshold is not None and si.report.calibrated.tokens > limit
-    return {"would_compact": si.budget.threshold is not None and (bool(windows) or fires), "sliding_window": {
+    limit = token_limit(budget, opts.safety_ratio)
+    events = _events(state)
+    fires = budget.threshold is not None and tokens > limit
+    return {"would_compact": budget.threshold is not None and (bool(windows) or fires), "sliding_window": {
         "invocation_threshold": theta,
         "overlap": omega,
-        "safety_ratio": si.opts.safety_ratio,
+        "safety_ratio": opts.safety_ratio,
         "invocations": len(numbered),
         "complete_invocations": max(0, len(numbered) - 1),
         "new_invocations": len(new),
@@ -438,8 +448,23 @@ def describe(si: StrategyInput) -> dict[str, Any]:
         "covered_through": covered_end,
         "events_due": [w.to_json() for w in windows],
         "next_event": nxt,
-        "token_trigger": {"limit": limit, "tokens": si.report.calibrated.tokens, "fires": fires},
+        "token_trigger": {"limit": limit, "tokens": tokens, "fires": fires},
     }}
+
+
+def quiet(counted: Any, opts: Options, state: State | None) -> dict[str, Any] | None:
+    """:func:`describe`'s keys from what a streamed ``run``'s pass 1 gathered (``streaming.Counted``, its
+    :class:`Quiet`) when no event is due: :func:`apply` would return None, the context passes through. None
+    when the held route must decide (an event due, the context over a trigger or the threshold)."""
+    _validate(opts)
+    found = counted.gathered[0] if counted.gathered is not None else None
+    if not isinstance(found, Quiet) or found.broken or counted.report.over_threshold:
+        return None
+    g = found.result()
+    covered = counted.covered.records if counted.covered is not None else 0
+    extras = described(opts, counted.report.budget, state, covered, counted.report.calibrated.tokens,
+                       g.invocations(), g.unsafe_splits())
+    return None if extras.pop("would_compact") else extras
 
 
 def _same(rec: Record) -> Record:
@@ -465,6 +490,14 @@ class SlidingWindowStrategy:
 
     def estimate_needs_context(self, opts: Options) -> bool:
         return estimate_needs_context(NAME, opts)  # its registry entry says (plugins.STRATEGIES)
+
+    def gathering(self, state: State | None) -> Any:
+        """``run``'s pass 1 gathers what its rule decides by (plugins.RUN_GATHERS): a :class:`Quiet` for
+        the format read (``streaming.count_file``'s ``gather``)."""
+        return lambda fmt, covered, reading: (Quiet(state, fmt, reading),)
+
+    def quiet(self, counted: Any, opts: Options, state: State | None) -> dict[str, Any] | None:
+        return quiet(counted, opts, state)
 
     def apply(self, si: StrategyInput) -> Outcome | None:
         return apply(si)

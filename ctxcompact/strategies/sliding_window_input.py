@@ -9,15 +9,22 @@ indexes (split-point candidates, an event's last record, timestamps); where the 
 the context rendered under a list of events, with each record's tokens and owner (the token trigger's
 counting pass). :class:`HeldInput` answers from the records held (the held route); a streamed reading would
 answer the same questions from offsets and counting passes.
+
+A streamed ``run`` (issue 25 item 2, the calls that make no event: most hook calls) gathers the invocations
+and split points in its pass 1 (:class:`Quiet`: ``Gathered`` fed the records ``events.full_view`` gives, the
+context's as the cleaner settles them and those the state's events drop as they are read, merged by input
+index); when the strategy's rule says nothing is due (``sliding_window.quiet``) the context passes through,
+written by pass 2, which is what the held route writes then. Any other outcome reads the file held.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..clean import clean
 from ..facts.handoff import in_flight_start
@@ -25,8 +32,8 @@ from ..model import Origin, Record, Role, Transcript
 from ..state import State
 from ..tokens import heuristic
 from .base import StrategyInput
-from .events import apply_events, full_view
-from .invocations import Gathered, Invocation, anchor, owner_index
+from .events import ViewMerge, apply_events, events_each, full_view, is_ours
+from .invocations import Gathered, Invocation, Seen, anchor, owner_index
 from .sliding_window_state import Event, WindowEvents
 
 
@@ -142,3 +149,51 @@ class HeldInput:
         recs = apply_events(list(ctx.transcript.records), shadow, ctx.transcript.format)
         t = Transcript(format=ctx.transcript.format, records=recs, source=ctx.transcript.source)
         return Rendered(self.si, clean(t).transcript)
+
+
+class Quiet:
+    """Pass 1's gatherer (``streaming.count_file``'s ``gather``): the records as ``events.full_view`` gives
+    them folded into a :class:`~.invocations.Gathered`. What it holds: the fold, and what it reads of each
+    dropped record (:class:`~.invocations.Seen`) until the context's records before it are settled."""
+
+    def __init__(self, state: State | None, fmt: str, reading: Any) -> None:
+        self.gathered = Gathered()
+        self.merge: ViewMerge[Seen] = ViewMerge(self.gathered.take, Seen.of)
+        self.broken = False  # what a resume point kept could not be read: the held route decides
+        resume = reading.start  # (streaming._Resume: the reading starts there, after what was gathered)
+        if resume is not None:
+            try:
+                self.gathered = Gathered.read(resume.gathered["gathered"])
+                self.merge = ViewMerge(self.gathered.take, Seen.of)
+                for index, seen in resume.gathered["waiting"]:
+                    self.merge.drop(int(index), Seen(*seen))
+            except (KeyError, TypeError, ValueError):
+                self.broken = True
+        # the state's events as the reading applies them (its own EventsEach): which records they drop
+        self.events = events_each(state, fmt, keep_dropped=False) if state is not None else None
+        if self.events is not None:
+            reading.parsed = self.parsed
+        self.ended = False
+
+    def kept(self) -> dict[str, Any]:
+        """What a reading starting where this one is now takes up from (``streaming._Resume.gathered``):
+        the fold, and the dropped records waiting for the context's before them."""
+        return {"gathered": self.gathered.kept(),
+                "waiting": [(i, dataclasses.astuple(seen)) for i, seen in self.merge.extra]}
+
+    def parsed(self, rec: Record) -> None:
+        """Told each record as read, before the state's layers (``streaming.Reading.parsed``)."""
+        assert self.events is not None
+        if anchor(rec) and not is_ours(rec) and self.events.drops(rec):
+            self.merge.drop(rec.index, Seen.of(rec))
+
+    def add(self, part: list[Record]) -> None:
+        """A part the cleaner settled, in order."""
+        for rec in part:
+            self.merge.add(rec)
+
+    def result(self) -> Gathered:
+        if not self.ended:
+            self.merge.end()
+            self.ended = True
+        return self.gathered
