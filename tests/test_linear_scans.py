@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,15 +29,15 @@ from ctxcompact.paths import SIDE_FILE_LIMIT, read_side_file
 FAST_ENOUGH_S = 0.01  # both sizes this fast: nothing to compare (a quadratic scan takes seconds here)
 
 
-def super_linear(case: scan_cases.Case) -> str | None:
-    """Why ``case`` reads as worse than linear, or None."""
+def super_linear(name: str, bound: float, time_at: Callable[[int], float]) -> str | None:
+    """Why a scan reads as worse than linear, or None; ``time_at(k)`` times it once at ``k`` × its size."""
     # best of 3, and up to 3 rounds keeping each size's best: a burst of other work on a shared core slows
     # one measurement, not the best of nine
     t1 = t2 = float("inf")
     for _round in range(3):
-        t1 = min(t1, scan_cases.best_time(case, case.n))
-        t2 = min(t2, scan_cases.best_time(case, 2 * case.n))
-        if t2 / max(t1, 1e-9) <= case.max_ratio or t2 < FAST_ENOUGH_S:
+        t1 = min(t1, time_at(1))
+        t2 = min(t2, time_at(2))
+        if t2 / max(t1, 1e-9) <= bound or t2 < FAST_ENOUGH_S:
             return None
     # one doubling can straddle a step of the allocator or the caches (a clean clone in /tmp read ×2.5-2.9
     # on scans that double evenly above and below it; CI read ×2.5 twice at 100 → 200 → 400 k characters of
@@ -45,28 +46,40 @@ def super_linear(case: scan_cases.Case) -> str | None:
     # quadratic read ×2.3 once at one of them.)
     times = [t1, t2]
     for k in (4, 8):
-        times.append(min(scan_cases.best_time(case, k * case.n) for _ in range(3)))
-        if times[-1] / max(times[-3], 1e-9) <= case.max_ratio**2:
+        times.append(min(time_at(k) for _ in range(3)))
+        if times[-1] / max(times[-3], 1e-9) <= bound**2:
             return None
-    return (f"{case.name}: n={case.n}, the best of 3 at n, 2n, 4n, 8n: "
-            + ", ".join(f"{t:.3f}s" for t in times) + " (super-linear at every doubling)")
+    return (f"{name}: the best of 3 at n, 2n, 4n, 8n: " + ", ".join(f"{t:.3f}s" for t in times)
+            + " (super-linear at every doubling)")
 
 
 @pytest.mark.parametrize("case", scan_cases.CASES, ids=[c.name for c in scan_cases.CASES])
 def test_doubling_the_input_at_most_about_doubles_the_time(case: scan_cases.Case) -> None:
-    why = super_linear(case)
+    why = super_linear(f"{case.name} (n={case.n})", case.max_ratio,
+                       lambda k: scan_cases.best_time(case, k * case.n))
     if why is not None:
         pytest.fail(why)
 
 
-def _quadratic(text: str) -> int:
-    return sum(1 for i in range(len(text)) for _ in range(i))  # each position visits all before it
+@pytest.mark.parametrize("times", [
+    [0.02 * k * k for k in (1, 2, 4, 8)],  # quadratic
+    [0.02, 0.08, 0.184, 1.28],  # quadratic, one doubling read ×2.3
+    [0.02, 0.08, 0.32, 0.7],  # quadratic, then ×2.2 at the last doubling
+])
+def test_the_doubling_check_fails_a_quadratic(times: list[float]) -> None:
+    # the allowance for a cache step must not let a quadratic through, whatever one doubling reads
+    at = dict(zip((1, 2, 4, 8), times, strict=True))
+    assert super_linear("q", 2.5, at.__getitem__) is not None
 
 
-def test_the_doubling_check_fails_a_quadratic_scan() -> None:
-    # the allowances for cache steps must not let a quadratic through
-    why = super_linear(scan_cases.Case("quadratic", lambda n: "a" * n, _quadratic, 500))
-    assert why is not None and "super-linear" in why
+@pytest.mark.parametrize("times", [
+    [0.030, 0.075, 0.188, 0.36],  # CI: the error-line search, ×2.5 twice from 100,000 characters
+    [0.056, 0.148, 0.352, 0.70],  # CI: the byte-pair count of a random word from 20,000 characters
+    [0.02, 0.041, 0.08, 0.16],  # linear
+])
+def test_the_doubling_check_passes_a_linear_scan_over_a_step(times: list[float]) -> None:
+    at = dict(zip((1, 2, 4, 8), times, strict=True))
+    assert super_linear("l", 2.5, at.__getitem__) is None
 
 
 # the patterns as they were, to check the rewrites against
