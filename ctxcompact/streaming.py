@@ -14,7 +14,7 @@ most likely compact), any other reads the file held, with pass 1's counts.
 A second call does not read again what the last one read (docs/concepts/state.md#the-settled-prefix): the
 count cache keeps where the last part the cleaner settled begins and what the read carries over the bytes
 before it (the cleaner's call ids and the calls' names, ``call_ids.CallIds``; the counts and totals:
-:class:`_Resume`); a call that
+:class:`~.resume_point.ResumePoint`); a call that
 proves those bytes unchanged with one SHA-256 starts pass 1 there (the records from there on are read as a
 call from scratch reads them), and pass 2 copies the bytes before it as they are.
 
@@ -34,15 +34,12 @@ first lines do not decide, any line the reader does not take (the held route rep
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
-
-import orjson
 
 from .budget import Budget
 from .call_ids import CallIds
@@ -63,6 +60,7 @@ from .pipeline import (
 )
 from .reader import decode_line
 from .report import EstimateReport
+from .resume_point import Mark, ResumePoint, layers_key
 from .state import State
 from .strategies import Layers, estimate_needs_context, reapplies_each, reapply_each
 from .stream_totals import Totals
@@ -122,93 +120,6 @@ def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes
 
 
 @dataclass(slots=True)
-class _Resume:
-    """Where a read starts after a prefix proven unchanged (a count cache's resume point): at the first
-    record of the last part the cleaner settled, with what the read carries over the records before it."""
-
-    at: int  # byte offset of that record's line
-    hash: Any  # SHA-256 of the bytes before it (carried on over the rest)
-    format: str
-    line: int  # its line number
-    records: int  # input records before it
-    #: the cleaner's carry (clean.Cleaner.carried) and the calls' names by id (Format.finish_stream), one
-    #: entry an id; a reading starts with a copy
-    ids: CallIds
-    started: bool
-    settled: int
-    finish: Any  # what else the format's finishing carries (formats.base.Finish.kept)
-    #: detection still reading on, that record's line read (Detector.kept)
-    detector: dict[str, Any] | None
-    totals: dict[str, Any]  # Totals.kept, read
-    last: int | None  # the verbatim check over the records before it (_count)
-    kept: int
-    #: the cleaned records before it are the input's lines, in order and byte for byte (no blank line, CR
-    #: or BOM): pass 2 copies those bytes as they are
-    plain: bool
-    #: else what the call that kept it wrote before that record (``{"at", "sha256", "key"}``; None: not
-    #: known): pass 2 copies those bytes from the output if it still starts with them (:func:`written_lines`)
-    output: dict[str, Any] | None = None
-    #: what a strategy's own gatherer had gathered of the records before it (``strategies.run_gathers``;
-    #: None: kept by a call without one)
-    gathered: Any = None
-
-    VERSION = 4
-
-    @classmethod
-    def proven(cls, cache: CountCache, hashed: Any, opts: Options, covered: Covered | None,
-               layers: str | None = None) -> _Resume | None:
-        """The cache's resume point if the input still starts with the bytes it was kept after (``hashed``:
-        the SHA-256 state there, from :meth:`CountCache.prove_stream`, None if not), for these options and
-        this covered prefix (kept by a read that began after it, with the same lead); else None."""
-        kept = cache.resume
-        if hashed is None or not isinstance(kept, dict) or cache.format is None:
-            return None
-        try:
-            if kept["v"] != cls.VERSION or kept["options"] != opts.format or kept["format"] != cache.format:
-                return None  # (a format detected is not a format given: the detection is part of the read)
-            if kept.get("covered") != (covered.key if covered is not None else None) or (
-                    covered is not None and cache.resume_at < covered.at):
-                return None
-            if kept.get("layers") != layers:  # (what it carries was counted with these layers applied)
-                return None
-            if cache.key != count_key(opts, cache.format):
-                return None
-            last = kept["last"]
-            get_format(cache.format).finish_stream(None, kept["finish"])  # (raises on what it does not take)
-            exact = opts.exact != "none"
-            columns = cache.resume_columns  # (pass 1's counts, then the call ids')
-            return cls(cache.resume_at, hashed, cache.format, int(kept["line"]), int(kept["records"]),
-                       CallIds.read(kept["ids"], columns[1 + exact:]), bool(kept["started"]),
-                       int(kept["settled"]), kept["finish"],
-                       _detector(kept["detector"]),
-                       Totals.read(kept["totals"], columns[:1 + exact], exact),
-                       None if last is None else int(last), int(kept["kept"]), bool(kept["plain"]),
-                       _output(kept.get("output")), kept.get("gathered"))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
-
-
-def _layers_key(state: State | None) -> str | None:
-    """What a resume point is kept under of the state's layers (None: none to apply again)."""
-    if state is None or not state.holds_sections():
-        return None
-    d = state.to_json()
-    return hashlib.sha256(orjson.dumps({k: d.get(k) for k in sorted(state.sections)})).hexdigest()
-
-
-def _output(kept: Any) -> dict[str, Any] | None:
-    if kept is None:
-        return None
-    return {"at": int(kept["at"]), "sha256": str(kept["sha256"]), "key": list(kept["key"])}
-
-
-def _detector(kept: Any) -> dict[str, Any] | None:
-    if kept is not None:
-        Detector.resumed(kept)  # (raises on anything it does not take)
-    return kept
-
-
-@dataclass(slots=True)
 class Counted:
     """Pass 1 of a file read record by record: what the decision needs, nothing per record but the counts."""
 
@@ -224,7 +135,7 @@ class Counted:
     #: pass 2 copies them without parsing them again
     verbatim: bool = False
     #: where pass 1 started after a proven prefix (None: at the start): pass 2 starts there too
-    resumed: _Resume | None = None
+    resumed: ResumePoint | None = None
     #: the state's covered prefix, proven (None: none): both passes read after it, its lead first
     covered: Covered | None = None
     gathered: tuple[Any, int, int] | None = None  # compaction_stream.Gathering (pass 1's), records, lines
@@ -236,24 +147,11 @@ class Counted:
     hides: bool = False  # a line read hides lines before it (formats.base.Finish.hides)
 
 
-def _begin(covered: Covered | None, start: _Resume | None) -> tuple[int, int]:
+def _begin(covered: Covered | None, start: ResumePoint | None) -> tuple[int, int]:
     """Where a read begins (offset, line number): a resume point, the covered prefix's end, or the start."""
     if start is not None:
         return start.at, start.line
     return (covered.at, covered.line) if covered is not None else (0, 1)
-
-
-@dataclass(slots=True)
-class _Mark:
-    """Where the last part the cleaner settled began (:class:`_Resume`, before it is kept)."""
-
-    at: int
-    hash: Any
-    line: int
-    records: int
-    ids: tuple[int, int]  # the reading's call ids then (CallIds.mark: they are added, never changed)
-    finish: Any  # what else the format's finishing carries over the records before (Finish.kept)
-    detector: dict[str, Any] | None  # Detector.kept, that record's line read
 
 
 class _Reading:
@@ -269,7 +167,7 @@ class _Reading:
     prefix): their schema is not checked again."""
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
-                 remember: bool = True, start: _Resume | None = None, covered: Covered | None = None,
+                 remember: bool = True, start: ResumePoint | None = None, covered: Covered | None = None,
                  hashing: Hashing | None = None, limit: int | None = None, source: str | None = None,
                  state: State | None = None) -> None:
         self.path, self.opts, self.schema, self.remember, self.limit = path, opts, schema, remember, limit
@@ -289,7 +187,7 @@ class _Reading:
         self.detect = fmt is None and covered is None  # (pass 2 reads as the format pass 1 found)
         #: where the part the cleaner holds begins, if a later read may start there (the resume point this
         #: read starts at, until a part settles after it)
-        self.mark: _Mark | None = None if start is None else _Mark(
+        self.mark: Mark | None = None if start is None else Mark(
             start.at, start.hash.copy(), start.line, start.records, start.ids.mark(), start.finish,
             start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
@@ -355,7 +253,7 @@ class _Reading:
                 if read:  # (the line just read; else from the head, with what was kept of it)
                     hashed = self.hashing.before_last(offset) if self.hashing is not None else None
                     detection = detector.kept() if detector is not None else None
-                self.mark = None if hashed is None else _Mark(offset, hashed, lineno, self.records - 1,
+                self.mark = None if hashed is None else Mark(offset, hashed, lineno, self.records - 1,
                                                               self.ids.mark(), finish.kept(), detection)
             return part
 
@@ -444,16 +342,16 @@ class _Reading:
         self.finishing = True
         yield done.transcript.records
 
-    def kept(self, mark: _Mark) -> tuple[dict[str, Any], list[memoryview]]:
-        """What a read starting at ``mark`` carries from this one (:class:`_Resume`), once every settled
-        part is handed out (the cleaner's carry is then the one at the mark): marshal-able, and the call
-        ids' columns (views: every line is read by then, the ids grow no more)."""
+    def kept(self, mark: Mark) -> tuple[dict[str, Any], list[memoryview]]:
+        """What a read starting at ``mark`` carries from this one (``resume_point.ResumePoint``), once every
+        settled part is handed out (the cleaner's carry is then the one at the mark): marshal-able, and the
+        call ids' columns (views: every line is read by then, the ids grow no more)."""
         assert self.cleaner is not None and self.chosen is not None
         calls, started, settled = self.cleaner.carried()
         ids, columns = calls.kept(mark.ids)
-        return {"v": _Resume.VERSION, "options": self.opts.format, "format": self.chosen.name,
+        return {"v": ResumePoint.VERSION, "options": self.opts.format, "format": self.chosen.name,
                 "covered": self.covered.key if self.covered is not None else None,
-                "layers": _layers_key(self.state), "line": mark.line,
+                "layers": layers_key(self.state), "line": mark.line,
                 "records": mark.records, "ids": ids, "started": started, "settled": settled,
                 "finish": mark.finish, "detector": mark.detector}, columns
 
@@ -516,12 +414,12 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         covered = Covered.read(stream, opts, state, covered_hash) if prefix else None
         if fingerprinted:
             Covered.prove(state, covered_hash)
-    layers, points = _layers_key(state), loaded if not fresh else None  # (fresh: not from a resume point)
-    resume = _Resume.proven(points, at_hash, opts, covered, layers) if points is not None else None
+    layers, points = layers_key(state), loaded if not fresh else None  # (fresh: not from a resume point)
+    resume = ResumePoint.proven(points, at_hash, opts, covered, layers) if points is not None else None
     if covered is not None and covered.summary and (carried or (resume is None and loaded is not None)):
         # the log carries the lead's summary (a read found so, or the one that kept the resume point did)
         alt = covered.carried()
-        again = _Resume.proven(points, at_hash, opts, alt, layers) if points is not None else None
+        again = ResumePoint.proven(points, at_hash, opts, alt, layers) if points is not None else None
         if carried or again is not None:
             covered, resume = alt, again
     if resumes and resume is not None and resume.gathered is None:
@@ -644,8 +542,8 @@ def written_lines(path: Path, counted: Counted, opts: Options, output: Path | No
     Where the records before the resume point are not the input's bytes (a state's masking or events made
     them), the bytes the call that kept it wrote before it are copied from ``output`` (the file this call
     replaces), if it still starts with them (their SHA-256), and the reading starts there too: they are what
-    the same records, layers and options give (``_Resume.proven``). This call notes what it writes before its
-    own resume point for the next."""
+    the same records, layers and options give (``ResumePoint.proven``). This call notes what it writes
+    before its own resume point for the next."""
     resumed, covered, cache = counted.resumed, counted.covered, counted.cache
     start = resumed if resumed is not None and resumed.plain else None
     key = [closes_trailing(opts)]  # (what else the written bytes depend on; not the name of the input)

@@ -160,7 +160,7 @@ class Quiet:
         self.gathered = Gathered()
         self.merge: ViewMerge[Seen] = ViewMerge(self.gathered.take, Seen.of)
         self.broken = False  # what a resume point kept could not be read: the held route decides
-        resume = reading.start  # (streaming._Resume: the reading starts there, after what was gathered)
+        resume = reading.start  # (a ResumePoint: the reading starts there, after what was gathered)
         if resume is not None:
             try:
                 self.gathered = Gathered.read(resume.gathered["gathered"])
@@ -176,7 +176,7 @@ class Quiet:
         self.ended = False
 
     def kept(self) -> dict[str, Any]:
-        """What a reading starting where this one is now takes up from (``streaming._Resume.gathered``):
+        """What a reading starting where this one is now takes up from (``ResumePoint.gathered``):
         the fold, and the dropped records waiting for the context's before them."""
         return {"gathered": self.gathered.kept(),
                 "waiting": [(i, dataclasses.astuple(seen)) for i, seen in self.merge.extra]}
