@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,47 @@ def comparable_state(path: Path, work: Path | None = None) -> Any:
         for stamp in ("time", "duration_s", "created_at"):
             part.pop(stamp, None)
     return state
+
+
+def state_without_times(path: Path) -> Any:
+    """A state file's object without when or how long (every section's stamps; the folder written ``W``):
+    two routes' states, made in two folders, compare equal."""
+    if not path.exists():
+        return None
+    state = orjson.loads(path.read_bytes().replace(str(path.parent).encode(), b"W"))
+    state["calibration"].pop("updated_at", None)
+    for part in [*state.get("compactions", []), state.get("summary") or {}, state.get("masking") or {},
+                 *state.get("events", [])]:
+        for stamp in ("time", "duration_s", "created_at", "updated_at"):
+            part.pop(stamp, None)
+    return state
+
+
+def runs_on_one_file(work: Path, hold: bool, datas: list[bytes], options: list[dict[str, Any]],
+                     loads: list[Any], fields: Callable[[Any], tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """One ``engine.run`` per input (the file rewritten with it, the state kept), each with its own options,
+    on the held route or not (``hold``). A result is the output (timestamps blanked, ``work`` written ``W``),
+    the state, the exit code, whether it compacted, tokens before and after, warnings (returned and said),
+    repairs, then ``fields(result)``, then whether the call held the file (``loads`` is what the caller's
+    patch of ``InputData.load`` appends to); an error is its type, exit code and message."""
+    from ctxcompact import engine
+    from ctxcompact.errors import CtxCompactError
+    from ctxcompact.options import Options
+
+    work.mkdir(parents=True)
+    path, out, got = work / "t.jsonl", work / "out.jsonl", []
+    for data, kw in zip(datas, options, strict=True):
+        path.write_bytes(data)
+        loads.clear()
+        said: list[str] = []
+        try:
+            r = engine.run(path, Options(**kw), output=out, warn=said.append, hold=hold)
+        except CtxCompactError as exc:
+            got.append(("error", type(exc).__name__, exc.exit_code, str(exc).replace(str(work), "W")))
+            continue
+        written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())
+        state = state_without_times(Path(f"{path}.ctxstate.json"))
+        got.append((written.replace(str(work).encode(), b"W"), state, r.exit_code, r.compacted,
+                    r.tokens_before, r.tokens_after, r.warnings, said, [str(x) for x in r.repairs],
+                    *fields(r), bool(loads)))
+    return got

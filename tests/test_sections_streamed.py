@@ -11,57 +11,26 @@ from __future__ import annotations
 
 import functools
 import gc
-import re
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from helpers import SAMPLES, coding_session, jsonl, sys_msg
+from helpers import SAMPLES, coding_session, jsonl, runs_on_one_file, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcompact import engine, stream_totals
-from ctxcompact.errors import CtxCompactError
 from ctxcompact.options import Options
 
 DATA = Path(__file__).parent / "data"
 
 
-def _state(path: Path) -> Any:
-    if not path.exists():
-        return None
-    state = orjson.loads(path.read_bytes().replace(str(path.parent).encode(), b"W"))
-    state["calibration"].pop("updated_at", None)
-    for part in [*state.get("compactions", []), state.get("summary") or {}, state.get("masking") or {},
-                 *state.get("events", [])]:
-        for stamp in ("time", "duration_s", "created_at", "updated_at"):  # when, and how long: not what
-            part.pop(stamp, None)
-    return state
-
-
 
 def _calls(work: Path, hold: bool, datas: list[bytes], options: list[dict[str, Any]],
            loads: list[Any]) -> list[tuple[Any, ...]]:
-    """One ``run`` per input (the file rewritten with it, the state kept), with its own options; each
-    result says whether that call held the file."""
-    work.mkdir()
-    path, out, got = work / "t.jsonl", work / "out.jsonl", []
-    for data, kw in zip(datas, options, strict=True):
-        path.write_bytes(data)
-        loads.clear()
-        said: list[str] = []
-        try:
-            r = engine.run(path, Options(**kw), output=out, warn=said.append, hold=hold)
-        except CtxCompactError as exc:
-            got.append(("error", type(exc).__name__, exc.exit_code, str(exc).replace(str(work), "W")))
-            continue
-        written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())
-        got.append((written.replace(str(work).encode(), b"W"), _state(Path(f"{path}.ctxstate.json")),
-                    r.exit_code, r.compacted, r.tokens_before, r.tokens_after, r.warnings, said,
-                    [str(x) for x in r.repairs], r.estimate.records, bool(loads)))
-    return got
+    """``helpers.runs_on_one_file`` with the records each call read."""
+    return runs_on_one_file(work, hold, datas, options, loads, lambda r: (r.estimate.records,))
 
 
 def _session(turns: int) -> list[bytes]:

@@ -8,19 +8,15 @@ file held, as before."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SAMPLES, coding_session, jsonl, sys_msg
+from helpers import SAMPLES, coding_session, jsonl, runs_on_one_file, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sections_streamed import _state
 
 from ctxcompact import engine
-from ctxcompact.errors import CtxCompactError
-from ctxcompact.options import Options
 
 DATA = Path(__file__).parent / "data"
 SW = {"strategy": "sliding-window", "invocation_threshold": 3, "overlap": 1, "window": 1_000_000}
@@ -28,25 +24,9 @@ SW = {"strategy": "sliding-window", "invocation_threshold": 3, "overlap": 1, "wi
 
 def _calls(work: Path, hold: bool, datas: list[bytes], options: list[dict[str, Any]],
            loads: list[Any]) -> list[tuple[Any, ...]]:
-    """One ``run`` per input (the file rewritten with it, the state kept); each result ends with whether the
-    call held the file."""
-    work.mkdir(parents=True)
-    path, out, got = work / "t.jsonl", work / "out.jsonl", []
-    for data, kw in zip(datas, options, strict=True):
-        path.write_bytes(data)
-        loads.clear()
-        said: list[str] = []
-        try:
-            r = engine.run(path, Options(**kw), output=out, warn=said.append, hold=hold)
-        except CtxCompactError as exc:
-            got.append(("error", type(exc).__name__, exc.exit_code, str(exc).replace(str(work), "W")))
-            continue
-        written = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', out.read_bytes())
-        got.append((written.replace(str(work).encode(), b"W"), _state(Path(f"{path}.ctxstate.json")),
-                    r.exit_code, r.compacted, r.tokens_before, r.tokens_after, r.warnings, said,
-                    [str(x) for x in r.repairs], r.estimate.would_compact,
-                    r.estimate.extras.get("sliding_window"), bool(loads)))
-    return got
+    """``helpers.runs_on_one_file`` with whether it would compact and the strategy's report keys."""
+    return runs_on_one_file(work, hold, datas, options, loads,
+                            lambda r: (r.estimate.would_compact, r.estimate.extras.get("sliding_window")))
 
 
 def _same_as_held(work: Path, datas: list[bytes], options: list[dict[str, Any]],
