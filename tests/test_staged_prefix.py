@@ -68,7 +68,7 @@ def test_any_split_of_appends_gives_the_held_routes_output(tmp_path_factory: pyt
         engine.run(path, BELOW, output=out, warn=_quiet)
         assert out.read_bytes() == _held(path, ref)
         assert _temps(work) == []
-    assert staged[-1] or len(set(cuts)) == 1 and cuts[0] == len(LINES)  # (the last call grew the file)
+    assert staged[-1] or (len(set(cuts)) == 1 and cuts[0] == len(LINES))  # (the last call grew the file)
 
 
 def _two_calls(work: Path, between: Any = None) -> tuple[Path, Path]:
@@ -102,7 +102,8 @@ def _flip(path: Path, at: int) -> None:
 
 @pytest.mark.parametrize("change", ["after the resume point", "truncated"])
 def test_what_pass_2_reads_changed_since_pass_1_is_an_error(tmp_path: Path, staged: list[bool],
-                                                            monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+                                                            monkeypatch: pytest.MonkeyPatch, change: str
+                                                            ) -> None:
     path, out = _two_calls(tmp_path)
     before = out.read_bytes()
 
@@ -161,21 +162,38 @@ def test_a_failed_write_in_pass_1_leaves_pass_2_to_write_it_all(tmp_path: Path, 
     assert _temps(tmp_path) == []
 
 
-def test_a_call_that_compacts_or_reads_held_leaves_no_staging(tmp_path: Path, staged: list[bool],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    path, out = _two_calls(tmp_path)
-    made: list[Path] = []
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The temporary files begun for the output ``out.jsonl`` (``atomic.Staging``; the state's are not)."""
+    seen: list[Path] = []
     real = atomic.Staging.__init__
 
     def init(self: atomic.Staging, *a: Any, **k: Any) -> None:
         real(self, *a, **k)
         assert self.tmp is not None
-        made.append(self.tmp)
+        if self.tmp.name.startswith(".out.jsonl."):
+            seen.append(self.tmp)
 
     monkeypatch.setattr(atomic.Staging, "__init__", init)
+    return seen
+
+
+def test_a_call_that_compacts_leaves_no_staging_and_the_next_begins_none(tmp_path: Path, staged: list[bool],
+                                                                         made: list[Path]) -> None:
+    path, out = _two_calls(tmp_path)
+    made.clear()
     engine.run(path, Options(window=3_000), output=out, warn=_quiet)  # (over the threshold: compacts)
-    assert made and _temps(tmp_path) == []
+    assert len(made) == 2 and _temps(tmp_path) == []  # (pass 1's, unused; the compaction's own)
+    with path.open("ab") as f:
+        f.write(LINES[1])
+    engine.run(path, BELOW, output=out, warn=_quiet)  # (after the summary's lead: nothing to stage)
+    assert len(made) == 3 and _temps(tmp_path) == [] and staged[-1] is False
+
+
+def test_a_call_the_held_route_reads_leaves_no_staging(tmp_path: Path, made: list[Path]) -> None:
+    path, out = _two_calls(tmp_path)
+    made.clear()
     path.write_bytes(b"".join(LINES) + b"not json\n")  # (the held route reports the line)
     with pytest.raises(CtxCompactError):
         engine.run(path, BELOW, output=out, warn=_quiet)
-    assert len(made) >= 2 and _temps(tmp_path) == []
+    assert len(made) == 1 and _temps(tmp_path) == []
