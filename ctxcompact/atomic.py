@@ -269,7 +269,6 @@ def sweep_stale_temps(target: Path, max_age: float = STALE_TEMP_S) -> int:
     """Remove the temporary files of ``target`` that a killed run left: ``.<name>.<8 chars>.tmp`` beside it,
     regular files not modified for ``max_age`` seconds. Returns how many were removed; never raises for a
     file it could not remove."""
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]{{8}}\.tmp")
     cutoff = time.time() - max_age
     removed = 0
     try:
@@ -278,7 +277,7 @@ def sweep_stale_temps(target: Path, max_age: float = STALE_TEMP_S) -> int:
         return 0
     with entries:
         for entry in entries:
-            if not pattern.fullmatch(entry.name):
+            if not is_temp_of(entry.name, target.name):
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -288,6 +287,17 @@ def sweep_stale_temps(target: Path, max_age: float = STALE_TEMP_S) -> int:
             except OSError:
                 continue
     return removed
+
+
+_TEMP_ID = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def is_temp_of(name: str, target: str) -> bool:
+    """Whether ``name`` is a temporary file's of ``target`` (``.<target>.<8 of A-Za-z0-9_>.tmp``), by its
+    parts: a pattern made per target was compiled anew by every write (~0.2 ms, three a hook's call)."""
+    head = len(target) + 2
+    return (len(name) == head + 12 and name.startswith(".") and name.endswith(".tmp")
+            and name[1:head - 1] == target and name[head - 1] == "." and _TEMP_ID.issuperset(name[head:-4]))
 
 
 @contextlib.contextmanager
