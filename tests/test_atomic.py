@@ -248,3 +248,12 @@ def test_a_temp_name_is_recognised_as_the_pattern_does(target: str, middle: str,
     assert is_temp_of(name, target) == (pattern.fullmatch(name) is not None)
     assert is_temp_of(f".{target}.{middle[:8].ljust(8, '_')}.tmp", target) == \
         (pattern.fullmatch(f".{target}.{middle[:8].ljust(8, '_')}.tmp") is not None)
+
+
+def test_a_temp_name_needs_each_of_its_parts() -> None:
+    from ctxcompact.atomic import is_temp_of
+
+    assert is_temp_of(".out.jsonl.ab12CD_9.tmp", "out.jsonl")
+    for name in (".out.jsonlXab12CD_9.tmp", "Xout.jsonl.ab12CD_9.tmp", ".out.jsonl.ab12CD_9Xtmp",
+                 ".out.jsonl.ab12CD-9.tmp", ".out.jsonl.ab12CD_.tmp", ".out.json.ab12CD_9.tmp", "out.jsonl"):
+        assert not is_temp_of(name, "out.jsonl"), name
