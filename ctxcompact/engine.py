@@ -14,12 +14,11 @@ import dataclasses
 import hashlib
 import sys
 from collections.abc import Callable, Iterable
-from contextlib import suppress
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .atomic import Staging, is_special_file, write_lines
+from .atomic import Staging, write_lines
 from .budget import Budget, make_budget
 from .compaction_stream import gathering, input_lines, may_compact_streamed, read_conversation
 from .context import Context, build_context
@@ -75,6 +74,7 @@ from .streaming import (
     count_file,
     may_stream,
     may_write_streamed,
+    staging_for,
     stream_report,
     written_lines,
 )
@@ -326,7 +326,7 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
     counted = None
     gathers = run_gathers(opts.strategy)  # (its own rule decides, on what pass 1 gathers for it)
     streams = may_stream(path, opts, state, from_bytes=0, gathers=gathers)
-    staging = _staging(output, state_path) if streams else None
+    staging = staging_for(output, state_path, state) if streams else None
     try:
         if streams:
             strategy: Any = get_strategy(opts.strategy) if gathers else None  # (its gathering, quiet)
@@ -357,16 +357,6 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
         counted = None  # the file changed since pass 1: count what is read now
     return _run_locked(inp, opts, budget, state_path, output, False, warn, held=state, loaded=True,
                        counted=counted)
-
-
-def _staging(output: Path | BinaryIO | None, state_path: Path | None) -> Staging | None:
-    """The output's temporary file, begun before pass 1 (``streaming.count_file``'s ``stage``) where a resume
-    point may be taken (a count cache is kept); else, or if it fails, None (the write says why, in turn)."""
-    if isinstance(output, Path) and state_path is not None and cache_path(state_path).is_file() \
-            and not is_special_file(output):
-        with suppress(OutputError):
-            return Staging(output)
-    return None
 
 
 def _pass_through(path: Path, name: Path | None, counted: Counted, opts: Options, state: State | None,

@@ -36,16 +36,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from .atomic import Staging, is_special_file
 from .budget import Budget
 from .call_ids import CallIds
 from .clean import Cleaner, Repair
 from .context import closes_trailing
-from .errors import InputError, LineError, Problem, Uncovered
+from .errors import InputError, LineError, OutputError, Problem, Uncovered
 from .formats import DETECT_LINES, get_format
 from .formats.base import Finish, Format, NeedsWhole, Restart
 from .formats.jsonl import parse_record, write_transcript
@@ -62,6 +63,7 @@ from .reader import decode_line
 from .report import EstimateReport
 from .resume_point import Mark, ResumePoint, layers_key
 from .state import State
+from .state.cache import cache_path
 from .strategies import Layers, estimate_needs_context, reapplies_each, reapply_each
 from .stream_totals import Totals
 from .tokens.cache import CountCache
@@ -69,7 +71,6 @@ from .tokens.calibration import UsagePoint
 from .tokens.counts import Counts, count_key, encoding_name
 
 if TYPE_CHECKING:
-    from .atomic import Staging
     from .covered import Covered
 
 #: ``estimate`` streams from this file size on; below it, it holds the context and also says what masking
@@ -98,6 +99,19 @@ def _covers(state: State | None) -> bool:
 class _Carried(Exception):
     """A record after the covered prefix holds the state's summary (``covered.Covered.carries``): the log
     ctxcompact wrote into an agent's log put in the input's place. The context has the log's copy only."""
+
+
+def staging_for(output: Path | BinaryIO | None, state_path: Path | None, state: State | None
+                ) -> Staging | None:
+    """The output's temporary file for pass 1 (:func:`count_file`'s ``stage``) where a resume point may be
+    taken (a count cache is kept) and the output begins with the input (not with a covered prefix's lead);
+    else, or where it cannot be made, None (the write says why, in its turn)."""
+    if not isinstance(output, Path) or state_path is None or _covers(state) or is_special_file(output) \
+            or not cache_path(state_path).is_file():
+        return None
+    with suppress(OutputError):
+        return Staging(output)
+    return None
 
 
 def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None, *,
