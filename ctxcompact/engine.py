@@ -13,12 +13,12 @@ import copy
 import dataclasses
 import hashlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .atomic import write_lines
+from .atomic import Staging, write_lines
 from .budget import Budget, make_budget
 from .compaction_stream import gathering, input_lines, may_compact_streamed, read_conversation
 from .context import Context, build_context
@@ -74,6 +74,7 @@ from .streaming import (
     count_file,
     may_stream,
     may_write_streamed,
+    staging_for,
     stream_report,
     written_lines,
 )
@@ -324,21 +325,29 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
     _check_summarizer(opts)
     counted = None
     gathers = run_gathers(opts.strategy)  # (its own rule decides, on what pass 1 gathers for it)
-    if may_stream(path, opts, state, from_bytes=0, gathers=gathers):
-        strategy: Any = get_strategy(opts.strategy) if gathers else None  # (its gathering, quiet)
-        gather = strategy.gathering(state) if strategy else gathering(path, opts, budget)
-        with progress("validating, cleaning and counting"):
-            counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path, path),
-                                 keep=True, gather=gather, name=source_name(name), resumes=gathers)
-        extras = strategy.quiet(counted, opts, state) if strategy and counted is not None else None
-        if (counted is not None and (extras is not None if strategy else not counted.report.over_threshold)
-                and may_write_streamed(counted.format, opts, counted.repairs)):
-            return _pass_through(path, name, counted, opts, state, state_path, output, warn, extras)
-        if counted is not None and counted.report.over_threshold and may_compact_streamed(counted.format,
-                                                                                            opts):
-            streamed = _compact_streamed(path, name, counted, opts, state, state_path, output, warn)
-            if streamed is not None:
-                return streamed
+    streams = may_stream(path, opts, state, from_bytes=0, gathers=gathers)
+    staging = staging_for(output, state_path, state) if streams else None
+    try:
+        if streams:
+            strategy: Any = get_strategy(opts.strategy) if gathers else None  # (its gathering, quiet)
+            gather = strategy.gathering(state) if strategy else gathering(path, opts, budget)
+            with progress("validating, cleaning and counting"):
+                counted = count_file(path, opts, state, budget, state_path, _cache_loader(state_path, path),
+                                     keep=True, gather=gather, name=source_name(name), resumes=gathers,
+                                     stage=staging)
+            extras = strategy.quiet(counted, opts, state) if strategy and counted is not None else None
+            over = counted is None or counted.report.over_threshold
+            if counted is not None and (extras is not None if strategy else not over) and \
+                    may_write_streamed(counted.format, opts, counted.repairs):
+                return _pass_through(path, name, counted, opts, state, state_path, output, warn, extras,
+                                     staging if counted.staged else None)
+            if counted is not None and over and may_compact_streamed(counted.format, opts):
+                streamed = _compact_streamed(path, name, counted, opts, state, state_path, output, warn)
+                if streamed is not None:
+                    return streamed
+    finally:
+        if staging is not None:
+            staging.discard()  # (not the output's, or staged: a no-op)
     inp = InputData.load(path) if name == path else _named(InputData.load(path.read_bytes()), name)
     if inp.document is not None:
         warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
@@ -352,11 +361,11 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
 
 def _pass_through(path: Path, name: Path | None, counted: Counted, opts: Options, state: State | None,
                   state_path: Path | None, output: Path | BinaryIO | None, warn: Warn,
-                  extras: dict[str, Any] | None = None) -> RunResult:
+                  extras: dict[str, Any] | None = None, staged: Staging | None = None) -> RunResult:
     """Below the threshold: the cleaned context is the output; pass 2 writes it part by part. What the held
     route does after its strategy passes the context through, on pass 1's figures (the output is the context:
     its counts are the context's). ``extras``: the strategy's report keys, from what pass 1 gathered for it
-    (``strategies.run_gathers``: nothing is due by its rule)."""
+    (``strategies.run_gathers``: nothing is due by its rule). ``staged``: ``Counted.staged``'s staging."""
     report, counts = counted.report, counted.counts
     ignored = ignored_usage_warning(report.calibrated)
     if ignored is not None:
@@ -378,7 +387,8 @@ def _pass_through(path: Path, name: Path | None, counted: Counted, opts: Options
     assert result.state is not None
     _note_input(result.state, name, counted.format)
     _note_run(result.state, result, counts)
-    _write_both(result, output, state_path)
+    lines = written_lines(path, counted, opts, staged.target, staged=True) if staged is not None else None
+    _write_both(result, output, state_path, lines, staged)
     if state_path is not None and counted.cache is not None:
         save_counts(cache_path(state_path), counted.cache)  # after the state, under its lock
     return result
@@ -589,7 +599,8 @@ def _proven(cache: CountCache | None, inp: InputData) -> tuple[str, int] | None:
     return cache.format, cache.proven
 
 
-def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: Path | None) -> None:
+def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: Path | None,
+                lines: Iterable[bytes] | None = None, staging: Staging | None = None) -> None:
     """The output and the state change together or not at all
     (docs/reference/safety.md#atomic-writes-output-and-state-together).
 
@@ -598,11 +609,13 @@ def _write_both(result: RunResult, output: Path | BinaryIO | None, state_path: P
     into place: the state is what the next run and `calibrate` trust (its watermark, and the estimate of
     what was written that the provider's next figure is paired with), so it must never describe an output
     that was not delivered. If that last rename fails, a file output is put back as it was; a stream
-    (stdout) cannot be taken back, and the message says so."""
+    (stdout) cannot be taken back, and the message says so. ``lines``, ``staging``: the output written on
+    after what its temporary file holds (``_pass_through``)."""
     assert result.state is not None
     staged = stage_state(state_path, result.state) if state_path is not None else None
     try:
-        written = write_lines(result.lines(), output, keep=staged is not None) if output is not None else None
+        written = write_lines(result.lines() if lines is None else lines, output, keep=staged is not None,
+                              staging=staging) if output is not None else None
     except BaseException:
         if staged is not None:
             staged.discard()

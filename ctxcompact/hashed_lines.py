@@ -85,10 +85,11 @@ def lines_at(hashing: Hashing, at: int = 0, line: int = 1) -> Iterator[tuple[int
 
 class Written:
     """The bytes a pass hands out, counted and hashed (SHA-256), so a later call can prove a file still
-    starts with them (:func:`proven_prefix`)."""
+    starts with them (:func:`proven_prefix`); ``nbytes`` with ``hashed`` (their SHA-256 state): handed out
+    before, not through it."""
 
-    def __init__(self) -> None:
-        self.nbytes, self.hash = 0, hashlib.sha256()
+    def __init__(self, nbytes: int = 0, hashed: Any = None) -> None:
+        self.nbytes, self.hash = nbytes, hashed.copy() if hashed is not None else hashlib.sha256()
 
     def __call__(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
         for chunk in chunks:

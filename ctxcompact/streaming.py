@@ -36,16 +36,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from .atomic import Staging, is_special_file
 from .budget import Budget
 from .call_ids import CallIds
 from .clean import Cleaner, Repair
 from .context import closes_trailing
-from .errors import InputError, LineError, Problem, Uncovered
+from .errors import InputError, LineError, OutputError, Problem, Uncovered
 from .formats import DETECT_LINES, get_format
 from .formats.base import Finish, Format, NeedsWhole, Restart
 from .formats.jsonl import parse_record, write_transcript
@@ -62,6 +63,7 @@ from .reader import decode_line
 from .report import EstimateReport
 from .resume_point import Mark, ResumePoint, layers_key
 from .state import State
+from .state.cache import cache_path
 from .strategies import Layers, estimate_needs_context, reapplies_each, reapply_each
 from .stream_totals import Totals
 from .tokens.cache import CountCache
@@ -97,6 +99,19 @@ def _covers(state: State | None) -> bool:
 class _Carried(Exception):
     """A record after the covered prefix holds the state's summary (``covered.Covered.carries``): the log
     ctxcompact wrote into an agent's log put in the input's place. The context has the log's copy only."""
+
+
+def staging_for(output: Path | BinaryIO | None, state_path: Path | None, state: State | None
+                ) -> Staging | None:
+    """The output's temporary file for pass 1 (:func:`count_file`'s ``stage``) where a resume point may be
+    taken (a count cache is kept) and the output begins with the input (not with a covered prefix's lead);
+    else, or where it cannot be made, None (the write says why, in its turn)."""
+    if not isinstance(output, Path) or state_path is None or _covers(state) or is_special_file(output) \
+            or not cache_path(state_path).is_file():
+        return None
+    with suppress(OutputError):
+        return Staging(output)
+    return None
 
 
 def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes: int | None = None, *,
@@ -145,6 +160,9 @@ class Counted:
     #: the state whose layers the reading applied again (``strategies.reapply_each``): pass 2 does too
     layers: State | None = None
     hides: bool = False  # a line read hides lines before it (formats.base.Finish.hides)
+    #: the output's temporary file given to pass 1 (``atomic.Staging``) holds the bytes before the resume
+    #: point, as pass 1 hashed them (``CountCache.prove_stream``): pass 2 writes only what follows
+    staged: bool = False
 
 
 def _begin(covered: Covered | None, start: ResumePoint | None) -> tuple[int, int]:
@@ -369,14 +387,17 @@ def stream_report(path: Path, opts: Options, state: State | None, budget: Budget
 
 def count_file(path: Path, opts: Options, state: State | None, budget: Budget, state_path: Path | None,
                load_cache: CacheLoader | None = None, *, keep: bool, gather: Any = None,
-               name: str | None = None, resumes: bool = False) -> Counted | None:
+               name: str | None = None, resumes: bool = False, stage: Staging | None = None
+               ) -> Counted | None:
     """Pass 1: read, validate, clean, count and decide, record by record; None when the held route must
     read the file. ``keep``: add what is counted to the count cache, with the settled prefix and where a
     later read may start (``run``; ``estimate`` only looks up). ``gather``: compaction_stream.gathering, or
     a strategy's own (``strategies.run_gathers``). ``name``: how the transcript names its input
     (:attr:`Counted.source`; default the path). ``resumes``: ``gather`` is a strategy's own, which takes up
     at a resume point from what it kept there (a resume point kept without it is not taken: every record is
-    read)."""
+    read). ``stage``: the output's temporary file, empty; the bytes before a plain resume point are written
+    to it as they are proven, so that pass 2 reads and hashes only what follows (:attr:`Counted.staged`;
+    what is in it otherwise is not the output's: the caller discards it)."""
     source = str(path) if name is None else name
     try:
         with open_input(path) as stream:
@@ -384,7 +405,8 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
             while True:
                 try:
                     return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
-                                  source, fresh=fresh, carried=carried, resumes=resumes)
+                                  source, fresh=fresh, carried=carried, resumes=resumes,
+                                  stage=None if fresh or carried else stage)
                 except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
                     if isinstance(held.__cause__, Restart) and not fresh:
                         fresh = True
@@ -398,15 +420,18 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
            state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any, source: str,
-           fresh: bool = False, carried: bool = False, resumes: bool = False) -> Counted:
+           fresh: bool = False, carried: bool = False, resumes: bool = False, stage: Staging | None = None
+           ) -> Counted:
     stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
     prefix = state.fingerprint.nbytes if state is not None and _covers(state) else 0
     # (a state's layers without a summary fingerprint the input they acted on too: proven in the same pass)
     fingerprinted = state.fingerprint.nbytes if state is not None and not prefix else 0
+    # the output begins with the bytes before a plain resume point (not after a covered prefix: its lead)
+    staging = _Copy(stage) if stage is not None and not prefix else None
     at_hash, covered_hash = (loaded if loaded is not None else CountCache()).prove_stream(
-        stream, prefix or fingerprinted)
+        stream, prefix or fingerprinted, staging)
     covered = None
     if state is not None and (prefix or fingerprinted):
         from .covered import Covered
@@ -517,10 +542,29 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         total.cache.resume_at = mark.at if mark is not None else 0
         total.cache.resume_sha256 = mark.hash.digest() if mark is not None else b""
         total.cache.resume, total.cache.resume_columns = later, columns
+    staged = staging is not None and resume is not None and resume.plain and staging.holds(resume.at)
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
                    total.cache, verbatim, resume, covered,
                    (*gathered, reading.records, hashing.lines) if gathered else None, source, state,
-                   reading.finish is not None and reading.finish.hides)
+                   reading.finish is not None and reading.finish.hides, staged)
+
+
+class _Copy:
+    """Pass 1's copy of the bytes before the resume point into the output's temporary file: a write that
+    fails leaves it unused (pass 2 writes the whole output, and says what is wrong with the file)."""
+
+    def __init__(self, stage: Staging) -> None:
+        self.stage, self.failed = stage, False
+
+    def __call__(self, chunk: memoryview) -> None:
+        if not self.failed:
+            try:
+                self.stage.write(chunk)
+            except OSError:
+                self.failed = True
+
+    def holds(self, nbytes: int) -> bool:
+        return not self.failed and self.stage.size == nbytes
 
 
 def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) -> bool:
@@ -531,7 +575,8 @@ def may_write_streamed(fmt: str, opts: Options, repairs: Sequence[Repair] = ()) 
             and (type(target).link_records is Format.link_records or not repairs))
 
 
-def written_lines(path: Path, counted: Counted, opts: Options, output: Path | None = None) -> Iterator[bytes]:
+def written_lines(path: Path, counted: Counted, opts: Options, output: Path | None = None, *,
+                  staged: bool = False) -> Iterator[bytes]:
     """Pass 2: the cleaned context of ``path`` re-read record by record and written part by part (each
     record as ``formats.jsonl.write_transcript`` writes it: its own bytes when nothing changed it). Only the
     bytes pass 1 read are read, and they must be the same (else an InputError: the file changed); so their
@@ -543,8 +588,13 @@ def written_lines(path: Path, counted: Counted, opts: Options, output: Path | No
     them), the bytes the call that kept it wrote before it are copied from ``output`` (the file this call
     replaces), if it still starts with them (their SHA-256), and the reading starts there too: they are what
     the same records, layers and options give (``ResumePoint.proven``). This call notes what it writes
-    before its own resume point for the next."""
+    before its own resume point for the next.
+
+    ``staged``: the output's temporary file holds the bytes before the resume point (:attr:`Counted.staged`,
+    the very bytes pass 1 hashed): the reading starts there, on pass 1's hash, and only what follows is
+    handed out; the digest at the end proves those are the bytes pass 1 read after it."""
     resumed, covered, cache = counted.resumed, counted.covered, counted.cache
+    assert not staged or counted.staged
     start = resumed if resumed is not None and resumed.plain else None
     key = [closes_trailing(opts)]  # (what else the written bytes depend on; not the name of the input)
     known = resumed.output if start is None and resumed is not None else None
@@ -552,17 +602,21 @@ def written_lines(path: Path, counted: Counted, opts: Options, output: Path | No
         else None
     start = resumed if last is not None else start
     # what this call writes before the resume point it keeps, if the next cannot copy the input's bytes
-    note = Written() if output is not None and cache is not None and isinstance(cache.resume, dict) \
+    note = Written(*((start.at, start.hash) if staged and start is not None else ())) \
+        if output is not None and cache is not None and isinstance(cache.resume, dict) \
         and not counted.verbatim and not cache.resume.get("plain") else None
     reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
                        limit=counted.nbytes, source=counted.source, state=counted.layers)
     written = note if note is not None else lambda chunks: chunks
     with open_input(path) as stream, last if last is not None else nullcontext():
-        at = _begin(covered, None)[0]
+        at, hashed = (start.at, start.hash) if staged and start is not None else \
+            (_begin(covered, None)[0], covered.hash if covered is not None else None)
         stream.seek(at)
-        hashing = Hashing(stream, counted.nbytes, at, covered.hash.copy() if covered is not None else None)
+        hashing = Hashing(stream, counted.nbytes, at, hashed.copy() if hashed is not None else None)
         try:
-            if last is not None and known is not None and start is not None:
+            if staged:
+                pass  # (the bytes before ``start``: in the output already)
+            elif last is not None and known is not None and start is not None:
                 for _ in hashing.copy(start.at):  # (read: the digest proves the file unchanged since pass 1)
                     pass
                 yield from written(copy_prefix(last, known["at"], known["sha256"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +229,31 @@ def test_no_free_temporary_name_is_an_error(tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(FileExistsError):
         atomic_write(target, b"x")
     assert not target.exists()
+
+
+_NAMES = st.text(alphabet="ab.Z9_-é\n", max_size=24)
+
+
+@settings(max_examples=400)
+@given(target=_NAMES, middle=_NAMES, name=_NAMES, made=st.booleans())
+def test_a_temp_name_is_recognised_as_the_pattern_does(target: str, middle: str, name: str,
+                                                        made: bool) -> None:
+    """``atomic.is_temp_of`` (the sweep's test of a name) says what ``\\.<target>\\.[A-Za-z0-9_]{8}\\.tmp``
+    matched in full, on names made the temporary files' way and on any other."""
+    from ctxcompact.atomic import is_temp_of
+
+    if made:
+        name = f".{target}.{middle}.tmp"
+    pattern = re.compile(rf"\.{re.escape(target)}\.[A-Za-z0-9_]{{8}}\.tmp")
+    assert is_temp_of(name, target) == (pattern.fullmatch(name) is not None)
+    assert is_temp_of(f".{target}.{middle[:8].ljust(8, '_')}.tmp", target) == \
+        (pattern.fullmatch(f".{target}.{middle[:8].ljust(8, '_')}.tmp") is not None)
+
+
+def test_a_temp_name_needs_each_of_its_parts() -> None:
+    from ctxcompact.atomic import is_temp_of
+
+    assert is_temp_of(".out.jsonl.ab12CD_9.tmp", "out.jsonl")
+    for name in (".out.jsonlXab12CD_9.tmp", "Xout.jsonl.ab12CD_9.tmp", ".out.jsonl.ab12CD_9Xtmp",
+                 ".out.jsonl.ab12CD-9.tmp", ".out.jsonl.ab12CD_.tmp", ".out.json.ab12CD_9.tmp", "out.jsonl"):
+        assert not is_temp_of(name, "out.jsonl"), name

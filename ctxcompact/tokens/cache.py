@@ -12,6 +12,7 @@ import marshal
 import operator
 from array import array
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, BinaryIO, cast
@@ -146,11 +147,14 @@ class CountCache:
         self.proven, self._hash = n, h
         return n
 
-    def prove_stream(self, stream: BinaryIO, also: int = 0) -> tuple[Any, Any]:
+    def prove_stream(self, stream: BinaryIO, also: int = 0,
+                     copy: Callable[[memoryview], object] | None = None) -> tuple[Any, Any]:
         """:meth:`prove` on a file read from its start (in chunks, never whole), which also proves the resume
         point: the SHA-256 state at ``resume_at`` when the bytes before it are those it was kept with and
         the settled prefix is proven too, else None; and the SHA-256 state at ``also`` (a state's covered
-        prefix, hashed in the same pass), None when the file is shorter. The stream is left anywhere."""
+        prefix, hashed in the same pass), None when the file is shorter. The stream is left anywhere.
+        ``copy`` is given the bytes before the resume point as they are hashed, whether proven or not (the
+        very bytes the hash there is of: ``streaming`` stages the output with them)."""
         n, at = self.settled, self.resume_at if self.resume is not None else 0
         h, got = hashlib.sha256(), 0
         at_hash = also_hash = settled_hash = None
@@ -167,6 +171,8 @@ class CountCache:
                 if not read:
                     break
                 h.update(buffer[:read])
+                if copy is not None and got < at:  # (a chunk ends at each point: this one ends by ``at``)
+                    copy(buffer[:read])
                 got += read
             if got != point:
                 break
