@@ -24,7 +24,9 @@ HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "c
          "ctxcompact.recall", "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive",
          "ctxcompact.facts.gather", "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes",
          "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve",
-         "ctxcompact.tokens.usage", "compiled:injected", "compiled:long_piece")
+         "ctxcompact.tokens.usage", "compiled:injected", "compiled:long_piece",
+         # nor what only a compaction writes into a state (the summary, the history entry, the counts)
+         "ctxcompact.state.compacted")
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
@@ -159,6 +161,7 @@ def test_the_call_after_a_compaction_loads_no_strategy_it_does_not_apply(tmp_pat
     state = orjson.loads((tmp_path / "s.json").read_bytes())
     assert state["watermark"] > 0 and len(state["compactions"]) == 1  # compacted once, then passed through
     assert _among(modules, AFTER_COMPACTION) == []
+    assert "ctxcompact.state.compacted" in modules  # (the state holds a summary: the check above can see it)
 
 
 def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
