@@ -173,7 +173,7 @@ class PartCleaner:
         carried = self.carry.calls
         used = {c.block.id for c in calls} | {r.block.call_id for r in results}
         by_id: dict[str, list[_Call]] = {}
-        before: dict[str, int] = {}  # carried.count of each id named here: looked up once (~10 k instructions)
+        before: dict[str, int] = {}  # carried.count of each id named here, looked up once (costly)
 
         def same_id(i: str) -> list[_Call]:
             got = by_id.get(i)
