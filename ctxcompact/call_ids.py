@@ -30,7 +30,11 @@ def _key(call_id: str) -> bytes:
 class CallIds:
     """Call ids with a count (settled calls that had the id) and a name (the first call's tool) each."""
 
-    __slots__ = ("counts", "data", "ends", "given", "index", "late", "name_numbers", "named", "names")
+    __slots__ = ("counts", "data", "ends", "given", "index", "late", "name_numbers", "named", "names",
+                 "recent")
+
+    #: the ids looked up last kept by their str, at most this many (:attr:`recent`)
+    RECENT = 256
 
     def __init__(self) -> None:
         self.data = bytearray()
@@ -44,6 +48,11 @@ class CallIds:
         #: the entries named after they were made (an id a renamed call took first, then a call of its own),
         #: with how many names were given before: a resume point does not carry a name given after it
         self.late: dict[int, int] = {}
+        #: the entries of the ids looked up or made last, by the id: a call's id is asked for again soon
+        #: (its name by its result, its count and the settled call by the cleaner), and a lookup in the index
+        #: is ~10 k instructions in Python against a dict's few hundred. Bounded (forgotten all at once when
+        #: full); entries never move, so a remembered one stays true
+        self.recent: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -70,8 +79,15 @@ class CallIds:
 
     def _entry(self, call_id: str, make: bool) -> int:
         """The entry of ``call_id``, made if ``make`` (else -1 when there is none)."""
+        recent = self.recent
+        e = recent.get(call_id, -1)
+        if e >= 0:
+            return e
+        if len(recent) >= self.RECENT:
+            recent.clear()
         i, e = self._slot(call_id)
         if e:
+            recent[call_id] = e - 1
             return e - 1
         if not make:
             return -1
@@ -82,6 +98,7 @@ class CallIds:
         e = self.index[i] = len(self.ends)
         if 2 * e > len(self.index):
             self._index(2 * len(self.index))
+        recent[call_id] = e - 1
         return e - 1
 
     def _index(self, size: int) -> None:

@@ -173,11 +173,13 @@ class PartCleaner:
         carried = self.carry.calls
         used = {c.block.id for c in calls} | {r.block.call_id for r in results}
         by_id: dict[str, list[_Call]] = {}
+        before: dict[str, int] = {}  # carried.count of each id named here, looked up once (costly)
 
         def same_id(i: str) -> list[_Call]:
             got = by_id.get(i)
             if got is None:
-                got = by_id[i] = [_ANSWERED] * carried.count(i)
+                n = before[i] = carried.count(i)
+                got = by_id[i] = [_ANSWERED] * n
             return got
 
         for c in calls:
@@ -201,7 +203,7 @@ class PartCleaner:
         nxt: dict[str, int] = {}
         for r in results:
             same = same_id(r.block.call_id)
-            k = nxt[r.block.call_id] if r.block.call_id in nxt else carried.count(r.block.call_id)
+            k = nxt[r.block.call_id] if r.block.call_id in nxt else before[r.block.call_id]
             if k < len(same) and (same[k].pos, same[k].bi) < (r.pos, r.bi):
                 same[k].result, r.call = r, same[k]
                 nxt[r.block.call_id] = k + 1
@@ -210,7 +212,7 @@ class PartCleaner:
             if r.call is not None:
                 continue
             same = same_id(r.block.call_id)
-            k = nxt[r.block.call_id] if r.block.call_id in nxt else carried.count(r.block.call_id)
+            k = nxt[r.block.call_id] if r.block.call_id in nxt else before[r.block.call_id]
             if k < len(same):
                 same[k].result, r.call = r, same[k]
                 nxt[r.block.call_id] = k + 1

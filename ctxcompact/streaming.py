@@ -61,7 +61,6 @@ from .pipeline import (
 )
 from .reader import decode_line
 from .report import EstimateReport
-from .resume_point import Mark, ResumePoint, layers_key
 from .state import State
 from .state.cache import cache_path
 from .strategies import Layers, estimate_needs_context, reapplies_each, reapply_each
@@ -72,6 +71,7 @@ from .tokens.counts import Counts, count_key, encoding_name
 
 if TYPE_CHECKING:
     from .covered import Covered
+    from .resume_point import Mark, ResumePoint
 
 #: ``estimate`` streams from this file size on; below it, it holds the context and also says what masking
 #: would free (``maskable_tokens``; null when streamed)
@@ -165,6 +165,14 @@ class Counted:
     staged: bool = False
 
 
+def _mark(*fields: Any) -> Mark:
+    """A ``resume_point.Mark``: its module is loaded only by a reading that marks where each part begins
+    (one whose count cache keeps a resume point), not by a run without a state."""
+    from .resume_point import Mark
+
+    return Mark(*fields)
+
+
 def _begin(covered: Covered | None, start: ResumePoint | None) -> tuple[int, int]:
     """Where a read begins (offset, line number): a resume point, the covered prefix's end, or the start."""
     if start is not None:
@@ -205,7 +213,7 @@ class _Reading:
         self.detect = fmt is None and covered is None  # (pass 2 reads as the format pass 1 found)
         #: where the part the cleaner holds begins, if a later read may start there (the resume point this
         #: read starts at, until a part settles after it)
-        self.mark: Mark | None = None if start is None else Mark(
+        self.mark: Mark | None = None if start is None else _mark(
             start.at, start.hash.copy(), start.line, start.records, start.ids.mark(), start.finish,
             start.detector)
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
@@ -271,8 +279,8 @@ class _Reading:
                 if read:  # (the line just read; else from the head, with what was kept of it)
                     hashed = self.hashing.before_last(offset) if self.hashing is not None else None
                     detection = detector.kept() if detector is not None else None
-                self.mark = None if hashed is None else Mark(offset, hashed, lineno, self.records - 1,
-                                                              self.ids.mark(), finish.kept(), detection)
+                self.mark = None if hashed is None else _mark(offset, hashed, lineno, self.records - 1,
+                                                               self.ids.mark(), finish.kept(), detection)
             return part
 
         # detection (formats.registry.Detector) reads on while the leaders tie: the lines are read meanwhile
@@ -364,6 +372,8 @@ class _Reading:
         """What a read starting at ``mark`` carries from this one (``resume_point.ResumePoint``), once every
         settled part is handed out (the cleaner's carry is then the one at the mark): marshal-able, and the
         call ids' columns (views: every line is read by then, the ids grow no more)."""
+        from .resume_point import ResumePoint, layers_key
+
         assert self.cleaner is not None and self.chosen is not None
         calls, started, settled = self.cleaner.carried()
         ids, columns = calls.kept(mark.ids)
@@ -439,7 +449,11 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
         covered = Covered.read(stream, opts, state, covered_hash) if prefix else None
         if fingerprinted:
             Covered.prove(state, covered_hash)
-    layers, points = layers_key(state), loaded if not fresh else None  # (fresh: not from a resume point)
+    points = loaded if not fresh else None  # (fresh: not from a resume point)
+    if points is not None:  # (a run without a count cache has no resume point: its module is not loaded)
+        from .resume_point import ResumePoint, layers_key
+
+        layers = layers_key(state)
     resume = ResumePoint.proven(points, at_hash, opts, covered, layers) if points is not None else None
     if covered is not None and covered.summary and (carried or (resume is None and loaded is not None)):
         # the log carries the lead's summary (a read found so, or the one that kept the resume point did)
@@ -453,9 +467,10 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     stream.seek(at)
     hashed = resume.hash if resume is not None else covered.hash if covered is not None else None
     hashing = Hashing(stream, at=at, hashed=hashed.copy() if hashed is not None else None)
-    # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it
-    reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered, hashing=hashing,
-                       source=source, state=state)
+    # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it; where
+    # each part begins is marked only for a count cache to keep a resume point in
+    reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered,
+                       hashing=hashing if keep and loaded is not None else None, source=source, state=state)
     totals: list[Totals] = []
     gathered: list[Any] = []  # a compaction's conversation as pass 1 reads (not resumed: pass 2 reads all)
 

@@ -55,6 +55,36 @@ def test_the_store_answers_as_the_two_dicts(ops: list[tuple[str, str, str]]) -> 
 
 @settings(max_examples=25, deadline=None)
 @given(OPS)
+def test_the_store_answers_as_the_two_dicts_while_it_forgets_the_ids_looked_up_last(
+        ops: list[tuple[str, str, str]]) -> None:
+    """The ids looked up last are remembered by their str (``CallIds.recent``), a few at a time: the answers
+    are the index's, whenever they are forgotten."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(CallIds, "RECENT", 2)
+        ids, _marks = _model(ops)
+    assert len(ids.recent) <= 2
+
+
+def test_an_id_looked_up_again_is_not_looked_up_in_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call's id is asked for again soon (its result's name, the cleaner's count and settled call): the
+    second time is a dict's lookup, not the index's probe in Python (~10 k instructions)."""
+    ids = CallIds()
+    probes: list[str] = []
+    slot = CallIds._slot
+    monkeypatch.setattr(CallIds, "_slot", lambda self, call_id, key=None: probes.append(call_id) or slot(
+        self, call_id, key))
+    for i in range(100):
+        ids.give_name(f"call_{i}", "ls")
+    probes.clear()
+    for i in range(100):
+        assert ids.name(f"call_{i}") == "ls" and ids.count(f"call_{i}") == 0
+        ids.add_call(f"call_{i}")
+    assert probes == [] and ids.count("call_7") == 1 and ids.name("never") is None
+    assert probes == ["never"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(OPS)
 def test_a_resume_point_reads_back_the_ids_as_they_were_at_its_mark(ops: list[tuple[str, str, str]]) -> None:
     """At a mark after the last settled call (a reading's resume point: the cleaner settles nothing after
     its last mark), the ids read back answer as the dicts did then: names given after it are not carried,

@@ -228,3 +228,17 @@ def test_a_call_answered_by_an_earlier_result_waits_for_a_later_one(
     assert _picture(got.transcript) == _picture(want.transcript)
     assert [(r.kind, r.line) for r in got.repairs] == [(r.kind, r.line) for r in want.repairs]
     assert any(r.kind == "orphan_result" and r.line == 3 for r in want.repairs)  # the early one is left over
+
+
+def test_a_part_looks_up_each_call_id_it_names_once() -> None:
+    """Each call id a part names is looked up among the earlier parts' ids once, for the call and for its
+    result alike (a lookup is ~10 k instructions; a run below the threshold makes them for every call)."""
+    records = list(_clean_session(500))
+    ids = {b.id for r in records if r.message is not None for b in r.message.tool_calls()}
+    cleaner = Cleaner(LAYOUTS["openai"], "openai")
+    cleaner.carry.calls = _CountingIds()
+    _CountingIds.touched = 0
+    for rec in records:
+        cleaner.feed(rec)
+    assert cleaner.finish().repairs == []
+    assert len(ids) >= 400 and _CountingIds.touched == len(ids)

@@ -21,6 +21,8 @@ headers, and the schema closes every object it defines.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .calibration import record_estimate, record_real_tokens, remember_measured, reset_calibration
 from .fingerprint import HashedFile, check_fingerprint, line_end, make_fingerprint, prefix_fingerprint
 from .lock import state_lock
@@ -28,13 +30,10 @@ from .model import (
     EMPTY_SHA256,
     STATE_VERSION,
     Calibration,
-    Compaction,
     Fingerprint,
     InputInfo,
     Section,
     State,
-    Summary,
-    TokenCache,
     add_compaction,
     new_state,
     set_watermark,
@@ -51,6 +50,21 @@ from .store import (
     stage_state,
     validate_state,
 )
+
+if TYPE_CHECKING:
+    from .compacted import Compaction, Summary, TokenCache
+
+#: what only a compaction writes (:mod:`.compacted`), loaded on first use
+_COMPACTED = ("Compaction", "Summary", "TokenCache")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _COMPACTED:
+        from . import compacted
+
+        return getattr(compacted, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EMPTY_SHA256",

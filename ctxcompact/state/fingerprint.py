@@ -11,11 +11,14 @@ import hashlib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, TypeAlias
+from typing import TYPE_CHECKING, BinaryIO, TypeAlias
 
 from ..errors import InputError, StateError
 from ..paths import open_input
-from .model import Fingerprint, State, TokenCache
+from .model import Fingerprint, State
+
+if TYPE_CHECKING:
+    from .compacted import TokenCache
 
 _CHUNK = 1 << 20
 

@@ -9,10 +9,13 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, ClassVar, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
 from ..tokens.calibration import FIT_POINTS
+from .clock import utc_now
+
+if TYPE_CHECKING:  # (what only a compaction writes: its module is loaded for a state that holds it)
+    from .compacted import Compaction, Summary, TokenCache
 
 STATE_VERSION = 2
 #: versions this ctxcompact reads (1: before the affine calibration; read as having no model yet)
@@ -23,26 +26,14 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _NAME = re.compile(r"[a-z][a-z0-9-]*")
 
 
-def utc_now() -> str:
-    """The current UTC time as ISO-8601 with a ``Z`` suffix (millisecond precision)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 
-@dataclass(slots=True)
-class TokenCache:
-    """Token counts of the covered prefix (``fingerprint.tokens``)."""
 
-    heuristic: int | None = None
-    exact: int | None = None
-    encoding: str | None = None
+def _token_cache(d: dict[str, Any]) -> TokenCache:
+    from .compacted import TokenCache
 
-    def to_json(self) -> dict[str, Any]:
-        return {"heuristic": self.heuristic, "exact": self.exact, "encoding": self.encoding}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TokenCache:
-        return cls(heuristic=d.get("heuristic"), exact=d.get("exact"), encoding=d.get("encoding"))
+    return TokenCache.from_json(d)
 
 
 @dataclass(slots=True)
@@ -73,63 +64,8 @@ class Fingerprint:
     def from_json(cls, d: dict[str, Any]) -> Fingerprint:
         tokens = d.get("tokens")
         return cls(records=d["records"], nbytes=d["bytes"], sha256=d["sha256"], format=d["format"],
-                   tokens=TokenCache.from_json(tokens) if tokens is not None else None,
+                   tokens=_token_cache(tokens) if tokens is not None else None,
                    system_lines=[(int(off), int(n)) for off, n in d["system_lines"]], lines=d.get("lines"))
-
-
-@dataclass(slots=True)
-class Summary:
-    """The current summary: what replaces the first ``watermark`` records, and how it was made."""
-
-    text: str
-    summarizer: str
-    model: str | None = None
-    fallback: bool = False
-    fallback_reason: str | None = None
-    created_at: str = field(default_factory=utc_now)
-    records_covered: int = 0
-    latest_request: str | None = None
-    facts: dict[str, Any] | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    duration_s: float = 0.0
-    continuation: str | None = None  # the continuation text written after it, reused verbatim later
-    truncated: bool = False
-    check: dict[str, Any] | None = None  # what the check of an LLM summary found and did
-    chunks: int = 1  # requests the summary took (more than one when chunked)
-    window: int | None = None  # the LLM summarizer's window and where it came from
-    window_source: str | None = None
-    #: (offset, length) of the input lines whose images and documents the continuation carries (the latest
-    #: request's), re-read from the verified prefix by later runs instead of copying the payloads here
-    attachment_lines: list[tuple[int, int]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        out = self._to_json()
-        if self.attachment_lines:  # only when there are any: a state without attachments stays as it was
-            out["attachment_lines"] = [[off, n] for off, n in self.attachment_lines]
-        return out
-
-    def _to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "summarizer": self.summarizer, "model": self.model,
-                "fallback": self.fallback, "fallback_reason": self.fallback_reason,
-                "continuation": self.continuation, "truncated": self.truncated,
-                "created_at": self.created_at, "records_covered": self.records_covered,
-                "latest_request": self.latest_request, "facts": copy.deepcopy(self.facts),
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "duration_s": self.duration_s, "check": copy.deepcopy(self.check), "chunks": self.chunks,
-                "window": self.window, "window_source": self.window_source}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Summary:
-        return cls(text=d["text"], summarizer=d["summarizer"], model=d.get("model"), fallback=d["fallback"],
-                   fallback_reason=d.get("fallback_reason"), created_at=d["created_at"],
-                   records_covered=d["records_covered"], latest_request=d.get("latest_request"),
-                   facts=copy.deepcopy(d.get("facts")), input_tokens=d.get("input_tokens"),
-                   output_tokens=d.get("output_tokens"), duration_s=float(d.get("duration_s", 0.0)),
-                   continuation=d.get("continuation"), truncated=d.get("truncated", False),
-                   check=copy.deepcopy(d.get("check")), chunks=int(d.get("chunks", 1)),
-                   window=d.get("window"), window_source=d.get("window_source"),
-                   attachment_lines=[(int(off), int(n)) for off, n in d.get("attachment_lines", [])])
 
 
 @dataclass(slots=True)
@@ -165,44 +101,6 @@ class Calibration:
         return cls(real=d["real"], last_estimate=d["last_estimate"], estimator=d["estimator"],
                    factor=float(factor) if factor is not None else None, updated_at=d["updated_at"],
                    hidden=d.get("hidden"), slope=float(slope) if slope is not None else None, points=points)
-
-
-@dataclass(slots=True)
-class Compaction:
-    """One entry of the compaction history."""
-
-    time: str
-    strategy: str
-    tokens_before: int
-    tokens_after: int
-    records_covered: int
-    watermark: int
-    summarizer: str | None
-    fallback: bool
-    duration_s: float
-    tier: str | None = None
-    #: physical lines of the input when it was made: usage recorded up to there was billed before it
-    #: (tokens.calibration.calibrate_request, ``compacted_at_line``)
-    input_lines: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"time": self.time, "strategy": self.strategy,
-                             "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
-                             "records_covered": self.records_covered,
-                             "watermark": self.watermark, "summarizer": self.summarizer,
-                             "fallback": self.fallback, "duration_s": self.duration_s}
-        if self.tier is not None:
-            d["tier"] = self.tier
-        if self.input_lines is not None:
-            d["input_lines"] = self.input_lines
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Compaction:
-        return cls(time=d["time"], strategy=d["strategy"], tokens_before=d["tokens_before"],
-                   tokens_after=d["tokens_after"], records_covered=d["records_covered"],
-                   watermark=d["watermark"], summarizer=d["summarizer"], fallback=d["fallback"],
-                   duration_s=float(d["duration_s"]), tier=d.get("tier"), input_lines=d.get("input_lines"))
 
 
 @dataclass(slots=True)
@@ -337,6 +235,8 @@ def add_compaction(state: State, *, strategy: str, tokens_before: int, tokens_af
                    input_lines: int | None = None) -> Compaction:
     """Append one entry to the compaction history and return it. ``strategy`` is a registry name
     (``ctxcompact.strategies``); the state only checks that it looks like one."""
+    from .compacted import Compaction
+
     if not _NAME.fullmatch(strategy):
         raise ValueError(f"{strategy!r} is not a strategy name")
     entry = Compaction(time=time or utc_now(), strategy=strategy, tokens_before=tokens_before,

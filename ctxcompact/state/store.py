@@ -25,11 +25,9 @@ from .model import (
     CORE_KEYS,
     STATE_VERSION,
     Calibration,
-    Compaction,
     Fingerprint,
     InputInfo,
     State,
-    Summary,
 )
 
 STATE_SUFFIX = ".ctxstate.json"
@@ -217,6 +215,8 @@ def parse_state(obj: Any, where: str = "the state") -> State:
         raise StateError(f"{where} is not a valid ctxcompact state: {problem}; "
                          "fix it or use --reset-state to start over")
     assert isinstance(obj, dict)  # checked by validate_state
+    if obj["summary"] is not None or obj["compactions"]:  # (a state no compaction wrote loads neither)
+        from .compacted import Compaction, Summary
     return State(
         version=STATE_VERSION,  # an older version is read as it maps onto this one, and saved as this one
         watermark=obj["watermark"],

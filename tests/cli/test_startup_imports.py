@@ -24,7 +24,9 @@ HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "c
          "ctxcompact.recall", "ctxcompact.summarizers.fallback", "ctxcompact.summarizers.extractive",
          "ctxcompact.facts.gather", "ctxcompact.facts.timeline", "ctxcompact.facts.outcomes",
          "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve",
-         "ctxcompact.tokens.usage", "compiled:injected", "compiled:long_piece")
+         "ctxcompact.tokens.usage", "compiled:injected", "compiled:long_piece",
+         # nor what only a compaction writes into a state (the summary, the history entry, the counts)
+         "ctxcompact.state.compacted")
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
@@ -39,8 +41,9 @@ LIGHT_WRITES = ("tempfile", "shutil", "random", "secrets", "bz2", "lzma", "compi
 # validator's rules (the cleaner asks validate.last_turn only for a tree layout's unanswered calls).
 PASS_THROUGH = ("ctxcompact.strategies.base", "ctxcompact.validate")
 # Nor, on a run without a state (no covered prefix to read), the covered prefix's reader (errors.Uncovered
-# is what the streamed read catches).
-NO_STATE = ("ctxcompact.covered",)
+# is what the streamed read catches), nor the resume point (no count cache to keep one in, or to take one
+# from: the reading marks no part).
+NO_STATE = ("ctxcompact.covered", "ctxcompact.resume_point")
 NEXT_CALL = ("ctxcompact.strategies.conversation", "ctxcompact.strategies.mask", "ctxcompact.strategies.tail",
              "ctxcompact.strategies.sliding_window", "ctxcompact.summarizers", "ctxcompact.facts.handoff",
              "ctxcompact.facts.todos", "ctxcompact.formats.anthropic", "ctxcompact.formats.genai",
@@ -135,6 +138,8 @@ def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_re
     assert code in (0, None)
     assert out.stat().st_size > 0
     assert _among(modules, HEAVY + PASS_THROUGH + (() if state else NO_STATE)) == []
+    # (a call with a state keeps a resume point: the check above can see the module it would load)
+    assert ("ctxcompact.resume_point" in modules) is state
     if state:  # the second call, on the grown session, too
         _append(src, [{"role": "user", "content": "And the next one?"}])
         code, modules = _loaded(args)
@@ -156,6 +161,7 @@ def test_the_call_after_a_compaction_loads_no_strategy_it_does_not_apply(tmp_pat
     state = orjson.loads((tmp_path / "s.json").read_bytes())
     assert state["watermark"] > 0 and len(state["compactions"]) == 1  # compacted once, then passed through
     assert _among(modules, AFTER_COMPACTION) == []
+    assert "ctxcompact.state.compacted" in modules  # (the state holds a summary: the check above can see it)
 
 
 def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:

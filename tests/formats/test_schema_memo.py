@@ -58,3 +58,31 @@ def test_the_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonl, "_CONFORMING_MAX", 8)
     _checks(_lines(30, "memo-d"))
     assert len(jsonl._CONFORMING) <= 8
+
+
+def _digests(monkeypatch: pytest.MonkeyPatch, remember: bool) -> tuple[int, int]:
+    """(lines hashed, lines checked) of 41 lines parsed as a streamed reading parses them."""
+    from ctxcompact.formats import get_format
+
+    hashed = []
+    digest = jsonl.line_digest
+    monkeypatch.setattr(jsonl, "line_digest", lambda raw: hashed.append(raw) or digest(raw))
+    fmt, before = get_format("openai"), jsonl.schema_checks
+    for i, raw in enumerate(_lines(40, "memo-e").splitlines()):
+        assert jsonl.parse_record(fmt, orjson.loads(raw), i, i + 1, raw, 0, True, None, remember) is not None
+    return len(hashed), jsonl.schema_checks - before
+
+
+def test_a_reader_that_keeps_nothing_hashes_no_line_while_the_memo_is_empty(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line's `run` keeps nothing (it never reads the line again in its process): with nothing
+    kept before either, no lookup can answer, so no line is hashed for one."""
+    assert _digests(monkeypatch, remember=False) == (0, 41)
+    assert not jsonl._CONFORMING
+
+
+def test_a_reader_that_keeps_nothing_still_asks_a_memo_that_holds_lines(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    jsonl.read_transcript(_lines(40, "memo-e"), "openai")  # (an earlier reader kept them)
+    assert _digests(monkeypatch, remember=False) == (41, 0)
+    assert _digests(monkeypatch, remember=True) == (41, 0)
