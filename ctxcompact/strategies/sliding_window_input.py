@@ -252,7 +252,7 @@ class Streamed:
     (``events.full_view``) gives them, by a sweep from the start that holds only the records from the last
     range asked on (a range before it sweeps again); each view record's owner, heuristic tokens (prefix
     sums) and anchor kept as three integers while the sweep first passes it; a rendering counted as it is
-    read, its records held only while it is within the window (:class:`Rendered`). ``spans``: the system
+    read, its records held only while within twice the window (:class:`Rendered`). ``spans``: the system
     lines the sweeps passed, in order (the fingerprint's, ``Context.system_spans``)."""
 
     def __init__(self, gathered: Gathered, read: ReadAgain, state: State | None, fmt: str, source: str,
@@ -371,7 +371,7 @@ class Streamed:
 
     def render(self, events: list[Event]) -> Rendered:
         """One reading with ``events`` as the state's (a shadow state: the layers then cleaning, as the next
-        call reads), counted part by part; its records kept while within the window."""
+        call reads), counted part by part; its records kept while within twice the window."""
         si = self.si
         assert si is not None
         shadow = State(sections={WindowEvents.KEY: WindowEvents(events)}) if events else None
@@ -379,7 +379,9 @@ class Streamed:
         base: list[int] = []
         costs: list[tuple[int, int]] = []
         last = -1
-        window = si.budget.window
+        # (held up to twice the window: what trimming the work in flight reads, over the trigger, is rarely
+        # more; beyond it the held route makes the outcome)
+        window = 2 * si.budget.window
         for part in self.read(shadow, None):
             counts = si.count(part).base
             for rec, c in zip(part, counts, strict=True):
@@ -394,7 +396,7 @@ class Streamed:
             if held is not None:
                 held.extend(part)
                 if si.report.calibrated.project(sum(base)) > window:
-                    held = None  # (more than the window: the held route makes this outcome, if it is read)
+                    held = None  # (the held route makes this outcome, if its records are read)
         t = Transcript(format=self.fmt, records=held, source=self.source) if held is not None else None
         return Rendered(si, t, base, costs)
 
