@@ -75,11 +75,13 @@ def test_the_token_trigger(tmp_path: Path, loads: list[Any], monkeypatch: pytest
     assert got[0][3] and got[0][1]["events"] and "_token_event" in taken
 
 
-def _one_request(calls: int, chars: int, last: int) -> bytes:
+def _one_request(calls: int, chars: int, last: int, turn: int = 0) -> bytes:
     """One request and a long run of tool calls after it (a Codex-like session), the last result ``last``
-    characters (the work in flight)."""
+    characters (the work in flight), its turn ``turn`` assistant lines before the call."""
     msgs: list[dict[str, Any]] = [sys_msg("You are a coding agent."), user("please fix every failing test")]
     for i in range(calls):
+        if i == calls - 1:
+            msgs += [assistant(f"Thinking it over, part {k}: " + "y " * 300) for k in range(turn)]
         msgs.append(assistant(f"Step {i}: running the tests again.",
                               [(f"call_{i}", "bash", {"command": f"pytest tests/test_{i}.py"})]))
         size = last if i == calls - 1 else chars
@@ -101,8 +103,10 @@ def test_trimming_the_work_in_flight(tmp_path: Path, loads: list[Any], monkeypat
     """Still over with everything before the work in flight summarized: its result is trimmed (and kept so
     in the state's masking)."""
     taken = _paths(monkeypatch)
-    got = _streamed_as_held(tmp_path, [_one_request(30, 300, 9_000)], [{**SW, "window": 12_000}], loads)
-    assert "_trim_in_flight" in taken and got[0][1].get("masking")
+    for turn in (0, 3):  # (3: the turn in flight begins lines before its call)
+        got = _streamed_as_held(tmp_path / str(turn), [_one_request(30, 300, 9_000, turn)],
+                                [{**SW, "window": 12_000}], loads)
+        assert "_trim_in_flight" in taken and got[0][1].get("masking")
 
 
 def test_a_rendering_over_the_window_is_made_on_the_held_route(tmp_path: Path, loads: list[Any]) -> None:
