@@ -9,7 +9,10 @@ the window to the fact store (:class:`~.facts.gather.FactFeed`). The strategy th
 given that conversation instead of a held context: the same ``threshold.compact``, the same summarizer, the
 same commit. Its output (the system records, the summary and continuation, the work in flight) is small.
 
-Taken for the default path only (:func:`may_compact_streamed`): ``--strategy threshold`` without
+The sliding window's events are made here too (its own gatherer in pass 1, the planner on
+``sliding_window_input.Streamed``, which reads the file again by :func:`reread`): the extractive summarizer,
+a format whose output is the context itself. Otherwise taken for the default path only
+(:func:`may_compact_streamed`): ``--strategy threshold`` without
 ``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself or
 an append-only log's lines copied then what ``Format.compaction_appended`` makes of what
 ``Format.compaction_seen`` took of them line by line (Codex, ADK events, Claude Code: :func:`input_lines`), no

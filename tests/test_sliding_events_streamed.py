@@ -30,12 +30,15 @@ def _paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return taken
 
 
+def _keys(r: Any) -> tuple[Any, ...]:
+    return r.estimate.would_compact, r.estimate.extras.get("sliding_window")
+
+
 def _streamed_as_held(work: Path, datas: list[bytes], options: list[dict[str, Any]],
                       loads: list[Any]) -> list[tuple[Any, ...]]:
     """Both routes' answers, the same; the streamed calls never held the file."""
-    keys = (lambda r: (r.estimate.would_compact, r.estimate.extras.get("sliding_window")))
-    streamed = runs_on_one_file(work / "s", False, datas, options, loads, keys)
-    held = runs_on_one_file(work / "h", True, datas, options, loads, keys)
+    streamed = runs_on_one_file(work / "s", False, datas, options, loads, _keys)
+    held = runs_on_one_file(work / "h", True, datas, options, loads, _keys)
     assert [s[:-1] for s in streamed] == [h[:-1] for h in held]
     assert [s[-1] for s in streamed] == [False] * len(datas)  # (held: True for each)
     return streamed
@@ -99,7 +102,8 @@ def test_inside_the_latest_request(tmp_path: Path, loads: list[Any], monkeypatch
         events[-1]["last_invocation"]
 
 
-def test_trimming_the_work_in_flight(tmp_path: Path, loads: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trimming_the_work_in_flight(tmp_path: Path, loads: list[Any],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Still over with everything before the work in flight summarized: its result is trimmed (and kept so
     in the state's masking)."""
     taken = _paths(monkeypatch)
@@ -113,9 +117,8 @@ def test_a_rendering_over_the_window_is_made_on_the_held_route(tmp_path: Path, l
     """What the streamed rendering does not hold (over the window) the held route makes: the same answer,
     the file held after the streamed try."""
     datas, options = [_one_request(30, 300, 60_000)], [{**SW, "window": 12_000}]
-    keys = (lambda r: ())
-    streamed = runs_on_one_file(tmp_path / "s", False, datas, options, loads, keys)
-    held = runs_on_one_file(tmp_path / "h", True, datas, options, loads, keys)
+    streamed = runs_on_one_file(tmp_path / "s", False, datas, options, loads, _keys)
+    held = runs_on_one_file(tmp_path / "h", True, datas, options, loads, _keys)
     assert streamed == held and streamed[0][-1] is True
 
 

@@ -7,14 +7,20 @@ The planner asks for: the invocations and the split points that would separate a
 (a window handed to the summarizer) and their heuristic tokens; the input records at or in a range of
 indexes (split-point candidates, an event's last record, timestamps); where the work in flight begins; and
 the context rendered under a list of events, with each record's tokens and owner (the token trigger's
-counting pass). :class:`HeldInput` answers from the records held (the held route); a streamed reading would
-answer the same questions from offsets and counting passes.
+counting pass). :class:`HeldInput` answers from the records held (the held route); :class:`Streamed` answers
+the same questions from a file read again (the streamed route). The planner's code is the same for both.
 
-A streamed ``run`` (issue 25 item 2, the calls that make no event: most hook calls) gathers the invocations
-and split points in its pass 1 (:class:`Quiet`: ``Gathered`` fed the records ``events.full_view`` gives, the
-context's as the cleaner settles them and those the state's events drop as they are read, merged by input
-index); when the strategy's rule says nothing is due (``sliding_window.quiet``) the context passes through,
-written by pass 2, which is what the held route writes then. Any other outcome reads the file held.
+A streamed ``run`` (issue 25 item 2) gathers the invocations and split points in its pass 1 (:class:`Quiet`:
+``Gathered`` fed the records ``events.full_view`` gives, the context's as the cleaner settles them and those
+the state's events drop as they are read, merged by input index). When the strategy's rule says nothing is
+due (``sliding_window.quiet``: most hook calls) the context passes through, written by pass 2, which is what
+the held route writes then. When an event is due, the planner runs on :class:`Streamed`
+(``compaction_stream._read_again``): the records of a window read again by a sweep over the file, the
+integers the planner reads kept per record, each rendering a counting pass with the new events as the
+state's layers, whose records (the output) are held only within twice the window. What it cannot answer
+without holding more (a rendering over that, where the work in flight begins lying before the latest
+request), a state with layers besides the events, an agent's own log (its compaction is written after its
+lines) and any summarizer but the extractive one take the held route (``errors.Unstreamable``).
 """
 
 from __future__ import annotations
