@@ -325,7 +325,7 @@ class Streamed:
         """The buffer holds every view record owned from ``start`` on, through the first owned from ``end``
         (None: to the end)."""
         if start < self.kept_from or self.sweep is None:
-            self.sweep, self.kept_from, self.done = None, -1, False
+            self.sweep, self.kept_from, self.done, self.last = None, -1, False, -1
             self.buffer.clear()
         self.kept_from = max(self.kept_from, start)
         buffer = self.buffer
