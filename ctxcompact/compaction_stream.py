@@ -9,7 +9,10 @@ the window to the fact store (:class:`~.facts.gather.FactFeed`). The strategy th
 given that conversation instead of a held context: the same ``threshold.compact``, the same summarizer, the
 same commit. Its output (the system records, the summary and continuation, the work in flight) is small.
 
-Taken for the default path only (:func:`may_compact_streamed`): ``--strategy threshold`` without
+The sliding window's events are made here too (its own gatherer in pass 1, the planner on
+``sliding_window_input.Streamed``, which reads the file again by :func:`reread`): the extractive summarizer,
+a format whose output is the context itself. Otherwise taken for the default path only
+(:func:`may_compact_streamed`): ``--strategy threshold`` without
 ``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself or
 an append-only log's lines copied then what ``Format.compaction_appended`` makes of what
 ``Format.compaction_seen`` took of them line by line (Codex, ADK events, Claude Code: :func:`input_lines`), no
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .budget import Budget
 from .context import Context
-from .errors import InputError
+from .errors import InputError, Unstreamable
 from .formats import get_format
 from .hashed_lines import Hashing, lines_at
 from .model import Record, Role, Transcript
@@ -50,6 +53,8 @@ def may_compact_streamed(fmt: str, opts: Options) -> bool:
     # linked to them: Claude Code's parentUuid chain)
     appended = f.compaction_seen() is not None
     context = not f.layout.agent_log and not appended
+    if opts.strategy == "sliding-window":  # its events made in pass 2 (sliding_window_input.Streamed)
+        return opts.summarizer == "extractive" and opts.to in (None, fmt) and context
     return (opts.strategy == "threshold" and not opts.prune and opts.summarizer == "extractive"
             and opts.to in (None, fmt) and (context or appended))
 
@@ -112,11 +117,16 @@ class Gathering:
         ``records`` input records, ``lines`` lines read after the covered prefix, if any."""
         covered = counted.covered
         lines += covered.line - 1 if covered is not None else 0
-        ctx = Context(transcript=Transcript(counted.format, [], counted.source), input_records=records,
-                      covered=covered.records if covered is not None else 0, input_bytes=counted.nbytes,
-                      input_lines=lines, system_spans=self.spans,
-                      repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
-        return ctx, self.reader.conversation(), self.positions
+        return _context(counted, records, lines, self.spans), self.reader.conversation(), self.positions
+
+
+def _context(counted: Counted, records: int, lines: int, spans: list[tuple[int, int]]) -> Context:
+    """The context as a strategy sees it on the streamed route: no records held (its counts are pass 1's)."""
+    covered = counted.covered
+    return Context(transcript=Transcript(counted.format, [], counted.source), input_records=records,
+                   covered=covered.records if covered is not None else 0, input_bytes=counted.nbytes,
+                   input_lines=lines, system_spans=spans,
+                   repairs=list(counted.repairs), problems=[], dropped=0, input_format=counted.format)
 
 
 #: pass 1 gathers the conversation as it counts (one read instead of two) when what it reads (the file, or
@@ -162,6 +172,8 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
     read again."""
     if counted.gathered is not None and taken is None:
         found, records, nlines = counted.gathered
+        if not isinstance(found, Gathering):  # a strategy's own (the sliding window's: _read_again)
+            return _read_again(found, path, counted, opts, records, nlines)
         return found.result(path, counted, records, nlines)
     covered = counted.covered
     reading = Reading(path, opts, counted.format, schema=False, covered=covered, limit=counted.nbytes,
@@ -197,3 +209,37 @@ def input_lines(path: Path, counted: Counted) -> Iterator[bytes]:
     if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
         raise InputError(f"{path} changed while it was read; run again")
 
+
+
+def _read_again(found: Any, path: Path, counted: Counted, opts: Options, records: int,
+                lines: int) -> tuple[Context, Any, dict[int, int]]:
+    """The sliding window's events made without holding the file: its planner reads the records again by
+    sweeps over the file (``sliding_window_input.Streamed``, :func:`reread`). Only a state whose layers are
+    its events alone, no covered prefix (else Unstreamable: the held route)."""
+    state = counted.layers
+    if counted.covered is not None or (state is not None and (
+            state.watermark or any(state.holds(key) for key in state.sections if key != "events"))):
+        raise Unstreamable("layers besides the sliding window's events")
+    lines += counted.resumed.line - 1 if counted.resumed is not None else 0
+    spans: list[tuple[int, int]] = []
+    inp = found.streamed(lambda layers, parsed: reread(path, counted, opts, layers, parsed), state,
+                         counted.format, counted.source, spans)
+    return _context(counted, records, lines, spans), inp, {}
+
+
+def reread(path: Path, counted: Counted, opts: Options, state: Any,
+           parsed: Callable[[Record], None] | None) -> Iterator[list[Record]]:
+    """The cleaned context's parts, the file read again from its start as pass 1 read it with ``state``'s
+    layers applied to each record (``parsed`` told each record as read). Only the bytes pass 1 read; read to
+    the end, they must be the same (else an InputError: the file changed)."""
+    reading = Reading(path, opts, counted.format, schema=False, limit=counted.nbytes, source=counted.source,
+                      state=state)
+    reading.parsed = parsed
+    with open_input(path) as stream:
+        hashing = Hashing(stream, counted.nbytes)
+        try:
+            yield from reading.parts(lines_at(hashing, 0, 1))
+        except Held as held:
+            raise InputError(f"{path} changed while it was read ({held}); run again") from None
+    if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
+        raise InputError(f"{path} changed while it was read; run again")

@@ -341,7 +341,8 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
                     may_write_streamed(counted.format, opts, counted.repairs):
                 return _pass_through(path, name, counted, opts, state, state_path, output, warn, extras,
                                      staging if counted.staged else None)
-            if counted is not None and over and may_compact_streamed(counted.format, opts):
+            if counted is not None and (over or gathers) and may_compact_streamed(counted.format, opts):
+                # (a strategy deciding by its own rule: an event due)
                 streamed = _compact_streamed(path, name, counted, opts, state, state_path, output, warn)
                 if streamed is not None:
                     return streamed
@@ -540,7 +541,7 @@ def _compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Opt
                           report.records + sum(r.origin is Origin.INPUT for r in appended))
     for message in said:
         warn(message)
-    report.extras = {"maskable_tokens": None, "maskable_results": None}  # needs the whole context
+    report.extras = {**report.extras, "maskable_tokens": None, "maskable_results": None}  # (needs the whole)
     assert result.state is not None
     # the fingerprint is of the bytes both passes read and hashed (state.HashedFile): the bytes summarized
     _update_state(result.state, name, HashedFile(path, counted.nbytes, counted.digest), ctx, result,

@@ -277,9 +277,12 @@ def test_a_compaction_streams_where_it_may(tmp_path: Path, monkeypatch: pytest.M
         assert len(read) == 1 and streamed[3], kw  # compacted, in pass 2
         assert streamed == _run(src, tmp_path / f"h{len(kw)}{sorted(kw)}", True, 3_000, **kw)
     read.clear()
-    for kw in ({"prune": True}, {"strategy": "sliding-window"}):
-        _run(src, tmp_path / f"o{sorted(kw)}", False, 3_000, **kw)
+    _run(src, tmp_path / "o-prune", False, 3_000, prune=True)
     assert read == []
+    # (the sliding window's events: made in pass 2 too, tests/test_sliding_streamed.py)
+    _run(src, tmp_path / "o-sw", False, 3_000, strategy="sliding-window")
+    assert read == [tmp_path / "o-sw" / "t.jsonl"]
+    read.clear()
     # a Codex rollout: its lines copied, then the compacted line (CodexFormat.compaction_appended)
     codex = DATA / "codex" / "agentlogs-codex-crud.jsonl"
     streamed = _run(codex, tmp_path / "codex-s", False, 8_000)

@@ -144,7 +144,8 @@ def test_an_emptied_input_under_events_is_the_held_routes_answer(tmp_path: Path,
     datas = [b"".join(LINES[:40]), b""]
     options = [{"window": 6_000, **SW}, {"window": 6_000}]
     streamed = _calls(tmp_path / "s", False, datas, options, loads)
-    assert streamed[0][1]["events"] and streamed == _calls(tmp_path / "h", True, datas, options, loads)
+    held = _calls(tmp_path / "h", True, datas, options, loads)
+    assert streamed[0][1]["events"] and [s[:-1] for s in streamed] == [h[:-1] for h in held]
 
 
 @functools.cache

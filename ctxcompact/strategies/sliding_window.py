@@ -59,7 +59,7 @@ from .invocations import (
 from .mask import merge_masking
 from .masking_state import MaskedResult, Masking
 from .ranges import visible_events
-from .sliding_window_input import HeldInput, Quiet, Rendered, WindowInput
+from .sliding_window_input import HeldInput, Quiet, Rendered, WindowInput, window_input
 from .sliding_window_state import Event, WindowEvents
 from .tail import trim_in_place
 
@@ -216,7 +216,7 @@ def apply(si: StrategyInput) -> Outcome | None:
     _validate(si.opts)
     if si.budget.threshold is None:
         return None  # --threshold 0 disables compaction
-    inp = HeldInput(si)
+    inp = window_input(si)
     invs, covered_end, bad = inp.invocations, _covered_end(si), inp.unsafe
     planner = _Planner(si, inp)
     with progress(f"summarizing with {si.opts.summarizer}"):
@@ -225,19 +225,20 @@ def apply(si: StrategyInput) -> Outcome | None:
             planner.make(w)
         limit = token_limit(si.budget, si.opts.safety_ratio)
         active = si.report.calibrated.tokens
-        r = Rendered(si, si.ctx.transcript)
+        r: Rendered | None = None  # (None: the context as read, rendered only when read)
         if planner.new:
             r = inp.render(planner.events)
             active = r.tokens
         warnings: list[str] = []
         code = ExitCode.OK
         if active > limit:
-            r, code, warnings = _token_event(si, planner, invs, bad, r, limit)
-    t = r.transcript
+            r, code, warnings = _token_event(si, planner, invs, bad, r or inp.context(), limit)
     if not planner.new and not planner.trimmed:  # trimming the work in flight alone is a compaction too
         if code is ExitCode.OK:
             return None
-        t = si.ctx.transcript
+        r = inp.context()
+    assert r is not None
+    t = r.transcript
     last = max(planner.events, key=lambda e: e.end) if planner.events else None
     end_rec = inp.record_at(last.end - 1) if last is not None else None
     known = end_rec is not None and end_rec.raw is not None
@@ -458,13 +459,18 @@ def quiet(counted: Any, opts: Options, state: State | None) -> dict[str, Any] | 
     when the held route must decide (an event due, the context over a trigger or the threshold)."""
     _validate(opts)
     found = counted.gathered[0] if counted.gathered is not None else None
-    if not isinstance(found, Quiet) or found.broken or counted.report.over_threshold:
+    if not isinstance(found, Quiet) or found.broken:
         return None
-    g = found.result()
+    g = found.folded()
     covered = counted.covered.records if counted.covered is not None else 0
     extras = described(opts, counted.report.budget, state, covered, counted.report.calibrated.tokens,
                        g.invocations(), g.unsafe_splits())
-    return None if extras.pop("would_compact") else extras
+    would = bool(extras.pop("would_compact"))
+    if would or counted.report.over_threshold:
+        # (an event is due: a streamed run that makes it reports what describe says, as the held route)
+        counted.report.would_compact, counted.report.extras = would, extras
+        return None
+    return extras
 
 
 def _same(rec: Record) -> Record:
