@@ -179,14 +179,20 @@ def test_a_part_reads_only_the_call_ids_it_names() -> None:
     read grow with the transcript, not with its square (reading them all per part made a 20 MB transcript
     of small tool calls take minutes to stream)."""
     records = list(_clean_session(8_000))
+    cleaner, touched = _ids_touched(records)
+    assert len(cleaner.carry.calls) >= 7_000
+    assert touched <= 4 * len(records), touched
+
+
+def _ids_touched(records: list[Record]) -> tuple[Cleaner, int]:
+    """The cleaner that cleaned ``records`` (nothing to repair) and how many call-id lookups it made."""
     cleaner = Cleaner(LAYOUTS["openai"], "openai")
     cleaner.carry.calls = _CountingIds()
     _CountingIds.touched = 0
     for rec in records:
         cleaner.feed(rec)
     assert cleaner.finish().repairs == []
-    assert len(cleaner.carry.calls) >= 7_000
-    assert _CountingIds.touched <= 4 * len(records), _CountingIds.touched
+    return cleaner, _CountingIds.touched
 
 
 def test_large_records_settle_by_their_bytes() -> None:
@@ -235,10 +241,5 @@ def test_a_part_looks_up_each_call_id_it_names_once() -> None:
     result alike (a lookup is ~10 k instructions; a run below the threshold makes them for every call)."""
     records = list(_clean_session(500))
     ids = {b.id for r in records if r.message is not None for b in r.message.tool_calls()}
-    cleaner = Cleaner(LAYOUTS["openai"], "openai")
-    cleaner.carry.calls = _CountingIds()
-    _CountingIds.touched = 0
-    for rec in records:
-        cleaner.feed(rec)
-    assert cleaner.finish().repairs == []
-    assert len(ids) >= 400 and _CountingIds.touched == len(ids)
+    touched = _ids_touched(records)[1]
+    assert len(ids) >= 400 and touched == len(ids)
