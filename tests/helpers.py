@@ -162,3 +162,19 @@ def runs_on_one_file(work: Path, hold: bool, datas: list[bytes], options: list[d
                     r.tokens_before, r.tokens_after, r.warnings, said, [str(x) for x in r.repairs],
                     *fields(r), bool(loads)))
     return got
+
+
+def resumed_calls(monkeypatch: Any) -> list[bool]:
+    """Whether each streamed call's pass 1 started at a resume point (``engine.count_file`` spied on)."""
+    from ctxcompact import engine
+
+    resumed: list[bool] = []
+    real = engine.count_file
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        counted = real(*args, **kw)
+        resumed.append(counted is not None and counted.resumed is not None)
+        return counted
+
+    monkeypatch.setattr(engine, "count_file", spy)
+    return resumed

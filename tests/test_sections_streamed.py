@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SAMPLES, coding_session, jsonl, runs_on_one_file, sys_msg
+from helpers import SAMPLES, coding_session, jsonl, resumed_calls, runs_on_one_file, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -208,15 +208,7 @@ def test_a_call_past_the_events_resumes(tmp_path: Path, loads: list[Any],
     """Once a part settles after the last event's range, a later call's pass 1 starts there (the events
     are all placed before it; the call right after the sliding-window one has no resume point; the
     sliding-window call's own pass 1 reads every record, what its rule decides by)."""
-    resumed: list[bool] = []
-    real = engine.count_file
-
-    def spy(*args: Any, **kw: Any) -> Any:
-        counted = real(*args, **kw)
-        resumed.append(counted is not None and counted.resumed is not None)
-        return counted
-
-    monkeypatch.setattr(engine, "count_file", spy)
+    resumed = resumed_calls(monkeypatch)
     lines = _session(40)
     cuts = [40, 44, 110, 130]  # (the cleaner settles a part past 64 records)
     datas = [b"".join(lines[:n]) for n in cuts]

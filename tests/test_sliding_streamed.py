@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SAMPLES, coding_session, jsonl, runs_on_one_file, sys_msg
+from helpers import SAMPLES, coding_session, jsonl, resumed_calls, runs_on_one_file, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ctxcompact import engine
 
 DATA = Path(__file__).parent / "data"
 SW = {"strategy": "sliding-window", "invocation_threshold": 3, "overlap": 1, "window": 1_000_000}
@@ -109,16 +107,7 @@ def test_real_fixtures_under_events_stream(tmp_path: Path, loads: list[Any]) -> 
 
 def _spied(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each streamed call's pass 1 started at a resume point."""
-    resumed: list[bool] = []
-    real = engine.count_file
-
-    def spy(*args: Any, **kw: Any) -> Any:
-        counted = real(*args, **kw)
-        resumed.append(counted is not None and counted.resumed is not None)
-        return counted
-
-    monkeypatch.setattr(engine, "count_file", spy)
-    return resumed
+    return resumed_calls(monkeypatch)
 
 
 LONG = jsonl([sys_msg("You are a coding agent."), *coding_session(40, tool_chars=1500)]).splitlines(
