@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers import jsonl
 
 from ctxcompact import api
 from ctxcompact.options import Options
-from tests.helpers import jsonl
 
 
 def adk_session(turns: int = 10, snake: bool = False) -> list[dict[str, Any]]:

@@ -10,10 +10,12 @@ from typing import Any
 
 import orjson
 import pytest
+from agent_logs import cc, long_session
+from claude_code_check import check_claude_code_output, lines_of
+from helpers import jsonl
 
 from ctxcompact import api
 from ctxcompact.options import Options
-from tests.claude_code_check import check_claude_code_output, lines_of
 
 DATA = Path(__file__).parent.parent / "data" / "claude-code"
 REAL = sorted(DATA.glob("*.jsonl"))
@@ -28,15 +30,6 @@ def run_bytes(data: bytes, tmp_path: Path, **kw: Any) -> tuple[api.RunResult, by
 def clean_bytes(data: bytes, **kw: Any) -> tuple[api.CleanFileResult, bytes]:
     res = api.clean_file(data, warn=lambda m: None, **kw)
     return res, b"".join(res.lines())
-
-
-def cc(uuid: str, parent: str | None, kind: str, content: Any, **kw: Any) -> dict[str, Any]:
-    d: dict[str, Any] = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/p",
-                         "sessionId": "s1", "version": "2.1.39", "type": kind,
-                         "message": {"role": kind, "content": content}, "uuid": uuid,
-                         "timestamp": "2026-01-01T00:00:00.000Z"}
-    d.update(kw)
-    return d
 
 
 def parallel_log(trailing_call: bool = False) -> list[dict[str, Any]]:
@@ -83,7 +76,6 @@ def test_real_logs_pass_clean_and_run_byte_for_byte(path: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize("trailing", [False, True])
 def test_parallel_results_in_completion_order_and_a_live_call_are_no_repairs(trailing: bool) -> None:
-    from tests.helpers import jsonl
 
     data = jsonl(parallel_log(trailing_call=trailing))
     res, out = clean_bytes(data)
@@ -93,7 +85,6 @@ def test_parallel_results_in_completion_order_and_a_live_call_are_no_repairs(tra
 
 
 def test_reordering_belongs_to_conversion() -> None:
-    from tests.helpers import jsonl
 
     data = jsonl(parallel_log(trailing_call=True))
     _, out = clean_bytes(data, to="anthropic")
@@ -105,7 +96,6 @@ def test_reordering_belongs_to_conversion() -> None:
 
 
 def test_a_missing_result_before_a_later_turn_is_still_repaired_and_chained() -> None:
-    from tests.helpers import jsonl
 
     lines = parallel_log()
     lines = [o for o in lines if o["uuid"] != "r1"]  # ta never answered, and the session went on
@@ -189,7 +179,6 @@ def test_prune_tier_masks_after_the_log(tmp_path: Path) -> None:
 
 
 def test_mask_keeps_thinking_and_adds_nothing_after_a_live_call(tmp_path: Path) -> None:
-    from tests.helpers import jsonl
 
     lines = parallel_log(trailing_call=True)
     for o in lines:  # big results, so masking pays
@@ -216,28 +205,6 @@ def test_mask_keeps_thinking_and_adds_nothing_after_a_live_call(tmp_path: Path) 
 # -- item 3: compaction the way Claude Code records its own --------------------------------------------------
 
 
-def long_session(turns: int = 12, chars: int = 3000) -> list[dict[str, Any]]:
-    """A Claude Code session of ``turns`` requests, each a call and a big result, with progress lines."""
-    lines: list[dict[str, Any]] = []
-    parent: str | None = None
-    for t in range(turns):
-        u, a, p, r, f = (f"u{t}", f"a{t}", f"p{t}", f"r{t}", f"f{t}")
-        lines.append(cc(u, parent, "user", f"request {t}: read file {t}"))
-        lines.append(cc(a, u, "assistant", [{"type": "tool_use", "id": f"t{t}", "name": "Read",
-                                             "input": {"file_path": f"/p/f{t}.py"}}], requestId=f"q{t}"))
-        lines[-1]["message"]["id"] = f"m{t}"
-        lines.append({"parentUuid": a, "isSidechain": False, "sessionId": "s1", "type": "progress",
-                      "uuid": p, "data": {"type": "hook_progress"}, "timestamp": "2026-01-01T00:00:00.000Z"})
-        lines.append(cc(r, a, "user", [{"type": "tool_result", "tool_use_id": f"t{t}",
-                                        "content": f"contents {t} " + "y" * chars}],
-                        toolUseResult={"type": "text", "file": {"filePath": f"/p/f{t}.py",
-                                                                "content": "y" * chars}}))
-        lines.append(cc(f, r, "assistant", [{"type": "text", "text": f"file {t} read"}], requestId=f"q{t}b"))
-        lines[-1]["message"]["id"] = f"m{t}b"
-        parent = f
-    return lines
-
-
 Line = dict[str, Any]
 
 
@@ -247,7 +214,6 @@ def summary_and_after(objs: list[Line]) -> tuple[Line, Line, list[Line]]:
 
 
 def test_threshold_compaction_is_appended_like_claude_codes_own(tmp_path: Path) -> None:
-    from tests.helpers import jsonl
 
     lines = long_session()
     data = jsonl(lines)
@@ -273,7 +239,6 @@ def test_threshold_compaction_is_appended_like_claude_codes_own(tmp_path: Path) 
 
 
 def test_sliding_window_keeps_the_tail_after_the_boundary(tmp_path: Path) -> None:
-    from tests.helpers import jsonl
 
     lines = long_session()
     data = jsonl(lines)
@@ -302,7 +267,7 @@ def test_sliding_window_keeps_the_tail_after_the_boundary(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "genai", "codex"])
 def test_to_claude_code_writes_one_linear_session(fmt: str, tmp_path: Path) -> None:
-    from tests.claude_code_check import dangling, orphans, roots
+    from claude_code_check import dangling, orphans, roots
 
     data = (Path(__file__).parent.parent.parent / "samples" / f"{fmt}-session.jsonl").read_bytes()
     res, out = run_bytes(data, tmp_path, to="claude-code")
@@ -374,7 +339,6 @@ def test_golden_claude_code_outputs_pass_the_structural_check(case: Path) -> Non
 
 
 def test_redacted_thinking_survives_conversion_both_ways(tmp_path: Path) -> None:
-    from tests.helpers import jsonl
 
     data = jsonl(parallel_log())
     _, out = clean_bytes(data, to="anthropic")

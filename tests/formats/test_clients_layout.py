@@ -9,13 +9,12 @@ from typing import Any
 
 import orjson
 import pytest
+from agent_logs import long_session, rollout
+from helpers import jsonl
 
 from ctxcompact import api
 from ctxcompact.formats.claude_code_out import COMPACT_SUMMARY_OPENING, copy_message_id
 from ctxcompact.options import Options
-from tests.formats.test_claude_code_out import long_session
-from tests.formats.test_codex_out import rollout
-from tests.helpers import jsonl
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -239,7 +238,7 @@ def test_codex_compaction_carries_its_meter_and_keeps_the_billed_totals(
 
 
 def test_verbose_validate_names_the_lines_it_passed_through(tmp_path: Path) -> None:
-    from tests.helpers import ctxcompact
+    from helpers import ctxcompact
 
     real = (DATA / "claude-code" / "spotter-short.jsonl").read_bytes()
     path = tmp_path / "s.jsonl"

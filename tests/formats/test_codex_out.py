@@ -6,34 +6,14 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
+from agent_logs import rollout
+from helpers import jsonl
 
 from ctxcompact import api
 from ctxcompact.options import Options
-from tests.helpers import jsonl
-
-
-def rollout(turns: int = 10) -> list[dict[str, Any]]:
-    def line(kind: str, payload: dict[str, Any], t: int, s: int) -> dict[str, Any]:
-        return {"timestamp": f"2026-02-11T10:{t:02d}:{s:02d}.000Z", "type": kind, "payload": payload}
-
-    out = [line("session_meta", {"id": "019c", "timestamp": "2026-02-11T10:00:00.000Z", "cwd": "/w",
-                                 "originator": "codex_cli_rs", "cli_version": "0.66.0", "instructions": None},
-                0, 0)]
-    for t in range(turns):
-        out.append(line("response_item", {"type": "message", "role": "user",
-                                          "content": [{"type": "input_text", "text": f"request {t}"}]}, t, 1))
-        out.append(line("response_item", {"type": "function_call", "name": "shell", "call_id": f"c{t}",
-                                          "arguments": orjson.dumps({"command": ["cat", f"f{t}"]}).decode()},
-                        t, 2))
-        out.append(line("response_item", {"type": "function_call_output", "call_id": f"c{t}",
-                                          "output": "z" * 3000}, t, 3))
-        out.append(line("response_item", {"type": "message", "role": "assistant",
-                                          "content": [{"type": "output_text", "text": f"done {t}"}]}, t, 4))
-    return out
 
 
 @pytest.mark.parametrize("strategy", ["threshold", "sliding-window"])
