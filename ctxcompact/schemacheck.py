@@ -301,8 +301,9 @@ def code_path(src: str) -> Path:
 
 def compiled_code(src: str) -> CodeType:
     """``compile(src)``, from the user's cache when an earlier process compiled the same source (compiling
-    the state's and a format's checks cost every process ~13 ms; docs/measurements/performance.md). The
-    file holds the marshalled code after the magic and the code's SHA-256: a file that is short, another
+    the state's and a format's checks cost every process ~13 ms:
+    docs/measurements/performance-log.md#the-per-call-floor-cached-checks-own-lock-lazy-commands-2026-11-29).
+    The file holds the marshalled code after the magic and the code's SHA-256: a file that is short, another
     interpreter's, corrupt or not a code object, or not the user's own, is ignored and written again."""
     from .errors import CtxCompactError
     from .paths import read_regular

@@ -1,7 +1,8 @@
 """The call ids a streamed reading carries (``call_ids.CallIds``): answers as the two dicts it replaced (the
 cleaner's carry, id -> settled calls; the calls' names, id -> the first call's tool), exactly, whatever the
 ids; what a resume point keeps of it at a mark reads back as those dicts were then; and it holds ~60 bytes a
-call where the dicts over the ids' strings held ~120-170 (docs/measurements/performance.md)."""
+call where the dicts over the ids' strings held ~120-170 (docs/measurements/performance-log.md, branch
+`mem7`)."""
 
 from __future__ import annotations
 

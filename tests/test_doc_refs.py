@@ -53,7 +53,9 @@ def anchors(page: Path) -> set[str]:
 
 def sources() -> list[Path]:
     files = [p for p in (ROOT / "ctxcompact").rglob("*") if p.suffix in {".py", ".json"}]
-    files += [p for p in (ROOT / "tests").glob("*.py")] + [p for p in (ROOT / "bench").glob("*.py")]
+    # every test folder (tests/cli, tests/state, ...), not the fixtures in tests/data
+    files += [p for p in (ROOT / "tests").rglob("*.py") if "data" not in p.relative_to(ROOT / "tests").parts]
+    files += [p for p in (ROOT / "bench").glob("*.py")]
     files += [ROOT / "README.md", ROOT / ".ci" / "run", ROOT / "pyproject.toml"]
     return sorted(p for p in files if p.is_file())
 

@@ -1,7 +1,7 @@
-"""What a streamed ``run`` with a state holds per record (docs/measurements/performance.md): the count cache
-keeps 32 bytes a line, pass 1's counts 8 bytes a record each, the fact feed a hash per call looked up. Peak
-traced memory on N and 4N lines of a tool loop, compacting and passing through; before, a run with a state
-grew by ~210 bytes a record (the count cache's dict of tuples, the ids looked up as strings)."""
+"""What a streamed ``run`` with a state holds per record (docs/measurements/performance-log.md): the count
+cache keeps 32 bytes a line, pass 1's counts 8 bytes a record each, the fact feed a hash per call looked up.
+Peak traced memory on N and 4N lines of a tool loop, compacting and passing through; before, a run with a
+state grew by ~210 bytes a record (the count cache's dict of tuples, the ids looked up as strings)."""
 
 from __future__ import annotations
 

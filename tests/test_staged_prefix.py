@@ -1,10 +1,10 @@
 """Below the threshold, a call that resumes after a plain prefix stages the output's first bytes in pass 1:
 ``CountCache.prove_stream`` hands the bytes before the resume point, as it hashes them, to the output's
 temporary file (``atomic.Staging``), and pass 2 (``streaming.written_lines``) reads and hashes only what
-follows, on pass 1's hash (docs/measurements/performance.md, prefix9). The output is byte for byte the
-held route's and a stateless run's, for any split of the session into appends; pass 2 still writes only
-bytes pass 1 counted (what it reads changed since is an error, the output left as it was); nothing but the
-output is written (the staging is removed whenever it is not the output)."""
+follows, on pass 1's hash (docs/measurements/performance-log.md, branch `prefix9`). The output is byte for
+byte the held route's and a stateless run's, for any split of the session into appends; pass 2 still writes
+only bytes pass 1 counted (what it reads changed since is an error, the output left as it was); nothing but
+the output is written (the staging is removed whenever it is not the output)."""
 
 from __future__ import annotations
 

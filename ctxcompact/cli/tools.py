@@ -1,6 +1,6 @@
 """The commands other than ``run`` (validate, clean, estimate, eval, calibrate, state, simulate), defined on
 the group of :mod:`.commands` when this module is imported: when one of them is asked for
-(docs/measurements/performance.md#the-per-call-floor-cached-checks-own-lock-lazy-commands-2026-11-29)."""
+(docs/measurements/performance-log.md#the-per-call-floor-cached-checks-own-lock-lazy-commands-2026-11-29)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 the compaction history, the covered prefix's token counts. A state no compaction wrote holds none of them,
 so this module is loaded only where one is made or read (:mod:`.model`'s ``add_compaction``, ``Fingerprint``
 with counts, :mod:`.store` reading a state that holds them): a run without a state, or below the threshold
-before any compaction, makes none of these classes (docs/measurements/performance.md, branch `start9`)."""
+before any compaction, makes none of these classes (docs/measurements/performance-log.md, branch `start9`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """What the sliding window reads of its context (strategies/sliding_window.py), behind one interface
 (:class:`WindowInput`), so the planner's code is the same whether the context is held or read again by
-offset (issue 25: ``run --strategy sliding-window`` on the streamed route, docs/measurements/performance.md).
+offset (issue 25: ``run --strategy sliding-window`` on the streamed route,
+docs/measurements/performance-log.md, branch `sw9`).
 
 The planner asks for: the invocations and the split points that would separate a tool call from its result
 (gathered record by record, :class:`~.invocations.Gathered`); the records owned by a range of input indexes

@@ -1,5 +1,5 @@
 """``cli.main`` reading the process's own command line freezes what is alive as it returns, so the
-interpreter's collection at exit traverses none of it (docs/measurements/performance.md, branch `start6`);
+interpreter's collection at exit traverses none of it (docs/measurements/performance-log.md, branch `start6`);
 an in-process caller, which gives ``argv``, keeps its collector as it was."""
 
 from __future__ import annotations

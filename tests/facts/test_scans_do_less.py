@@ -1,5 +1,5 @@
-"""The fact scans of a compaction do less for the same facts (docs/measurements/performance.md, "The
-compacting run's fact scans"): C-fast hints rule texts out before a regex scan (never one a match was in),
+"""The fact scans of a compaction do less for the same facts (docs/measurements/performance-log.md,
+branch `cmp6`): C-fast hints rule texts out before a regex scan (never one a match was in),
 ``shorten`` collapses only a long text's start, and what two tests asked of one record is worked out once
 (counts of calls, not times)."""
 

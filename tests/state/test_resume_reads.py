@@ -2,7 +2,7 @@
 prefix twice as long, the call parses the same lines, reads each byte at most once a pass, and its second
 pass reads nothing of the prefix (below the threshold pass 1 staged it in the output as it proved it; after
 a compaction the summary stands for it). What grows with the prefix is only pass 1 proving it, one SHA-256 of
-each byte: docs/measurements/performance.md, inc8 and prefix9."""
+each byte: docs/measurements/performance-log.md, branches `inc8` and `prefix9`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""What stays alive once tiktoken counts (docs/measurements/performance.md, mem6): the Rust encoder holds
-its own copy of the ranks, so the dict they were parsed into (o200k's: ~26 MB traced) is let go, and so is
-the pure counter's table and memo. Pins the tiktoken behaviour this relies on: its encoder does not read
-the dict after it is built (the counts stay tiktoken's own), and an Encoding still pickles."""
+"""What stays alive once tiktoken counts (docs/measurements/performance-log.md, branch `mem6`): the Rust
+encoder holds its own copy of the ranks, so the dict they were parsed into (o200k's: ~26 MB traced) is let go,
+and so is the pure counter's table and memo. Pins the tiktoken behaviour this relies on: its encoder does not
+read the dict after it is built (the counts stay tiktoken's own), and an Encoding still pickles."""
 
 from __future__ import annotations
 
