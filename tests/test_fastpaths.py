@@ -152,7 +152,7 @@ def _schemas_and_samples() -> tuple[list[str], dict[str, Any], dict[str, Draft20
     schemas = {n: schemacheck.load(n) for n in names}
     validators = {n: Draft202012Validator(s) for n, s in schemas.items()}
     objs = []
-    for line in _lines()[:800]:
+    for line in _lines()[:800:2]:  # every other line of the first 800: each sample's shapes, half the time
         try:
             objs.append(orjson.loads(line))
         except orjson.JSONDecodeError:
@@ -238,7 +238,7 @@ _SHAPED = (
 _EVERY_VALIDATOR = Draft202012Validator(_EVERY_KEYWORD)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_JSON | _SHAPED)
 def test_schema_precheck_equals_jsonschema_on_every_keyword(value):
     assert schemacheck.conforms(_EVERY_KEYWORD, value) == _EVERY_VALIDATOR.is_valid(value)

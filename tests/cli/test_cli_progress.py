@@ -149,13 +149,13 @@ def test_estimate_of_many_files_shows_a_bar_on_a_terminal_only(many: Path) -> No
 
 
 def test_eval_replay_shows_its_turns_on_a_terminal(tmp_path: Path) -> None:
-    log = tmp_path / "long.jsonl"  # 300 replayed turns: over a second, past the bar's half-second delay
-    log.write_bytes(jsonl([sys_msg("s"), *coding_session(150, tool_chars=3000), user("go")]))
+    log = tmp_path / "long.jsonl"  # 100 replayed turns: seconds, well past the bar's half-second delay
+    log.write_bytes(jsonl([sys_msg("s"), *coding_session(50, tool_chars=3000), user("go")]))
     args = ["eval", str(log), "--replay", "--window", "16000", "--exact", "none", "--json"]
     code, out, err = run_on_tty(*args)
     assert code == 0, err
     turns = orjson.loads(out)["replay"]["turns"]
-    assert turns == 300 and b"replaying [" in err and b"300/300" in err
+    assert turns == 100 and b"replaying [" in err and b"100/100" in err
     assert b"reading and counting" not in err  # the steps' spinners stay silent under the bar
     quiet = run_on_tty(*args, "-q")
     assert quiet[0] == 0 and b"replaying" not in quiet[2]

@@ -277,17 +277,29 @@ def _peak(path: Path, hold: bool) -> int:
         tracemalloc.stop()
 
 
+def _sessions(folder: Path, *turns: int) -> list[Path]:
+    """Claude Code sessions of each number of turns, written to ``folder`` (one file each)."""
+    paths = []
+    for n in turns:
+        path = folder / f"session{n}.jsonl"
+        path.write_bytes(b"".join(_session(turns=n)))
+        paths.append(path)
+    return paths
+
+
+def _added(small: Path, big: Path) -> int:
+    return big.read_bytes().count(b"\n") - small.read_bytes().count(b"\n")
+
+
 def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
     """Peak traced memory of a run on N and 4N turns: streamed, it grows by little per added record (the
     counts, the responses' usage keys), held by the records (so the test can fail)."""
-    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
-    small_lines, big_lines = _session(turns=250), _session(turns=1_000)
-    small.write_bytes(b"".join(small_lines))
-    big.write_bytes(b"".join(big_lines))
-    added = len(big_lines) - len(small_lines)
-    _peak(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
-    streamed = (_peak(big, False) - _peak(small, False)) / added
-    held = (_peak(big, True) - _peak(small, True)) / added
+    small, big = _sessions(tmp_path, 250, 1_000)
+    _peak(_sessions(tmp_path, 20)[0], False)  # warm: imports, compiled patterns, caches not of the file
+    streamed = (_peak(big, False) - _peak(small, False)) / _added(small, big)
+    # held, each record's objects are kept: a quarter of the sizes measures it as well, at a quarter the time
+    held_small, held_big = _sessions(tmp_path, 60, 240)
+    held = (_peak(held_big, True) - _peak(held_small, True)) / _added(held_small, held_big)
     assert streamed < 200, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 4 * streamed, (held, streamed)
 
@@ -312,18 +324,19 @@ def test_a_compaction_is_made_in_pass_2(tmp_path: Path, monkeypatch: pytest.Monk
     then the boundary and the context chained on the last line of the main chain): the held route's output
     byte for byte, the file never loaded, and its peak grows by little per added record (the held one's by
     the records, so the test can fail)."""
-    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
-    small_lines, big_lines = _session(turns=250), _session(turns=1_000)
-    small.write_bytes(b"".join(small_lines))
-    big.write_bytes(b"".join(big_lines))
-    added = len(big_lines) - len(small_lines)
+    small, big = _sessions(tmp_path, 250, 1_000)
     loaded = _loads(monkeypatch)
-    _peak_compacting(small, False)  # warm
-    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / added
+    _peak_compacting(_sessions(tmp_path, 60)[0], False)  # warm
+    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / _added(small, big)
     assert loaded == []
     out = big.with_suffix(".out").read_bytes()
-    held = (_peak_compacting(big, True) - _peak_compacting(small, True)) / added
-    assert big.with_suffix(".out").read_bytes() == out
+    held_small, held_big = _sessions(tmp_path, 60, 240)  # (a quarter of the sizes, as above)
+    streamed_out = held_big.with_suffix(".out")
+    _peak_compacting(held_big, False)
+    streamed_bytes = streamed_out.read_bytes()
+    held_peak = _peak_compacting(held_big, True) - _peak_compacting(held_small, True)
+    held = held_peak / _added(held_small, held_big)
+    assert streamed_out.read_bytes() == streamed_bytes
     assert out.startswith(big.read_bytes()) and b'"compact_boundary"' in out[big.stat().st_size:]
     assert streamed < 200, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 8 * streamed, (held, streamed)
