@@ -7,8 +7,9 @@
 Mutants are deterministic in (``--seed``, mutant number). ``--small`` uses the bounded sizes of the pytest
 run (seeds cut to 40 lines, strings up to 200 k characters); the default takes whole seeds and strings up to
 2 M characters. ``--save`` minimizes each crashing mutant by line deletion and adds it to ``tests/data/fuzz``
-(one per crash signature), which ``tests/test_fuzz.py`` replays (the harness is ``tests/fuzz_harness.py``).
-The summary counts internal errors per command and per mutation class. Exit 1 when any mutant crashed.
+(one per crash signature), which ``tests/cli/test_fuzz.py`` replays (the harness is
+``tests/fuzz_harness.py``). The summary counts internal errors per command and per mutation class. Exit 1
+when any mutant crashed.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ at n, 2n, 4n, … (best of 3, in-process), with the ratio of each doubling: abou
 ``--old`` swaps the three old patterns back in (the error-line ``^\\s*``, the injected span's
 ``(?:\\s[^>]*)?>``, the unbounded URL scheme) and times them from n = 2,500: they are quadratic, so larger
 sizes take minutes. Not a test: prints a table, exit 0 (the suite's bounded check is
-``tests/test_linear_scans.py``).
+``tests/facts/test_linear_scans.py``).
 """
 
 from __future__ import annotations

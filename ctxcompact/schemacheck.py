@@ -8,8 +8,8 @@ first, for the keywords our schemas use (``type``, ``properties``, ``required``,
 ``minimum``, ``maximum``, ``pattern``, ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else``,
 and ``$ref`` within the document), with jsonschema's own rules (``1`` is not ``true``, ``1 == 1.0``, an
 integer may be ``2.0``). Only when it says no (or meets a keyword it does not know) do the callers ask
-jsonschema, whose errors are then reported exactly as before. tests/test_fastpaths.py checks every verdict
-against jsonschema's on every sample line, state and random mutations of them.
+jsonschema, whose errors are then reported exactly as before. tests/tokens/test_fastpaths.py checks every
+verdict against jsonschema's on every sample line, state and random mutations of them.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,18 @@ import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
+UPDATE_GOLDEN = bool(os.environ.get("CTXCOMPACT_UPDATE_GOLDEN"))
+
+
+def check_golden(produced: bytes, expected: Path) -> None:
+    """The one comparison of an output with its golden file, for every golden test (the CLI cases of
+    tests/cli/test_golden.py, the cleaner's of tests/test_clean.py, mask's fixture, the old states' next
+    outputs): one message, and one way to regenerate them all after a deliberate change,
+    CTXCOMPACT_UPDATE_GOLDEN=1 (then review the diff)."""
+    if UPDATE_GOLDEN:
+        expected.write_bytes(produced)
+    assert expected.exists(), f"{expected} is missing (CTXCOMPACT_UPDATE_GOLDEN=1 to create it)"
+    assert produced == expected.read_bytes(), f"{expected} differs (CTXCOMPACT_UPDATE_GOLDEN=1 to regenerate)"
 
 
 def jsonl(objs: Iterable[Any]) -> bytes:

@@ -1,6 +1,6 @@
 """Adversarial inputs for every text scan of the summarizer's facts (issue 19, "quadratic paths"): each case
 builds a text of size ``n`` on which a super-linear pattern would take time growing with ``n²``, and names
-the function that scans it. ``tests/test_linear_scans.py`` doubles ``n`` and checks that the time about
+the function that scans it. ``tests/facts/test_linear_scans.py`` doubles ``n`` and checks that the time about
 doubles; ``bench/scans.py`` runs the same cases at large sizes (the long campaign).
 """
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import check_golden
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -548,11 +549,11 @@ def test_golden(case: str) -> None:
 
     fmt = case.split("_", 1)[0]
     folder = GOLDEN / case
-    expected = (folder / "expected.jsonl").read_bytes()
     t = read_transcript(folder / "input.jsonl", fmt, schema=False).transcript
     r = clean(t)  # the layout comes from the format
-    assert b"".join(write_transcript(r.transcript)) == expected
-    assert "".join(f"{x}\n" for x in r.repairs) == (folder / "expected_report.txt").read_text("utf-8")
+    check_golden(b"".join(write_transcript(r.transcript)), folder / "expected.jsonl")
+    check_golden("".join(f"{x}\n" for x in r.repairs).encode(), folder / "expected_report.txt")
+    expected = (folder / "expected.jsonl").read_bytes()
     again = clean(read_transcript(expected, fmt, schema=False).transcript)
     assert again.repairs == []
     assert b"".join(write_transcript(again.transcript)) == expected

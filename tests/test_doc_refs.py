@@ -118,3 +118,27 @@ def test_no_citation_of_a_readme_section_that_is_gone() -> None:
                 problems.append(f"{path.relative_to(ROOT)}:{line}: README has no section {m.group(1)!r}: "
                                 "cite docs/<page>.md#<heading>")
     assert not problems, "\n".join(problems)
+
+
+
+# tests/<folder>/test_x.py: a test file the docs, the code or the benches name (not the tests themselves:
+# their fixtures hold made-up paths such as tests/test_auth.py inside transcripts)
+TEST_FILE = re.compile(r"(?<![\w/.-])tests/(?:[\w-]+/)*[\w-]+\.py")
+
+
+def test_every_cited_test_file_exists() -> None:
+    """A moved or renamed test file takes its citations along (tests/ mirrors the package: a test that moves
+    to the folder of what it tests leaves no stale path in the docs)."""
+    cited = [p for p in (ROOT / "ctxcompact").rglob("*") if p.suffix in {".py", ".json"}]
+    cited += [*DOCS.rglob("*.md"), *(ROOT / "bench").glob("*.py"), *(ROOT / "bench").glob("*.md")]
+    cited += [ROOT / "README.md", ROOT / ".ci" / "run", ROOT / "pyproject.toml"]
+    problems = []
+    for path in sorted(p for p in cited if p.is_file()):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for m in TEST_FILE.finditer(text):
+            if not (ROOT / m.group(0)).is_file():
+                line = text.count("\n", 0, m.start()) + 1
+                problems.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0)} does not exist")
+    assert not problems, "\n".join(problems)
+    # the pattern sees a test path, not one inside a longer path
+    assert TEST_FILE.findall("tests/state/test_resume.py, data/tests/x.py") == ["tests/state/test_resume.py"]

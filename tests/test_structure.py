@@ -257,3 +257,57 @@ def test_the_rule_table_names_what_exists() -> None:
     assert len(refs) >= 30
     assert [r for r in refs if not _resolve_reference(r)] == []
     assert not _resolve_reference("summarizers/provider.error_reason")  # the check can fail
+
+
+# -- the tests mirror the package (docs/DESIGN.md#rules-every-module-follows) --------------------------------
+TESTS = Path(__file__).resolve().parent
+# The only test files at tests/ that name no module: the checks of the whole project.
+PROJECT_CHECKS = {
+    "test_structure.py": "the package's structure and the test layout",
+    "test_doc_refs.py": "every documentation citation resolves",
+    "test_readme.py": "the README's size and its recipe",
+    "test_design_example.py": "docs/DESIGN.md's worked example",
+}
+# Test folders that mirror no module: the real clients (their own marker, `pytest -m clients`).
+OWN_FOLDERS = {"clients"}
+
+
+def _misplaced(files: list[str], packages: set[str], top_level: set[str]) -> list[str]:
+    """The test files (paths under tests/) that break the layout rule: tests/<package>/ or tests/<module>/
+    (a top-level module whose tests fill a folder), or tests/test_<module>[_<aspect>].py, or a project
+    check; a module's tests in one of the two places, not both; basenames unique (pytest imports each
+    file by its basename, tests/conftest.py)."""
+    bad = []
+    folders = {f.split("/")[0] for f in files if "/" in f}
+    for f in files:
+        *folder, name = f.split("/")
+        if folder:
+            if len(folder) > 1 or folder[0] not in packages | top_level | OWN_FOLDERS:
+                bad.append(f"{f}: its folder mirrors no package or module")
+            continue
+        if name in PROJECT_CHECKS:
+            continue
+        owners = [m for m in top_level if name == f"test_{m}.py" or name.startswith(f"test_{m}_")]
+        if not owners:
+            bad.append(f"{f}: names no top-level module (or move it to the folder of what it tests)")
+        elif any(m in folders for m in owners):
+            bad.append(f"{f}: its module's tests have a folder, tests/{owners[0]}/")
+    names = [f.rsplit("/", 1)[-1] for f in files]
+    bad += [f"{f}: another test file has its name" for f, n in zip(files, names, strict=True)
+            if names.count(n) > 1]
+    return bad
+
+
+def test_every_test_file_sits_in_the_folder_of_what_it_tests() -> None:
+    packages = {p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()}
+    top_level = {p.stem for p in PKG.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    files = sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("test_*.py")
+                   if "data" not in p.relative_to(TESTS).parts)
+    assert _misplaced(files, packages, top_level) == [], "docs/DESIGN.md#rules-every-module-follows"
+    # the rule itself can fail: a route test at the root, a folder of nothing, a module in two places, a clash
+    assert _misplaced(["test_routes.py", "nothing/test_x.py", "engine/test_a.py", "test_engine_b.py",
+                       "cli/test_a.py"], packages, top_level) == [
+        "test_routes.py: names no top-level module (or move it to the folder of what it tests)",
+        "nothing/test_x.py: its folder mirrors no package or module",
+        "test_engine_b.py: its module's tests have a folder, tests/engine/",
+        "engine/test_a.py: another test file has its name", "cli/test_a.py: another test file has its name"]

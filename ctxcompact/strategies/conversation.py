@@ -14,8 +14,8 @@ LLM summarizer reads them) and reads the same window: the one code path either w
 window begins at the last record where both are sure to stop (a *wall*: no part of a model turn and no
 assistant message with calls; a later record that is not one :func:`~ctxcompact.facts.handoff.flight_skips`
 passes over; a record at or after it where :func:`~ctxcompact.facts.handoff.status_stops`). Read on the
-window, both give what they give on the whole conversation (tests/test_run_streamed.py checks it on every
-test file); in a tool loop the window is the last call and its results, never more than a turn. A split
+window, both give what they give on the whole conversation (tests/engine/test_run_streamed.py checks it on
+every test file); in a tool loop the window is the last call and its results, never more than a turn. A split
 never separates a tool call from its result: the work in flight is read whole from the window.
 """
 

@@ -18,13 +18,13 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
+from helpers import check_golden
 
 from ctxcompact import cli
 
 REPO = Path(__file__).resolve().parent.parent.parent
 DATA = Path(__file__).parent.parent / "data" / "cli"
 CASES = sorted(p.name for p in DATA.iterdir() if p.is_dir())
-UPDATE = bool(os.environ.get("CTXCOMPACT_UPDATE_GOLDEN"))
 _VOLATILE = {"created_at", "updated_at", "time", "duration_s"}
 
 
@@ -38,10 +38,7 @@ def _normalise(obj: Any) -> Any:
 
 def _check(produced: bytes, expected: Path, seen: set[str]) -> None:
     seen.add(expected.name)
-    if UPDATE:
-        expected.write_bytes(produced)
-    assert expected.exists(), f"{expected} is missing (CTXCOMPACT_UPDATE_GOLDEN=1 to create it)"
-    assert produced == expected.read_bytes(), f"{expected} differs (CTXCOMPACT_UPDATE_GOLDEN=1 to regenerate)"
+    check_golden(produced, expected)
 
 
 def _run(args: list[str], stdin: bytes) -> tuple[bytes, bytes, int]:

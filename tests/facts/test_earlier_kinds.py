@@ -1,7 +1,7 @@
 """Every kind of earlier summary (docs/concepts/handoff.md#earlier-summaries), recognised and carried into the
-next summary, each on a minimal synthetic case (real logs of each kind that has one: tests/test_handoff.py
-and below). An encrypted one is kept as it is wherever it sits, also inside a Codex ``replacement_history``
-(it used to be dropped there)."""
+next summary, each on a minimal synthetic case (real logs of each kind that has one:
+tests/facts/test_handoff.py and below). An encrypted one is kept as it is wherever it sits, also inside a
+Codex ``replacement_history`` (it used to be dropped there)."""
 
 from __future__ import annotations
 

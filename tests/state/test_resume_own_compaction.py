@@ -23,7 +23,7 @@ from ctxcompact.state.cache import cache_path
 
 DATA = Path(__file__).parent.parent / "data" / "claude-code"
 #: a real log (its licence: tests/data/claude-code/SOURCES.md), compacted at a 30,000 window as in
-#: tests/test_after_own_compaction.py
+#: tests/formats/test_after_own_compaction.py
 REAL = DATA / "spotter-tool-heavy.jsonl"
 
 

@@ -4,12 +4,12 @@ read, written back byte for byte, and continues the session exactly as the versi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import orjson
 import pytest
+from helpers import check_golden
 from jsonschema import Draft202012Validator
 
 from ctxcompact import api
@@ -55,9 +55,7 @@ def test_an_old_state_continues_the_session_as_before(tmp_path: Path, case: str)
     assert result.compacted
     # second.jsonl is what main at add75fb wrote; a deliberate change of the summary's content since then is
     # regenerated with CTXCOMPACT_UPDATE_GOLDEN=1 (as the golden cases) and named in its commit
-    if os.environ.get("CTXCOMPACT_UPDATE_GOLDEN"):
-        (DATA / case / "second.jsonl").write_bytes((tmp_path / "out.jsonl").read_bytes())
-    assert (tmp_path / "out.jsonl").read_bytes() == (DATA / case / "second.jsonl").read_bytes()
+    check_golden((tmp_path / "out.jsonl").read_bytes(), DATA / case / "second.jsonl")
     written = orjson.loads(state_path.read_bytes())
     assert not list(Draft202012Validator(SCHEMA).iter_errors(written))
     assert len(written["compactions"]) == 2

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import SAMPLES, assistant, jsonl, sys_msg, tool, user
+from helpers import SAMPLES, assistant, check_golden, jsonl, sys_msg, tool, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -539,7 +539,7 @@ def test_fixture_files_mask_to_their_golden_output() -> None:
     src = DATA / "anthropic_in.jsonl"
     t = read_transcript(src).transcript
     out, _, _ = mask_transcript(t, heur(t), params(keep_results=1, clear_thinking=True))
-    assert b"".join(write_transcript(out)) == (DATA / "anthropic_out.jsonl").read_bytes()
+    check_golden(b"".join(write_transcript(out)), DATA / "anthropic_out.jsonl")
 
 
 def test_simulated_tool_chain_needs_fewer_summaries_with_prune() -> None:

@@ -2,7 +2,7 @@
 ``exact.LONG_PIECE`` is counted by tokens/bpe.py's heap merge instead of tiktoken, with tiktoken's counts.
 
 The doubling tests of every counting path on these shapes are in tests/scan_cases.py (run by
-tests/test_linear_scans.py); here: the detector never misses a long pre-token, and the routed counts are
+tests/facts/test_linear_scans.py); here: the detector never misses a long pre-token, and the routed counts are
 tiktoken's ``encode_ordinary`` lengths, on random runs and on the adversarial shapes.
 """
 

@@ -26,7 +26,7 @@ from ctxcompact.cli.render import run_json
 from ctxcompact.errors import CtxCompactError, InputError
 from ctxcompact.options import Options
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 MASKABLE = ("maskable_tokens", "maskable_results")
 
 

@@ -136,7 +136,7 @@ def test_encode_json_is_orjson_below_its_limit(value: object) -> None:
 
 
 def _claude_code_with_numeric_timestamp() -> bytes:
-    src = Path(__file__).parent / "data" / "claude-code" / "spotter-short.jsonl"
+    src = Path(__file__).parent.parent / "data" / "claude-code" / "spotter-short.jsonl"
     lines = src.read_bytes().splitlines()
     out = []
     for i, line in enumerate(lines):
@@ -185,14 +185,14 @@ def test_a_line_glued_onto_an_unterminated_covered_line_is_rejected(tmp_path: Pa
 
 def test_run_reports_its_repairs_by_kind_unless_quiet(tmp_path: Path) -> None:
     """issue 14 item 7: every repair is reported (one stderr line by kind); -q silences it."""
-    src = Path(__file__).parent / "data" / "clean" / "openai_duplicate_call_id" / "input.jsonl"
+    src = Path(__file__).parent.parent / "data" / "clean" / "openai_duplicate_call_id" / "input.jsonl"
     data = src.read_bytes()
     code, _, err = _run(tmp_path, data, ["run", "--no-state", "-o", "{out}"])
     assert code == 0
     assert "ctxcompact: repaired 1 thing in the input: duplicate call id 1" in err
     code, _, err = _run(tmp_path, data, ["run", "--no-state", "-q", "-o", "{out}"])
     assert code == 0 and "repaired" not in err
-    clean = Path(__file__).parent / "data" / "clean" / "openai_no_repair" / "input.jsonl"
+    clean = Path(__file__).parent.parent / "data" / "clean" / "openai_no_repair" / "input.jsonl"
     assert "repaired" not in _run(tmp_path, clean.read_bytes(), ["run", "--no-state", "-o", "{out}"])[2]
 
 

@@ -122,7 +122,7 @@ def test_a_rendering_over_the_window_is_made_on_the_held_route(tmp_path: Path, l
     assert streamed == held and streamed[0][-1] is True
 
 
-REAL = [Path(__file__).parent.parent / "samples" / n for n in ("openai-long.jsonl", "anthropic-session.jsonl",
+REAL = [Path(__file__).parents[2] / "samples" / n for n in ("openai-long.jsonl", "anthropic-session.jsonl",
                                                                  "openai-session.jsonl")]
 
 

@@ -21,7 +21,7 @@ from ctxcompact.errors import CtxCompactError
 from ctxcompact.model import Transcript
 from ctxcompact.options import Options
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 FILES = [*sorted(SAMPLES.glob("*.jsonl")), *sorted(DATA.glob("openai/*.jsonl")),
          *sorted(DATA.glob("anthropic/*.jsonl")), *sorted(DATA.glob("codex/*.jsonl")),
          *sorted(DATA.glob("genai/*.jsonl"))]

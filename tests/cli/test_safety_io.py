@@ -19,7 +19,7 @@ from ctxcompact import paths
 from ctxcompact.errors import StateError, UsageError
 from ctxcompact.source import InputData
 
-SAMPLE = Path(__file__).parent.parent / "samples" / "openai-session.jsonl"
+SAMPLE = Path(__file__).parent.parent.parent / "samples" / "openai-session.jsonl"
 TIMEOUT = 60  # every subprocess here would hang without the fix: the timeout turns a hang into a failure
 
 

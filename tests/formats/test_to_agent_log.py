@@ -17,7 +17,7 @@ from ctxcompact import api
 from ctxcompact.formats import read_transcript
 from ctxcompact.model import Origin, Role
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 def _session(tail_text: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import pytest
 from ctxcompact import api
 from ctxcompact.facts.text import SUMMARY_MARKER
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "data"
 LOGS = [DATA / "claude-code" / "spotter-tool-heavy.jsonl",
         DATA / "codex" / "codex-session-view-lmstudio-0.58.0.jsonl"]
 WINDOW = 30_000

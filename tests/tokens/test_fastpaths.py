@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from ctxcompact import schemacheck
 from ctxcompact.tokens import bpe, exact
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 SAMPLES = sorted(p for p in DATA.rglob("*.jsonl") if "/cli/" not in str(p))[:60]
 
 

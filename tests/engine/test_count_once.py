@@ -12,7 +12,7 @@ import pytest
 from ctxcompact import api
 from ctxcompact.strategies import mask
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "openai-long.jsonl"
+SAMPLE = Path(__file__).resolve().parent.parent.parent / "samples" / "openai-long.jsonl"
 
 
 @pytest.fixture

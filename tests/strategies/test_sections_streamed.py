@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from ctxcompact import engine, stream_totals
 from ctxcompact.options import Options
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 
 
 

@@ -20,7 +20,7 @@ from ctxcompact import engine
 from ctxcompact.errors import CtxCompactError
 from ctxcompact.options import Options
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 FILES = sorted([*DATA.rglob("*.jsonl"), *SAMPLES.glob("*.jsonl")])
 FILES = [p for p in FILES if "fuzz" not in p.parts]
 PENDING = (b'{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function",'
@@ -279,7 +279,7 @@ def test_a_compaction_streams_where_it_may(tmp_path: Path, monkeypatch: pytest.M
     read.clear()
     _run(src, tmp_path / "o-prune", False, 3_000, prune=True)
     assert read == []
-    # (the sliding window's events: made in pass 2 too, tests/test_sliding_streamed.py)
+    # (the sliding window's events: made in pass 2 too, tests/strategies/test_sliding_streamed.py)
     _run(src, tmp_path / "o-sw", False, 3_000, strategy="sliding-window")
     assert read == [tmp_path / "o-sw" / "t.jsonl"]
     read.clear()
@@ -352,7 +352,7 @@ def test_memory_of_a_compaction_does_not_grow_with_the_file(tmp_path: Path, smal
 def _gen_lines(seed: int, chars: int) -> list[bytes]:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gen_openai", Path(__file__).parent.parent / "bench"
+    spec = importlib.util.spec_from_file_location("gen_openai", Path(__file__).parent.parent.parent / "bench"
                                                   / "gen_openai.py")
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)

@@ -16,7 +16,7 @@ import pytest
 from ctxcompact import api
 from ctxcompact.cli import main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 DATA = REPO / "tests" / "data"
 MANIFEST = json.loads((DATA / "real-corpus.json").read_text(encoding="utf-8"))
 LOGS: list[dict[str, Any]] = MANIFEST["logs"]

@@ -144,7 +144,7 @@ def test_a_small_todo_file_still_reads(tmp_path: Path) -> None:
 @pytest.mark.parametrize("flag", [["run", "--window", "4000", "--no-state", "--todos", "/dev/zero"],
                                   ["eval", "--probes", "/dev/zero"]])
 def test_cli_side_file_from_a_device_is_exit_2(flag: list[str]) -> None:
-    sample = Path(__file__).parent.parent / "samples" / "openai-long.jsonl"  # run compacts: reads --todos
+    sample = Path(__file__).parents[2] / "samples" / "openai-long.jsonl"  # run compacts: reads --todos
     done = subprocess.run([sys.executable, "-m", "ctxcompact", flag[0], str(sample), *flag[1:]],
                           capture_output=True, timeout=120)
     assert done.returncode == 2, done.stderr

@@ -29,7 +29,7 @@ from ctxcompact.cli.render import run_json
 from ctxcompact.errors import CtxCompactError, InputError
 from ctxcompact.options import Options
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 FILES = [*sorted(SAMPLES.glob("*.jsonl")), DATA / "openai/agent_session.jsonl",
          DATA / "anthropic/agent_session.jsonl", DATA / "codex/agentlogs-codex-crud.jsonl",
          DATA / "claude-code/spotter-short.jsonl", DATA / "genai/adk-docs-session-export.json",

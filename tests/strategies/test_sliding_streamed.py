@@ -16,7 +16,7 @@ from helpers import SAMPLES, coding_session, jsonl, resumed_calls, runs_on_one_f
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 SW = {"strategy": "sliding-window", "invocation_threshold": 3, "overlap": 1, "window": 1_000_000}
 
 
