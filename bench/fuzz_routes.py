@@ -47,165 +47,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 import fuzz_harness as harness  # noqa: E402
 from helpers import comparable_state  # noqa: E402
+from route_mutants import LIMITS, Case, make_case, options_for  # noqa: E402
 
-LIMITS = harness.Limits(max_lines=60, huge_max=120_000)
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6}
-
-# ------------------------------------------------------------------------------------------ more mutations
-# (on top of harness.MUTATORS, which break lines; these keep lines valid and move what links them)
-
-_RESULT_HINTS = (b'"tool_call_id"', b'"tool_result"', b'"function_response"', b'"functionResponse"',
-                 b'"function_call_output"', b'"custom_tool_call_output"')
-_CALL_HINTS = (b'"tool_calls"', b'"tool_use"', b'"function_call"', b'"functionCall"', b'"custom_tool_call"')
-
-
-def _is(line: bytes, hints: tuple[bytes, ...]) -> bool:
-    return any(h in line for h in hints)
-
-
-def mut_drop_results(rng: random.Random, lines: list[bytes]) -> list[bytes] | None:
-    idx = [i for i, ln in enumerate(lines) if _is(ln, _RESULT_HINTS)]
-    if not idx:
-        return None
-    drop = set(rng.sample(idx, rng.randint(1, len(idx))))
-    return [ln for i, ln in enumerate(lines) if i not in drop]
-
-
-def mut_result_first(rng: random.Random, lines: list[bytes]) -> list[bytes] | None:
-    results = [i for i, ln in enumerate(lines) if _is(ln, _RESULT_HINTS)]
-    if not results:
-        return None
-    i = rng.choice(results)
-    calls = [j for j in range(i) if _is(lines[j], _CALL_HINTS)]
-    j = rng.choice(calls) if calls else rng.randrange(i + 1)
-    line = lines.pop(i)
-    lines.insert(j, line)
-    return lines
-
-
-def mut_result_later(rng: random.Random, lines: list[bytes]) -> list[bytes] | None:
-    results = [i for i, ln in enumerate(lines) if _is(ln, _RESULT_HINTS)]
-    if not results:
-        return None
-    i = rng.choice(results)
-    line = lines.pop(i)
-    lines.insert(rng.randint(i, len(lines)), line)
-    return lines
-
-
-def mut_recombine(rng: random.Random, lines: list[bytes], seeds: list[tuple[str, bytes]]) -> list[bytes]:
-    """Lines of another seed (often of the same format) spliced in: a log that goes on in another."""
-    _, other = rng.choice(seeds)
-    more = other.splitlines()
-    if not more:
-        return lines
-    a = rng.randrange(len(more))
-    piece = more[a:a + rng.randint(1, 12)]
-    at = rng.randint(0, len(lines))
-    return [*lines[:at], *piece, *lines[at:]]
-
-
-def mut_dup_block(rng: random.Random, lines: list[bytes]) -> list[bytes] | None:
-    """A run of lines repeated (a resumed log, a retried turn: duplicate ids, duplicate results)."""
-    if not lines:
-        return None
-    a = rng.randrange(len(lines))
-    block = lines[a:a + rng.randint(1, 6)]
-    at = rng.randint(a, len(lines))
-    return [*lines[:at], *block, *lines[at:]]
-
-
-def mut_sidechain(rng: random.Random, lines: list[bytes]) -> list[bytes] | None:
-    """Claude Code subagent lines: some lines marked ``isSidechain`` (or the mark removed), an agent id."""
-    idx = [i for i, ln in enumerate(lines) if b'"sessionId"' in ln or b'"uuid"' in ln]
-    if not idx:
-        return None
-    for i in rng.sample(idx, rng.randint(1, min(4, len(idx)))):
-        try:
-            obj = json.loads(lines[i])
-        except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
-        obj["isSidechain"] = not obj.get("isSidechain", False)
-        if rng.random() < 0.5:
-            obj["agentId"] = f"a{rng.randrange(100):02d}"
-        lines[i] = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
-    return lines
-
-
-def mut_blank_lines(rng: random.Random, lines: list[bytes]) -> list[bytes]:
-    for _ in range(rng.randint(1, 5)):
-        lines.insert(rng.randint(0, len(lines)), rng.choice([b"", b"   ", b"\r", b"\t"]))
-    return lines
-
-
-LOCAL = {"drop-results": mut_drop_results, "result-first": mut_result_first, "result-later": mut_result_later,
-         "dup-block": mut_dup_block, "sidechain": mut_sidechain, "blank-lines": mut_blank_lines}
-
-
-@dataclass
-class Case:
-    number: int
-    seed_file: str
-    mutations: list[str]
-    data: bytes
-
-
-def make_case(seeds: list[tuple[str, bytes]], seed: int, number: int) -> Case:
-    rng = random.Random(f"routes:{seed}:{number}")
-    name, data = rng.choice(seeds)
-    lines = data.splitlines()
-    applied: list[str] = []
-    roll = rng.random()
-    if roll < 0.15:  # the seed as it is: the options alone
-        pass
-    elif roll < 0.75:  # shapes that keep lines valid: they reach compaction
-        for _ in range(rng.choice([1, 1, 2, 3])):
-            kind = rng.choice([*LOCAL, "recombine", "unicode", "huge", "id-collision", "duplicate", "delete"])
-            if kind == "recombine":
-                out: list[bytes] | None = mut_recombine(rng, list(lines), seeds)
-            elif kind in LOCAL:
-                out = LOCAL[kind](rng, list(lines))
-            else:
-                out = harness.MUTATORS[kind](rng, list(lines) or [b"{}"], LIMITS)
-            if out is not None:
-                lines, _ = out, applied.append(kind)
-    else:  # issue 19's mutators (lines broken too): errors must agree
-        m = harness.make_mutant(seeds, seed, number, LIMITS)
-        return Case(number, m.seed_file, m.mutations, m.data)
-    return Case(number, name, applied, b"\n".join(lines) + (b"\n" if lines and rng.random() < 0.9 else b""))
-
-
-# ------------------------------------------------------------------------------------------------ options
-
-def options_for(rng: random.Random, data: bytes) -> list[dict[str, Any]]:
-    size = max(1, len(data) // 4)
-    windows = [1_000_000, max(1_500, size // 3), max(1_500, size // 8), 3_000, 8_000, 20_000]
-    out = []
-    for _ in range(3):
-        kw: dict[str, Any] = {"window": rng.choice(windows)}
-        kw["strategy"] = rng.choice(["threshold", "threshold", "mask", "sliding-window"])
-        if kw["strategy"] == "threshold" and rng.random() < 0.35:
-            kw["prune"] = True
-        if kw["strategy"] == "sliding-window" and rng.random() < 0.6:
-            kw["invocation_threshold"] = rng.choice([1, 2, 3])
-            kw["overlap"] = rng.choice([0, 1, 2])
-        if rng.random() < 0.2:
-            kw["to"] = rng.choice(["openai", "anthropic", "genai"])
-        if rng.random() < 0.25:
-            kw["use_state"] = False
-        if rng.random() < 0.25:
-            kw["lenient"] = True
-        if rng.random() < 0.2:
-            kw["exact"] = "none"
-        if rng.random() < 0.15:
-            kw["threshold"] = rng.choice(["50%", "0", "1000"])
-        if rng.random() < 0.1:
-            kw["keep_trailing_results"] = True
-        out.append(kw)
-    return out
-
 
 # ------------------------------------------------------------------------------------------------ running
 
@@ -232,7 +76,10 @@ def _norm(b: bytes, work: Path) -> bytes:
 
 
 def one_call(path: Path, work: Path, kw: dict[str, Any], hold: bool) -> tuple[Any, ...]:
+    import orjson
+
     from ctxcompact import engine
+    from ctxcompact.cli.render import run_json
     from ctxcompact.errors import CtxCompactError
     from ctxcompact.options import Options
 
@@ -245,9 +92,13 @@ def one_call(path: Path, work: Path, kw: dict[str, Any], hold: bool) -> tuple[An
     except Exception as exc:
         return ("CRASH", type(exc).__name__, str(exc)[:300], traceback.format_exc()[-2000:])
     state = comparable_state(Path(f"{path}.ctxstate.json"), work)
+    report = run_json(r, dry_run=False, output="o.jsonl")  # run --json's object
+    for key in ("maskable_tokens", "maskable_results"):  # null when streamed (docs: it needs the context)
+        report["estimate"].pop(key, None)
     return (_norm(out.read_bytes(), work), state, r.exit_code, r.compacted, r.tokens_before, r.tokens_after,
             [w.replace(str(work), "W") for w in r.warnings], [s.replace(str(work), "W") for s in said],
-            [str(x) for x in r.repairs], [str(p) for p in r.problems])
+            [str(x) for x in r.repairs], [str(p) for p in r.problems],
+            orjson.loads(orjson.dumps(report).replace(str(work).encode(), b"W")))
 
 
 def calls(datas: list[bytes], work: Path, kw: dict[str, Any], hold: bool,
@@ -268,7 +119,7 @@ def calls(datas: list[bytes], work: Path, kw: dict[str, Any], hold: bool,
 
 
 _FIELDS = ("output", "state", "exit_code", "compacted", "tokens_before", "tokens_after", "warnings", "said",
-           "repairs", "problems")
+           "repairs", "problems", "report")
 
 
 def _diff(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
@@ -282,9 +133,9 @@ def _diff(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
                           min(len(xl), len(yl)))
                 return (f"output differs at line {at + 1} ({len(xl)} vs {len(yl)} lines): "
                         f"{(xl[at:at + 1] or [b''])[0][:200]!r} / {(yl[at:at + 1] or [b''])[0][:200]!r}")
-            if name == "state" and isinstance(x, dict) and isinstance(y, dict):
+            if name in ("state", "report") and isinstance(x, dict) and isinstance(y, dict):
                 keys = sorted(k for k in {*x, *y} if x.get(k) != y.get(k))
-                return f"state differs in {keys}: {str(x.get(keys[0]))[:200]} / {str(y.get(keys[0]))[:200]}"
+                return f"{name} differs in {keys}: {str(x.get(keys[0]))[:200]} / {str(y.get(keys[0]))[:200]}"
             return f"{name}: {str(x)[:300]} != {str(y)[:300]}"
     return "?"
 
@@ -307,6 +158,11 @@ def check_routes(case: Case, kw: dict[str, Any], work: Path, rng: random.Random)
     if len(lines) >= 3 and kw.get("use_state", True):
         cuts = sorted(rng.sample(range(1, len(lines)), min(len(lines) - 1, rng.randint(1, 3))))
         datas = [b"".join(lines[:c]) for c in cuts] + [case.data]
+        if rng.random() < 0.3:  # a call while the writer is mid-line: the last line cut short, then whole
+            at = rng.randrange(len(cuts))
+            line = lines[cuts[at]]
+            datas.insert(at + 1, datas[at] + line[:rng.randint(1, max(1, len(line) - 1))])
+            cuts = [*cuts[:at + 1], -cuts[at], *cuts[at + 1:]]  # (negative: the cut inside line N + 1)
         cold = calls(datas, work / "W", kw, True, cold=True)
         for hold in (True, False):
             warm = calls(datas, work / "W", kw, hold)

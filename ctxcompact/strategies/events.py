@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from ..facts.text import SUMMARY_MARKER, continuation_text
 from ..formats import get_format
 from ..formats.base import new_record
-from ..model import Origin, Record, Role, ToolResult
+from ..model import Origin, Record, Role
 from ..state import State
 from .invocations import anchor
 from .ranges import visible_events
@@ -93,15 +93,11 @@ class EventsEach:
         if anchor(rec):
             while self.pending and self.pending[0].start <= rec.index:
                 out.extend(event_records(self.fmt, self.pending.popleft(), [], self.dropped))
-            after_dropped, self.last_dropped = self.last_dropped, self.drops(rec)
+            self.last_dropped = self.drops(rec)
             if self.last_dropped:
                 if self.keep_dropped:
                     self.dropped.append(rec)
                 return self._acked(out)
-            kept = _without_made_answers(self.fmt, rec) if after_dropped else rec
-            if kept is None:
-                return self._acked(out)
-            rec = kept
         elif self.last_dropped and rec.origin is Origin.SYNTHETIC:
             return self._acked(out)  # cleaning's answer to a call that is now summarized
         out.append(rec)
@@ -136,25 +132,6 @@ class EventsEach:
 
     def _acked(self, records: list[Record]) -> list[Record]:
         return records if self.acks is None else [r for rec in records for r in self.acks(rec)]
-
-
-def _without_made_answers(fmt: Any, rec: Record) -> Record | None:
-    """``rec`` (kept right after a dropped record) without the answers cleaning made for the dropped
-    record's calls: a layout that places a missing result in the next message (Anthropic's user turn) merges
-    it into ``rec``. The context is read as the next call reads it, the events applied before cleaning (the
-    streamed route's reading, ``sliding_window_input.Streamed``): no call, so no answer made, and a record
-    cleaning changed no further is its line as read. None when nothing else is left."""
-    msg = rec.message
-    if msg is None or not any(isinstance(b, ToolResult) and b.synthetic for b in msg.blocks):
-        return rec
-    blocks = [b for b in msg.blocks if not (isinstance(b, ToolResult) and b.synthetic)]
-    if not blocks:
-        return None
-    if rec.raw is not None:
-        read = fmt.parse_line(rec.data, rec.index, rec.line, rec.raw)
-        if read.message is not None and read.message.blocks == blocks:
-            return dataclasses.replace(rec, message=read.message, dirty=False)
-    return dataclasses.replace(rec, message=dataclasses.replace(msg, blocks=blocks), dirty=True)
 
 
 def event_records(fmt: Any, event: Event, _rest: list[int], dropped: list[Record]) -> list[Record]:
