@@ -130,7 +130,7 @@ class HeldInput:
 
     def __init__(self, si: StrategyInput) -> None:
         self.si = si
-        self.view = view = full_view(si.ctx.transcript.records)
+        self.view = view = full_view(si.ctx.transcript.records, si.ctx.read)
         gathered = Gathered.of(view)  # (one pass for both)
         self.invocations = gathered.invocations()
         self.unsafe = gathered.unsafe_splits()

@@ -65,3 +65,21 @@ def test_what_cleaning_did_for_a_dropped_record_goes_with_it_on_both_routes(tmp_
         assert CALL_ID in written and CALL_ID + b"_2" not in written
     # what the next call reads, with the event in the state, is what was written
     assert _run(tmp_path / "W", True, data, opts)[0] == written
+
+
+def test_what_an_event_after_the_request_dropped_is_in_the_held_view(tmp_path: Path) -> None:
+    """anthropic-session's first call makes an event right after the request (its own records); cleaning
+    merges that summary into the request, so the records it dropped were no longer found on it: the second
+    call's held view missed them, and its event began after them where the streamed one's took them in."""
+    lines = (SAMPLES / "anthropic-session.jsonl").read_bytes().splitlines(keepends=True)
+    opts = Options(window=3_000, strategy="sliding-window")
+    got = []
+    for hold in (True, False):
+        work = tmp_path / "W"
+        for f in work.glob("*"):
+            f.unlink()
+        calls = [_run(work, hold, b"".join(lines[:end]), opts) for end in (5, 9)]
+        got.append(calls)
+    assert got[0] == got[1]
+    events = got[0][1][1]["events"]
+    assert [(e["start"], e["end"]) for e in events] == [(2, 4), (2, 8)]  # the second takes the first in
