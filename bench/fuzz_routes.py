@@ -222,7 +222,8 @@ def _judge(code: int | None, err: str) -> str | None:
         return f"traceback/internal error: {err.strip().splitlines()[-1][:200]}"
     if code not in DOCUMENTED:
         return f"undocumented exit code {code}: {err.strip()[:200]}"
-    if code == 1 and not re.search(r"\bline \d+|\blines? \d+", err):
+    # (a whole-file JSON value is named by its span: "one JSON object over N lines", tests/test_whole_json.py)
+    if code == 1 and not re.search(r"\blines? \d+|over \d+ lines", err):
         return f"exit 1 without a line: {err.strip()[:300]}"
     return None
 
