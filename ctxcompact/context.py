@@ -52,6 +52,9 @@ class Context:
     problems: list[Problem] = field(default_factory=list)  # warnings (lenient mode)
     dropped: int = 0
     input_format: str = "openai"
+    # the records as read with the state's layers, before cleaning: what a reading with other layers starts
+    # from, as the next call reads (sliding_window_input.HeldInput.render); None where nothing is held
+    read: list[Record] | None = None
 
 
 def covered_format(opts: Options, fp: Fingerprint) -> str:
@@ -161,6 +164,7 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         problems=list(result.problems),
         dropped=result.dropped,
         input_format=fmt_name,
+        read=records,
     )
 
 

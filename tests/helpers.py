@@ -127,7 +127,7 @@ def comparable_state(path: Path, work: Path | None = None) -> Any:
     state["calibration"].pop("updated_at", None)
     if isinstance(state.get("masking"), dict):
         state["masking"].pop("updated_at", None)
-    for part in [*state.get("compactions", []), state.get("summary") or {}]:
+    for part in [*state.get("compactions", []), state.get("summary") or {}, *(state.get("events") or [])]:
         for stamp in ("time", "duration_s", "created_at"):
             part.pop(stamp, None)
     return state

@@ -186,10 +186,12 @@ class _Acks:
         return [held[0], made, *held[1:]] if ack else held
 
 
-def full_view(records: list[Record]) -> list[Record]:
-    """Every input record known: the context's and those the events dropped, in input order."""
+def full_view(records: list[Record], read: list[Record] | None = None) -> list[Record]:
+    """Every input record known: the context's and those the events dropped, in input order. ``read``: the
+    records the context was cleaned from (``Context.read``), whose summaries hold what the events dropped
+    even where cleaning merged a summary into the message before it (a request the range follows)."""
     by_index: dict[int, Record] = {}
-    for rec in records:
+    for rec in records if read is None else read:
         if is_ours(rec):
             for d in rec.meta[META_KEY].get("dropped", []):
                 by_index.setdefault(d.index, d)

@@ -140,7 +140,7 @@ class Gathered:
     Whether invocations are numbered by the format's ids is known only once a record has one: until then
     both numberings run (the one by ids costs a lookup per record); the first id drops the other."""
 
-    __slots__ = ("by_ids", "by_text", "calls", "owner", "results")
+    __slots__ = ("back", "by_ids", "by_text", "calls", "owner", "results")
 
     def __init__(self) -> None:
         self.by_ids = _Numbering(True)
@@ -148,6 +148,9 @@ class Gathered:
         self.owner = -1  # the input index of the last anchor: what the records cleaning made belong to
         self.calls: dict[str, int] = {}
         self.results: dict[str, int] = {}
+        # an anchor read after a later one (cleaning moved a result read before its call to after it): the
+        # view's owners go back, so a range of owners is no slice of it (sliding_window_input.Streamed)
+        self.back = False
 
     @classmethod
     def of(cls, records: list[Record]) -> Gathered:
@@ -162,6 +165,7 @@ class Gathered:
     def take(self, seen: Seen) -> None:
         """:meth:`add` of what it reads of a record."""
         if seen.anchor:
+            self.back = self.back or seen.index < self.owner
             self.owner = seen.index
             if self.by_text is not None and seen.invocation_id:
                 self.by_text = None
@@ -179,7 +183,8 @@ class Gathered:
         """What it has gathered, marshal-able: a reading that starts after the records it was fed takes up
         from it (:meth:`read`; a streamed run's resume point)."""
         return {"ids": self.by_ids.kept(), "text": self.by_text.kept() if self.by_text is not None else None,
-                "owner": self.owner, "calls": dict(self.calls), "results": dict(self.results)}
+                "owner": self.owner, "calls": dict(self.calls), "results": dict(self.results),
+                "back": self.back}
 
     @classmethod
     def read(cls, kept: dict[str, Any]) -> Gathered:
@@ -189,6 +194,7 @@ class Gathered:
         g.by_text = _Numbering.read(False, kept["text"]) if kept["text"] is not None else None
         g.owner = int(kept["owner"])
         g.calls, g.results = dict(kept["calls"]), dict(kept["results"])
+        g.back = bool(kept["back"])  # (a point kept before it was: KeyError, read from byte 0)
         return g
 
     def invocations(self) -> list[Invocation]:

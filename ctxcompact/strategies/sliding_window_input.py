@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..clean import clean
+from ..context import closes_trailing
 from ..errors import Unstreamable
 from ..facts.handoff import flight_skips, in_flight_start
 from ..model import Origin, Record, Role, Transcript
@@ -130,7 +131,7 @@ class HeldInput:
 
     def __init__(self, si: StrategyInput) -> None:
         self.si = si
-        self.view = view = full_view(si.ctx.transcript.records)
+        self.view = view = full_view(si.ctx.transcript.records, si.ctx.read)
         gathered = Gathered.of(view)  # (one pass for both)
         self.invocations = gathered.invocations()
         self.unsafe = gathered.unsafe_splits()
@@ -172,11 +173,16 @@ class HeldInput:
         return self.view[at].index if at is not None and anchor(self.view[at]) else None
 
     def render(self, events: list[Event]) -> Rendered:
+        """The context with ``events`` as the next call reads it (as :meth:`Streamed.render` reads the file
+        again): the events applied to the records as read, then cleaned. Applied to the cleaned records,
+        an answer cleaning made for a call the events drop, or an id it renamed because a call they drop
+        used it first, stayed."""
         ctx = self.si.ctx
         shadow = State(watermark=ctx.covered, sections={WindowEvents.KEY: WindowEvents(events)})
-        recs = apply_events(list(ctx.transcript.records), shadow, ctx.transcript.format)
+        read = ctx.read if ctx.read is not None else ctx.transcript.records
+        recs = apply_events(list(read), shadow, ctx.transcript.format)
         t = Transcript(format=ctx.transcript.format, records=recs, source=ctx.transcript.source)
-        return Rendered(self.si, clean(t).transcript)
+        return Rendered(self.si, clean(t, close_trailing=closes_trailing(self.si.opts)).transcript)
 
     def context(self) -> Rendered:
         return Rendered(self.si, self.si.ctx.transcript)
@@ -228,6 +234,10 @@ class Quiet:
         """The planner's input for a call that makes events on the streamed route (:class:`Streamed`)."""
         if self.broken:
             raise Unstreamable("what the resume point kept could not be read")
+        if self.folded().back:
+            # (a range of owners is then no slice of the view: a sweep that stops at the range's end misses
+            # a record owned inside it that comes later; HeldInput sums such a view record by record)
+            raise Unstreamable("the view's owners go back")
         return Streamed(self.folded(), read, state, fmt, source, spans)
 
     def folded(self) -> Gathered:

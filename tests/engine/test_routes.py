@@ -213,3 +213,41 @@ def test_what_a_caller_sets_is_never_made_over(tmp_path: Path) -> None:
     mine = Transcript("openai", [], "-")
     r.context = mine
     assert r.transcript.records and r.context is mine  # the transcript made, the context left as set
+
+
+# -------------------------------------------------------------------------- mutants of every format
+# bench/fuzz_routes.py's campaign in small: a sample of each format with its calls and results moved,
+# dropped, repeated or spliced from another log (route_mutants.relinked), under each strategy; the streamed
+# route writes, keeps and reports what the held one does. Both in the same folder: a trimmed result's
+# marker names the input's path, which counts in the output's tokens.
+
+SEED_SAMPLES = [(p.name, b"".join(p.read_bytes().splitlines(keepends=True)[:30]))
+                for p in sorted(SAMPLES.glob("*.jsonl"))]
+LIGHT = ("drop-results", "result-first", "result-later", "dup-block", "sidechain", "blank-lines",
+         "recombine", "id-collision", "duplicate", "delete")
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(min_value=0, max_value=2**32), st.sampled_from(["threshold", "sliding-window", "mask"]),
+       st.sampled_from([2_000, 6_000]))
+def test_relinked_logs_of_every_format_give_the_held_routes_answer(tmp_path_factory: Any, n: int,
+                                                                   strategy: str, window: int) -> None:
+    import random
+    import shutil
+
+    from route_mutants import relinked
+
+    rng = random.Random(n)
+    _, seed = rng.choice(SEED_SAMPLES)
+    lines, _ = relinked(rng, seed.splitlines(), SEED_SAMPLES, LIGHT)
+    opts = Options(window=window, strategy=strategy, invocation_threshold=1, overlap=rng.choice([0, 1]))
+    work = tmp_path_factory.mktemp("relinked") / "W"
+    got = []
+    for hold in (True, False):
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        path = work / "t.jsonl"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        got.append(_call(path, work, hold, opts))
+    assert got[1] == got[0]
