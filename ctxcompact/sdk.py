@@ -103,6 +103,9 @@ def error_reason(err: BaseException, provider: str, *, timeout: float, max_retri
     return f"unexpected error ({type(err).__name__})"
 
 
+PROVIDER_CALL_THREAD = "ctxcompact-provider-call"  # the CLI ends without finalization while one is alive
+
+
 class DeadlinePassed(Exception):
     """:func:`with_deadline`'s call had no result within its wall-clock limit."""
 
@@ -123,7 +126,7 @@ def with_deadline(fn: Callable[[], T], seconds: float) -> T:
         finally:
             done.set()
 
-    threading.Thread(target=target, daemon=True, name="ctxcompact-provider-call").start()
+    threading.Thread(target=target, daemon=True, name=PROVIDER_CALL_THREAD).start()
     if not done.wait(seconds):
         raise DeadlinePassed(f"no complete reply within {seconds:g} s (--timeout covers the whole call, "
                              "retries included)")

@@ -3,10 +3,12 @@ message on stderr and a documented exit code, never a traceback; the commands ar
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gc
 import os
 import sys
+import threading
 from typing import NoReturn
 
 import click
@@ -29,9 +31,32 @@ def main(argv: list[str] | None = None) -> NoReturn:
     ``run``). An in-process caller, which gives ``argv``, keeps its collector as it was."""
     try:
         _main(argv)
+    except SystemExit as done:
+        if argv is None and _abandoned_call_alive():
+            _exit_now(done.code)
+        raise
     finally:
         if argv is None:
             gc.freeze()
+
+
+def _abandoned_call_alive() -> bool:
+    """A provider call abandoned at its wall-clock deadline (``sdk.with_deadline``) is still running (read
+    through ``sys.modules``: a command that made no provider call does not load the SDK layer for this)."""
+    sdk = sys.modules.get("ctxcompact.sdk")
+    name = getattr(sdk, "PROVIDER_CALL_THREAD", None)
+    return name is not None and any(t.name == name and t.is_alive() for t in threading.enumerate())
+
+
+def _exit_now(code: object) -> NoReturn:
+    """End the process with ``code`` once what was written is flushed, without the interpreter's
+    finalization: a daemon thread still inside an SDK's read when the interpreter tears down has crashed
+    the process (SIGSEGV, after the error message was printed), turning a documented exit code into a
+    signal. Nothing of ours waits for finalization: outputs, states and locks are done by now."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said on it
+            stream.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else ExitCode.INVALID_INPUT))
 
 
 def _main(argv: list[str] | None) -> NoReturn:

@@ -519,7 +519,47 @@ def test_no_fallback_is_exit_4_within_the_timeout(log: Path) -> None:
     finally:
         drip.close()
     assert done.returncode == 4, done.stderr
+    assert b"timed out" in done.stderr  # said, flushed, before the process ended without finalization
     assert not (log.parent / "o").exists()
+
+
+def test_the_cli_ends_unfinalized_while_an_abandoned_call_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SDK call left running at its deadline: the command's exit code ends the process at once
+    (os._exit), not the interpreter's finalization with the thread inside the SDK (seen once as SIGSEGV
+    after the error was printed); without such a thread the exit is the usual SystemExit."""
+    from ctxcompact import cli, sdk
+
+    class Ended(Exception):
+        pass
+
+    ended: list[object] = []
+
+    def exit_now(code: object) -> None:
+        ended.append(code)
+        raise Ended
+
+    def fails(argv: list[str] | None) -> None:
+        raise SystemExit(4)
+
+    monkeypatch.setattr(cli.os, "_exit", exit_now)
+    monkeypatch.setattr(cli, "_main", fails)
+    monkeypatch.setattr(cli.gc, "freeze", lambda: None)  # (the test process keeps its collector)
+    release = threading.Event()
+    call = threading.Thread(target=release.wait, name=sdk.PROVIDER_CALL_THREAD, daemon=True)
+    call.start()
+    try:
+        with pytest.raises(Ended):
+            cli.main()
+        assert ended == [4]
+        with pytest.raises(SystemExit):  # an in-process caller (argv given) is never ended
+            cli.main(["estimate"])
+        release.set()
+        call.join()
+        with pytest.raises(SystemExit) as done:
+            cli.main()
+        assert done.value.code == 4 and ended == [4]
+    finally:
+        release.set()
 
 
 def test_call_with_deadline_passes_results_and_errors_through() -> None:
