@@ -166,10 +166,12 @@ def test_a_run_keeps_its_resume_points_counts_as_columns(tmp_path: Path) -> None
                    output=tmp_path / "out.jsonl", hold=False, warn=lambda m: None)
         loaded = from_bytes((tmp_path / "s.json.counts").read_bytes(), None)
         assert loaded is not None and loaded.resume is not None
-        # pass 1's counts (4 bytes a record), then the call ids' five columns (CallIds.kept: the index last)
-        assert len(loaded.resume_columns) == columns + 5 and len(loaded.resume_columns[0]) > 4_000
+        # pass 1's counts (2 bytes a record: as narrow as the counts allow), then the call ids' five columns
+        # (CallIds.kept: the index last)
+        assert len(loaded.resume_columns) == columns + 5
+        assert len(loaded.resume_columns[0]) > 2 * 1_900
         counts = loaded.resume_columns[:columns]
-        assert loaded.resume["totals"]["widths"] == [4] * columns
+        assert loaded.resume["totals"]["widths"] == [2] * columns
         assert all(len(c) == len(counts[0]) for c in counts)
         assert set(loaded.resume["totals"]) & {"heuristic", "counts"} == set()  # (no counts in the head)
         assert set(loaded.resume) & {"calls", "names"} == set()  # (no call ids in the head either)
