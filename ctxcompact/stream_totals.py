@@ -1,7 +1,7 @@
 """What the streamed route's pass 1 knows of the records counted so far (``streaming``): their counts as
-arrays (4 bytes a record, 8 where a record needs them: ``columns``), the usage the log records, the system
-prompt's tokens, the latest window, the report's statistics; counted in batches, kept for a resume point and
-read back from one."""
+arrays (2 bytes a record, 4 or 8 where a record needs them: ``columns``), the usage the log records, the
+system prompt's tokens, the latest window, the report's statistics; counted in batches, kept for a resume
+point and read back from one."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ class Totals:
 
     def __init__(self, fmt: str, opts: Options, budget: Budget, cache: CountCache | None) -> None:
         self.opts, self.cache, self.base_budget = opts, cache, budget
-        # 4 bytes a record (a list holds a slot and, over 256, an int object per record; ``columns``: 8 once
-        # a record's count needs them)
+        # 2 bytes a record (a list holds a slot and, over 256, an int object per record; ``columns``:
+        # wider once a record's count needs them)
         self.heuristic = cols.narrow()
         self.exact: array[int] | None = None if opts.exact == "none" else cols.narrow()
         self.usage: list[UsagePoint] = []
@@ -92,8 +92,8 @@ class Totals:
     def kept(self) -> tuple[dict[str, Any], list[memoryview]] | None:
         """What was counted of the records before the resume point (:meth:`mark`), for a later read to start
         from (:meth:`take`), once every part is counted (the columns then grow no more): the sums, and
-        their counts as views of the columns, not copies (4 or 8 bytes a record each, as ``widths`` says: the
-        heuristic's, then the exact counter's; kept by the count cache as columns,
+        their counts as views of the columns, not copies (2, 4 or 8 bytes a record each, as ``widths`` says:
+        the heuristic's, then the exact counter's; kept by the count cache as columns,
         ``CountCache.resume_columns``)."""
         if self.marked is None:
             return None

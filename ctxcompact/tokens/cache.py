@@ -20,7 +20,10 @@ from typing import Any, BinaryIO, cast
 from .. import columns as cols
 from ..model import Message, token_text
 
-MAGIC = b"CTXCOUNTS7\n"
+MAGIC = b"CTXCOUNTS8\n"
+#: the formats read: this one, and the one before it, whose columns were at least 4 bytes an item (the same
+#: layout: a column's width is written with it; an older build refuses a 2-byte column, and counts again)
+READS = (MAGIC, b"CTXCOUNTS7\n")
 #: the columns written after the marshalled head, as they are in memory (:meth:`CountCache.chunks`)
 _COLUMNS = ("offsets", "digests", "heuristic", "exact", "text_keys", "text_heuristic", "text_exact")
 #: the bytes :meth:`CountCache.prove_stream` reads at once
@@ -29,9 +32,9 @@ _NONE = -1  # no exact count kept
 
 
 class _Lines:
-    """(digest, heuristic, exact) of input lines by offset: four columns sorted by offset, 20 bytes a line (a
-    dict of tuples took ~170: a 100 MB file of small records is 760,000 lines; the offsets and counts 4
-    bytes each, 8 once one needs them: ``columns``; the digests 8). Lines come in order of their
+    """(digest, heuristic, exact) of input lines by offset: four columns sorted by offset, 16 bytes a line (a
+    dict of tuples took ~170: a 100 MB file of small records is 760,000 lines; the offsets 4 bytes, the
+    counts 2 each, wider once one needs it: ``columns``; the digests 8). Lines come in order of their
     offsets (appended); a line put again is changed in place; the few that come before the last one are kept
     in a dict beside (never an insertion into the columns: linear whatever the order)."""
 
@@ -63,9 +66,9 @@ class _Lines:
             return
         i = bisect_left(o, offset)
         if o[i] == offset:
-            if not (cols.fits(hit[1]) and cols.fits(hit[2])):
-                self.heuristic, self.exact = cols.widened(self.heuristic), cols.widened(self.exact)
-            self.digests[i], self.heuristic[i], self.exact[i] = hit
+            self.digests[i] = hit[0]
+            self.heuristic = cols.put(self.heuristic, i, hit[1])
+            self.exact = cols.put(self.exact, i, hit[2])
         else:
             self.late[offset] = hit
 
@@ -120,8 +123,8 @@ class CountCache:
     resume_at: int = 0
     resume_sha256: bytes = b""
     resume: Any = None
-    #: the resume point's columns (bytes-like: pass 1's counts before it, 4 or 8 bytes a record, then the call
-    #: ids it carries, ``call_ids.CallIds.kept``), written after
+    #: the resume point's columns (bytes-like: pass 1's counts before it, 2, 4 or 8 bytes a record, then the
+    #: call ids it carries, ``call_ids.CallIds.kept``), written after
     #: the cache's own as they are in memory, not marshalled into the head (a copy, then marshal's growing
     #: buffer: ~2x their size at the end of a run). Opaque here too; kept and emptied with ``resume``
     resume_columns: list[Any] = field(default_factory=list)
@@ -316,7 +319,7 @@ class CountCache:
         """:meth:`to_bytes` in the pieces it joins, written one after the other: the magic, the SHA-256 of the
         rest, the head's length (8 bytes), the head (marshalled: the key, the columns' lengths and the
         widths of their items, the settled prefix, the resume point), then the columns' bytes as they are in
-        memory, the resume point's last. Nothing is copied of the columns (20 bytes a line: 15 MB at 100 MB
+        memory, the resume point's last. Nothing is copied of the columns (16 bytes a line: 12 MB at 100 MB
         of small records, as much again for each copy); they must not change while the pieces are written."""
         self.commit()
         arrays = [getattr(self, name) for name in _COLUMNS]
@@ -337,10 +340,10 @@ class CountCache:
 
 def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:
     """The cache in ``raw`` if it was counted with options ``key`` (None: whatever they were), else None."""
-    if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + 32:
+    if raw[:len(MAGIC)] not in READS or len(raw) < len(MAGIC) + 32:
         return None
     at = len(MAGIC) + 32
-    view = memoryview(raw)  # (read in place: the columns are 20 bytes a line)
+    view = memoryview(raw)  # (read in place: the columns are 16 bytes a line)
     if hashlib.sha256(view[at:]).digest() != raw[len(MAGIC):at]:
         return None
     try:

@@ -1,7 +1,8 @@
-"""Counts kept 4 bytes a record (``columns``): pass 1's (``stream_totals.Totals``), the count cache's and the
-resume point's; a record over 2**31 tokens widens its column to 8 bytes, whole, and is kept and read back
-exactly. The cache's format says each column's width (``CTXCOUNTS7``): a cache of an older format is
-ignored and rebuilt once, never misread (docs/concepts/state.md#the-count-cache)."""
+"""Counts kept 2 bytes a record (``columns``): pass 1's (``stream_totals.Totals``), the count cache's and the
+resume point's; a record over 2**15 tokens widens its column to 4 bytes, one over 2**31 to 8, whole, and is
+kept and read back exactly. The cache's format says each column's width (``CTXCOUNTS8``; ``CTXCOUNTS7``, the
+same layout with columns of 4 or 8 bytes, is still read): a cache of an older format is ignored and rebuilt
+once, never misread (docs/concepts/state.md#the-count-cache)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ctxcompact.budget import make_budget
 from ctxcompact.model import Message, Role, TextBlock
 from ctxcompact.options import Options
 from ctxcompact.state.cache import cache_path, load_counts
-from ctxcompact.tokens.cache import CountCache, from_bytes
+from ctxcompact.tokens.cache import MAGIC, CountCache, from_bytes
 from ctxcompact.tokens.counts import Counts
 
 BIG = 1 << 40  # tokens of no record of this world, but a column must hold it
@@ -39,7 +40,8 @@ def test_a_column_holds_what_it_is_given_and_is_wide_only_if_it_must(batches: li
         column = cols.append(column, value)
     flat = [v for batch in batches for v in batch] + tail
     assert list(column) == flat
-    assert (column.itemsize == 4) == all(cols.fits(v) for v in flat)
+    assert column.itemsize == max((array(cols.code_for(v)).itemsize for v in flat), default=2)
+    assert (column.itemsize == 2) == all(cols.fits(v) for v in flat)
     joined = cols.join(cols.of(flat[:3]), column)
     assert list(joined) == flat[:3] + flat
     assert joined.itemsize == max(cols.of(flat[:3]).itemsize, column.itemsize)
@@ -54,8 +56,8 @@ def test_the_count_cache_keeps_a_count_over_2_to_the_31(tmp_path: Path) -> None:
     for i in range(100):
         cache.put(10 * i, i, i, i + 1)
     cache.commit()
-    # 12 bytes a line less than before (the offsets and counts; the digests stay 8 bytes)
-    assert (cache.offsets.itemsize, cache.heuristic.itemsize, cache.exact.itemsize) == (4, 4, 4)
+    # as narrow as the values allow (2 bytes here; 4 for the offsets of a file over 32 KiB); the digests 8
+    assert (cache.offsets.itemsize, cache.heuristic.itemsize, cache.exact.itemsize) == (2, 2, 2)
     loaded = from_bytes(cache.to_bytes(), cache.key)
     assert loaded is not None
     loaded.use(cache.key)
@@ -146,7 +148,7 @@ def test_a_cache_of_the_older_format_is_ignored_and_rebuilt_once(tmp_path: Path,
     engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
     kept = cache_path(state)
     new = from_bytes(kept.read_bytes(), None)
-    assert new is not None and new.resume is not None and kept.read_bytes().startswith(b"CTXCOUNTS7\n")
+    assert new is not None and new.resume is not None and kept.read_bytes().startswith(MAGIC)
     old = _v6(new)
     assert from_bytes(old, None) is None  # never read as this format
     patched = old.replace(b"CTXCOUNTS6\n", b"CTXCOUNTS7\n", 1)  # nor if it said it were (no widths)
@@ -161,6 +163,58 @@ def test_a_cache_of_the_older_format_is_ignored_and_rebuilt_once(tmp_path: Path,
         hashed.clear()
         engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
         assert len(hashed) == counted
-        assert kept.read_bytes().startswith(b"CTXCOUNTS7\n")
+        assert kept.read_bytes().startswith(MAGIC)
     loaded = load_counts(kept, ("openai", None), path.stat().st_size)
     assert list(loaded.offsets) == list(new.offsets) and list(loaded.heuristic) == list(new.heuristic)
+
+
+def _v7(cache: CountCache) -> bytes:
+    """``cache`` as the format before this one wrote it (CTXCOUNTS7: the same layout, the offsets and counts
+    4 bytes an item at the least, the resume point's counts too)."""
+    four = {name: cols.extend(array("i"), getattr(cache, name)) for name in ("offsets", "heuristic", "exact")}
+    old = CountCache(key=cache.key, digests=cache.digests, text_keys=cache.text_keys,
+                     text_heuristic=cache.text_heuristic, text_exact=cache.text_exact,
+                     settled=cache.settled, settled_sha256=cache.settled_sha256, resume_at=cache.resume_at,
+                     resume_sha256=cache.resume_sha256, **four)
+    totals = cache.resume["totals"]
+    n = len(totals["widths"])
+    old.resume = {**cache.resume, "totals": {**totals, "widths": [4] * n}}
+    old.resume_columns = [cols.extend(array("i"), cols.from_bytes(c, w))
+                          for c, w in zip(cache.resume_columns[:n], totals["widths"], strict=True)]
+    old.resume_columns += cache.resume_columns[n:]
+    chunks = old.chunks()
+    assert chunks[0] == MAGIC
+    return b"CTXCOUNTS7\n" + b"".join(bytes(c) for c in chunks[1:])
+
+
+def test_a_cache_of_4_byte_columns_is_still_read_and_resumed_from(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxcompact.state import cache as state_cache
+    from ctxcompact.tokens import counts as counts_mod
+
+    path = _agent_log(tmp_path / "t.jsonl", 300)
+    state = tmp_path / "s.json"
+    opts = Options(window=1_000_000_000, state_path=state)
+    engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
+    kept = cache_path(state)
+    new = from_bytes(kept.read_bytes(), None)
+    assert new is not None and new.resume is not None and new.offsets.itemsize == 4  # (a file over 32 KiB)
+    assert new.heuristic.itemsize == new.exact.itemsize == 2
+    old = from_bytes(_v7(new), None)  # what the build before this one wrote (CTXCOUNTS7) reads as it was
+    assert old is not None and old.heuristic.itemsize == 4 and old.resume == {
+        **new.resume, "totals": {**new.resume["totals"], "widths": [4, 4]}}
+    assert (old.offsets, old.digests, old.heuristic, old.exact) == (new.offsets, new.digests, new.heuristic,
+                                                                   new.exact)  # (arrays equal by value)
+    kept.write_bytes(_v7(new))
+    state_cache._memo.clear()
+    hashed: list[bytes] = []
+    real = counts_mod.line_digest
+    monkeypatch.setattr(counts_mod, "line_digest", lambda raw: hashed.append(raw) or real(raw))
+    before = (tmp_path / "o.jsonl").read_bytes()
+    with path.open("ab") as f:  # a hook's next call: a few records appended
+        f.write(b'{"role":"user","content":"and one more thing"}\n')
+    engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
+    assert len(hashed) <= 3  # resumed from the old cache: only the lines after its resume point are hashed
+    assert (tmp_path / "o.jsonl").read_bytes().startswith(before[:-200])
+    again = from_bytes(kept.read_bytes(), None)
+    assert again is not None and kept.read_bytes().startswith(MAGIC) and again.heuristic.itemsize == 4
