@@ -44,7 +44,7 @@ from .pipeline import (
     describe,
     ignored_usage_warning,
 )
-from .plugins import STRATEGIES
+from .plugins import OFFLINE, STRATEGIES, SUMMARIZERS
 from .progress import progress
 from .report import EstimateReport
 from .result import RunResult, Warn, judge_fit, output_format
@@ -302,8 +302,8 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
 
 
 def _check_summarizer(opts: Options) -> None:
-    if opts.summarizer != "extractive":
-        from .summarizers import summarizer_for  # (the default needs no check: a run never loads them)
+    if not SUMMARIZERS.has(opts.summarizer, OFFLINE):
+        from .summarizers import summarizer_for  # (an offline one needs no check: a run never loads them)
 
         try:
             summarizer_for(opts).check()  # a missing key is a configuration error, reported before any work

@@ -181,10 +181,21 @@ ESTIMATE_STREAMS = "estimate-streams"
 #: outcome reads the file held (streaming.may_stream, engine._run_file)
 RUN_GATHERS = "run-gathers"
 
+#: a strategy trait: over the threshold (or with an event due, for one that RUN_GATHERS), its compaction may
+#: be made in pass 2 without holding the file, while none of its own flags is on (threshold's ``--prune``
+#: masks first): given the conversation reader's ``Conversation`` (``StrategyInput.conversation``) instead of
+#: the context's records (compaction_stream.may_compact_streamed)
+COMPACTS_STREAMED = "compacts-streamed"
+
+#: a strategy trait, with COMPACTS_STREAMED: also of an append-only log (``Format.compaction_seen``: Codex,
+#: ADK events, Claude Code), whose lines are copied, then what the compaction appends
+COMPACTS_LOGS_STREAMED = "compacts-logs-streamed"
+
 #: each strategy's options (the --help order is this one, strategy by strategy) and its state section's key;
 #: ``--prune``'s tier takes mask's options
 STRATEGIES: Registry[Any] = Registry("strategy", [
-    Builtin("threshold", _S + "threshold:STRATEGY", traits=frozenset({ESTIMATE_STREAMS}), options=(
+    Builtin("threshold", _S + "threshold:STRATEGY",
+            traits=frozenset({ESTIMATE_STREAMS, COMPACTS_STREAMED, COMPACTS_LOGS_STREAMED}), options=(
         Option("prune", False, "mask old tool results first; summarize only if still over the threshold.",
                kind="flag"),
     )),
@@ -197,7 +208,8 @@ STRATEGIES: Registry[Any] = Registry("strategy", [
         Option("clear_thinking", False, "also clear thinking blocks older than the latest assistant turn.",
                kind="flag"),
     ), state_key="masking"),
-    Builtin("sliding-window", _S + "sliding_window:STRATEGY", traits=frozenset({RUN_GATHERS}), options=(
+    Builtin("sliding-window", _S + "sliding_window:STRATEGY",
+            traits=frozenset({RUN_GATHERS, COMPACTS_STREAMED}), options=(
         Option("invocation_threshold", 5, "compact every θ new invocations.", low=1),
         Option("overlap", 2, "invocations before the new ones that each event re-covers (ω).", low=0),
         Option("safety_ratio", 0.7, "also compact when the context exceeds this share of the window.",
@@ -214,8 +226,17 @@ COUNTERS = (*LOCAL_COUNTERS, *PROVIDER_COUNTERS)
 #: the tiktoken encodings ``--encoding`` names (tokens.exact holds their patterns and ranks' hashes)
 ENCODINGS = ("o200k_base", "cl100k_base")
 
+#: a summarizer trait: it runs offline with nothing to configure (no key, no server, none of the provider
+#: options), so ``run`` does not load it to check its configuration before any work (engine._check_summarizer)
+OFFLINE = "offline"
+
+#: a summarizer trait: its summary is made from the fact store alone, so a compaction made without holding the
+#: file (pass 2, fed by ``facts.gather.FactFeed``) may use it (compaction_stream.may_compact_streamed)
+SUMMARIZES_STREAMED = "summarizes-streamed"
+
 SUMMARIZERS: Registry[Any] = Registry("summarizer", [
-    Builtin("extractive", _Z + "extractive:ExtractiveSummarizer"),
+    Builtin("extractive", _Z + "extractive:ExtractiveSummarizer",
+            traits=frozenset({OFFLINE, SUMMARIZES_STREAMED})),
     Builtin("anthropic", _Z + "anthropic:AnthropicSummarizer"),
     Builtin("openai", _Z + "openai:OpenAISummarizer"),
 ], default="extractive")
