@@ -23,6 +23,7 @@ from .formats import get_format, read_transcript
 from .formats.base import Format
 from .model import EARLIER_SUMMARY, Record, Role, Transcript
 from .options import Options
+from .plugins import FORMATS
 from .reader import decode_line
 from .source import InputData, count_lines, source_name
 from .state import Fingerprint, State, check_fingerprint
@@ -51,7 +52,7 @@ class Context:
     repairs: list[Repair] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # warnings (lenient mode)
     dropped: int = 0
-    input_format: str = "openai"
+    input_format: str = FORMATS.default
 
 
 def covered_format(opts: Options, fp: Fingerprint) -> str:

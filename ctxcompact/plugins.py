@@ -49,6 +49,9 @@ class Builtin:
     traits: frozenset[str] = frozenset()
     options: tuple[Option, ...] = ()  # its own options (the CLI's flags read them without loading it)
     state_key: str | None = None  # the key of its own section of the state file, if it keeps one
+    #: a format: the names the message-list API takes for it (``messages.compact(format=...)``), in order, its
+    #: own among them when a list of messages is in this format; none when its records are not a message list
+    message_names: tuple[str, ...] = ()
 
 
 def key(name: str) -> str:
@@ -150,6 +153,10 @@ class Registry(Generic[T]):
         """The declaration of the option called ``name`` (an ``Options`` attribute), or None."""
         return next((o for _, o in self.options() if o.name == name), None)
 
+    def message_names(self) -> dict[str, str]:
+        """Every name the message-list API takes (``Builtin.message_names``) → the built-in it names."""
+        return {n: b.name for b in self._builtins.values() for n in b.message_names}
+
     def state_key_of(self, name: str) -> str | None:
         """The key of ``name``'s own section in the state file, or None (a built-in's without loading it)."""
         k = key(name)
@@ -165,11 +172,12 @@ _F, _S, _Z = "ctxcompact.formats.", "ctxcompact.strategies.", "ctxcompact.summar
 
 #: the order is detection's on a tie (docs/reference/formats.md) and --help's
 FORMATS: Registry[Any] = Registry("format", [
-    Builtin("openai", _F + "openai:FORMAT"),
-    Builtin("anthropic", _F + "anthropic:FORMAT"),
-    Builtin("genai", _F + "genai:FORMAT"),
+    Builtin("openai", _F + "openai:FORMAT", message_names=("openai", "chat")),
+    Builtin("anthropic", _F + "anthropic:FORMAT", message_names=("anthropic",)),
+    Builtin("genai", _F + "genai:FORMAT", message_names=("gemini", "genai")),
     Builtin("claude-code", _F + "claude_code:FORMAT"),
-    Builtin("codex", _F + "codex:FORMAT"),
+    # (a list of OpenAI Responses input items is read by the Codex format: its ``response_item`` payloads)
+    Builtin("codex", _F + "codex:FORMAT", message_names=("responses",)),
 ], default="openai")
 
 #: a strategy trait: its ``describe`` needs only the counts while none of its own flags is on, so ``estimate``

@@ -198,3 +198,12 @@ def test_each_strategy_option_is_declared_once_and_becomes_its_flag() -> None:
             else:
                 assert getattr(param, "is_flag", False) == (option.kind == "flag")
                 assert param.multiple == (option.kind == "names")
+
+
+
+def test_the_message_list_apis_format_names_are_the_entries() -> None:
+    from ctxcompact import messages
+
+    assert {"auto": "auto", **plugins.FORMATS.message_names()} == messages.FORMATS
+    assert plugins.FORMATS.message_names() == {"openai": "openai", "chat": "openai", "anthropic": "anthropic",
+                                               "gemini": "genai", "genai": "genai", "responses": "codex"}
