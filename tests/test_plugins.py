@@ -207,3 +207,12 @@ def test_the_message_list_apis_format_names_are_the_entries() -> None:
     assert {"auto": "auto", **plugins.FORMATS.message_names()} == messages.FORMATS
     assert plugins.FORMATS.message_names() == {"openai": "openai", "chat": "openai", "anthropic": "anthropic",
                                                "gemini": "genai", "genai": "genai", "responses": "codex"}
+
+
+def test_masks_resolved_defaults_are_its_declared_options() -> None:
+    from ctxcompact.strategies.mask import MaskParams
+
+    declared = {o.name: o.default for o in plugins.STRATEGIES.options_of("mask")}
+    assert MaskParams().keep_results == declared["keep_results"] == Options().keep_results
+    assert MaskParams().clear_thinking == declared["clear_thinking"]
+    assert MaskParams().exclude_tools == frozenset(declared["exclude_tools"])
