@@ -12,9 +12,10 @@ engine may know of a plug-in without loading it.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from .errors import UsageError
@@ -49,6 +50,9 @@ class Builtin:
     traits: frozenset[str] = frozenset()
     options: tuple[Option, ...] = ()  # its own options (the CLI's flags read them without loading it)
     state_key: str | None = None  # the key of its own section of the state file, if it keeps one
+    #: the JSON of that section in a state where it holds nothing, when every state file carries it
+    #: (schemas/state.schema.json ``required``); None: written only when it holds something
+    state_empty: Any = field(default=None, compare=False)
     #: a format: the names the message-list API takes for it (``messages.compact(format=...)``), in order, its
     #: own among them when a list of messages is in this format; none when its records are not a message list
     message_names: tuple[str, ...] = ()
@@ -153,6 +157,12 @@ class Registry(Generic[T]):
         """The declaration of the option called ``name`` (an ``Options`` attribute), or None."""
         return next((o for _, o in self.options() if o.name == name), None)
 
+    def required_sections(self) -> dict[str, Any]:
+        """The state sections every state file carries, each as it is written empty (``Builtin.state_empty``),
+        by key: the built-ins' (one registered at run time is out of the file's closed schema)."""
+        return {b.state_key: copy.deepcopy(b.state_empty) for b in self._builtins.values()
+                if b.state_key is not None and b.state_empty is not None}
+
     def message_names(self) -> dict[str, str]:
         """Every name the message-list API takes (``Builtin.message_names``) → the built-in it names."""
         return {n: b.name for b in self._builtins.values() for n in b.message_names}
@@ -222,7 +232,7 @@ STRATEGIES: Registry[Any] = Registry("strategy", [
         Option("overlap", 2, "invocations before the new ones that each event re-covers (ω).", low=0),
         Option("safety_ratio", 0.7, "also compact when the context exceeds this share of the window.",
                low=0.05, high=1.0),
-    ), state_key="events"),
+    ), state_key="events", state_empty=[]),
 ], default="threshold")
 
 #: the token counters ``--exact`` names: the local ones (tiktoken: exact and offline; none: the chars/4
