@@ -157,7 +157,7 @@ def gathering(path: Path, opts: Options,
         read = size - (covered.at if covered is not None else 0)  # (the call after a compaction: its tail)
         if (not threshold or read < GATHER_BYTES_PER_TOKEN * threshold or not may_compact_streamed(fmt, opts)
                 or get_format(fmt).compaction_seen() is not None):
-            return ()  # (an append-only log: engine._compact_streamed reads what it takes in pass 2)
+            return ()  # (an append-only log: route_file.compact_streamed reads what it takes in pass 2)
         gathered = Gathering(covered)
         reading.parsed = gathered.parsed
         return (gathered,)

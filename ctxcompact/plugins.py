@@ -196,7 +196,7 @@ ESTIMATE_STREAMS = "estimate-streams"
 
 #: a strategy trait: ``run``'s pass 1 streams with the strategy's own gatherer (its ``gathering``) and the
 #: context passes through streamed when what it gathered says nothing is due (its ``quiet``); any other
-#: outcome reads the file held (streaming.may_stream, engine._run_file)
+#: outcome reads the file held (streaming.may_stream, route_file.run_file)
 RUN_GATHERS = "run-gathers"
 
 #: a strategy trait: over the threshold (or with an event due, for one that RUN_GATHERS), its compaction may
@@ -245,7 +245,8 @@ COUNTERS = (*LOCAL_COUNTERS, *PROVIDER_COUNTERS)
 ENCODINGS = ("o200k_base", "cl100k_base")
 
 #: a summarizer trait: it runs offline with nothing to configure (no key, no server, none of the provider
-#: options), so ``run`` does not load it to check its configuration before any work (engine._check_summarizer)
+#: options), so ``run`` does not load it to check its configuration before any work
+#: (run_setup.check_summarizer)
 OFFLINE = "offline"
 
 #: a summarizer trait: its summary is made from the fact store alone, so a compaction made without holding the
