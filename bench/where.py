@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     path = transcript(args.mb)
     mb = path.stat().st_size / 1e6
 
-    from ctxcompact import engine
+    from ctxcompact import engine, run_setup
     from ctxcompact.clean import clean
     from ctxcompact.context import Context
     from ctxcompact.formats import read_transcript, write_transcript
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = timed(rows, "run: tokenize (count_records)",
                    lambda: count_records(cleaned.transcript.records, opts), mb)
     ctx = Context(cleaned.transcript, len(res.transcript.records), 0, len(inp.data), 0, [])
-    budget = engine._budget(opts)
+    budget = run_setup.budget_for(opts)
     report = estimate_context(ctx, opts, None, budget, None)
     del counts
     si = StrategyInput(ctx, opts, budget, None, report, lambda m: None)

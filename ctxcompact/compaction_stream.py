@@ -11,11 +11,13 @@ same commit. Its output (the system records, the summary and continuation, the w
 
 The sliding window's events are made here too (its own gatherer in pass 1, the planner on
 ``sliding_window_input.Streamed``, which reads the file again by :func:`reread`): the extractive summarizer,
-a format whose output is the context itself. Otherwise taken for the default path only
-(:func:`may_compact_streamed`): ``--strategy threshold`` without
+a format whose output is the context itself. Otherwise taken for what declares it may be
+(:func:`may_compact_streamed`, the registry's traits: ``plugins.COMPACTS_STREAMED`` and
+``SUMMARIZES_STREAMED``): the default path, ``--strategy threshold`` without
 ``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself or
 an append-only log's lines copied then what ``Format.compaction_appended`` makes of what
-``Format.compaction_seen`` took of them line by line (Codex, ADK events, Claude Code: :func:`input_lines`), no
+``Format.compaction_seen`` took of them line by line (Codex, ADK events, Claude Code: :func:`input_lines`;
+``plugins.COMPACTS_LOGS_STREAMED``), no
 ``--to`` into another format. The held route is taken instead for anything else, and whenever the
 streamed one cannot give exactly what it gives
 (:class:`~.errors.Unstreamable`): a compaction that would not make the context smaller
@@ -38,7 +40,9 @@ from .hashed_lines import Hashing, lines_at
 from .model import Record, Role, Transcript
 from .options import Options
 from .paths import open_input
+from .plugins import COMPACTS_LOGS_STREAMED, COMPACTS_STREAMED, STRATEGIES, SUMMARIZERS, SUMMARIZES_STREAMED
 from .reader import iter_lines_at
+from .strategies import has_trait
 from .streaming import Counted, Held, Reading, begin
 
 if TYPE_CHECKING:
@@ -53,10 +57,11 @@ def may_compact_streamed(fmt: str, opts: Options) -> bool:
     # linked to them: Claude Code's parentUuid chain)
     appended = f.compaction_seen() is not None
     context = not f.layout.agent_log and not appended
-    if opts.strategy == "sliding-window":  # its events made in pass 2 (sliding_window_input.Streamed)
-        return opts.summarizer == "extractive" and opts.to in (None, fmt) and context
-    return (opts.strategy == "threshold" and not opts.prune and opts.summarizer == "extractive"
-            and opts.to in (None, fmt) and (context or appended))
+    # what may compact so is what the strategy and the summarizer declare (plugins: the traits)
+    if not has_trait(opts.strategy, COMPACTS_STREAMED, opts) or opts.to not in (None, fmt) or \
+            not SUMMARIZERS.has(opts.summarizer, SUMMARIZES_STREAMED):
+        return False
+    return context or (appended and STRATEGIES.has(opts.strategy, COMPACTS_LOGS_STREAMED))
 
 
 class _Lines:
@@ -152,7 +157,7 @@ def gathering(path: Path, opts: Options,
         read = size - (covered.at if covered is not None else 0)  # (the call after a compaction: its tail)
         if (not threshold or read < GATHER_BYTES_PER_TOKEN * threshold or not may_compact_streamed(fmt, opts)
                 or get_format(fmt).compaction_seen() is not None):
-            return ()  # (an append-only log: engine._compact_streamed reads what it takes in pass 2)
+            return ()  # (an append-only log: route_file.compact_streamed reads what it takes in pass 2)
         gathered = Gathering(covered)
         reading.parsed = gathered.parsed
         return (gathered,)

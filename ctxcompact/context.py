@@ -23,6 +23,7 @@ from .formats import get_format, read_transcript
 from .formats.base import Format
 from .model import EARLIER_SUMMARY, Record, Role, Transcript
 from .options import Options
+from .plugins import FORMATS
 from .reader import decode_line
 from .source import InputData, count_lines, source_name
 from .state import Fingerprint, State, check_fingerprint
@@ -51,7 +52,7 @@ class Context:
     repairs: list[Repair] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # warnings (lenient mode)
     dropped: int = 0
-    input_format: str = "openai"
+    input_format: str = FORMATS.default
     # the records as read with the state's layers, before cleaning: what a reading with other layers starts
     # from, as the next call reads (sliding_window_input.HeldInput.render); None where nothing is held
     read: list[Record] | None = None

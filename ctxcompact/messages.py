@@ -36,16 +36,16 @@ from .atomic import stage
 from .engine import RunResult, run_held
 from .errors import ExitCode, InputError, StateError, UsageError
 from .options import Options
+from .plugins import FORMATS as REGISTERED_FORMATS
 from .report import EstimateReport
 from .state import State, load_state, new_state, record_real_tokens, reset_calibration, save_state, state_lock
 from .tokens.cache import CountCache
 from .tokens.usage import PromptUsage, as_plain, prompt_tokens
 
-#: the names ``compact(format=…)`` takes → the engine's format
-FORMATS = {"auto": "auto", "openai": "openai", "chat": "openai", "anthropic": "anthropic",
-           "gemini": "genai", "genai": "genai", "responses": "codex"}
+#: the names ``compact(format=…)`` takes → the engine's format (each format's entry names its own)
+FORMATS = {"auto": "auto", **REGISTERED_FORMATS.message_names()}
 #: OpenAI Responses input items are read by the Codex format (its ``response_item`` payloads are those items)
-_RESPONSES = "codex"
+_RESPONSES = FORMATS["responses"]
 #: the state's key for what the session needs to recognise its own output next time
 _KEY = "x-messages"
 HISTORY_SUFFIX = ".history.jsonl"
@@ -355,7 +355,7 @@ class Session:
         else:
             full = data
             if state is not None and history:
-                fresh = new_state(state.fingerprint.format or "openai")
+                fresh = new_state(state.fingerprint.format or REGISTERED_FORMATS.default)
                 old = dataclasses.replace(state)
                 fresh.calibration = reset_calibration(old)
                 state = fresh

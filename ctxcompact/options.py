@@ -11,7 +11,7 @@ from typing import Any, cast
 from .plugins import STRATEGIES, SUMMARIZERS, Option
 
 
-def _default(name: str) -> Any:
+def declared_default(name: str) -> Any:
     """A built-in strategy option's default, from its one declaration (plugins.STRATEGIES)."""
     declared = STRATEGIES.option(name)
     assert declared is not None, name
@@ -63,16 +63,16 @@ class Options:
     # (plugins.STRATEGIES); the built-in ones are also fields here, typed, for library callers.
     # masking (docs/guides/strategies.md#the-four-strategies): --strategy mask, or the first tier of threshold
     # with --prune
-    prune: bool = _default("prune")
-    keep_results: int = _default("keep_results")
-    protect_tokens: int | None = _default("protect_tokens")  # None: the strategy's documented default
-    exclude_tools: tuple[str, ...] = _default("exclude_tools")
-    min_savings: int | None = _default("min_savings")  # None: the strategy's documented default
-    clear_thinking: bool = _default("clear_thinking")
+    prune: bool = declared_default("prune")
+    keep_results: int = declared_default("keep_results")
+    protect_tokens: int | None = declared_default("protect_tokens")  # None: the strategy's documented default
+    exclude_tools: tuple[str, ...] = declared_default("exclude_tools")
+    min_savings: int | None = declared_default("min_savings")  # None: the strategy's documented default
+    clear_thinking: bool = declared_default("clear_thinking")
     # sliding window (docs/guides/strategies.md#the-four-strategies)
-    invocation_threshold: int = _default("invocation_threshold")
-    overlap: int = _default("overlap")
-    safety_ratio: float = _default("safety_ratio")
+    invocation_threshold: int = declared_default("invocation_threshold")
+    overlap: int = declared_default("overlap")
+    safety_ratio: float = declared_default("safety_ratio")
     # the options of strategies that are not fields here (registered at run time), by name
     strategy_options: dict[str, Any] = field(default_factory=dict)
 

@@ -12,9 +12,10 @@ engine may know of a plug-in without loading it.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from .errors import UsageError
@@ -49,6 +50,12 @@ class Builtin:
     traits: frozenset[str] = frozenset()
     options: tuple[Option, ...] = ()  # its own options (the CLI's flags read them without loading it)
     state_key: str | None = None  # the key of its own section of the state file, if it keeps one
+    #: the JSON of that section in a state where it holds nothing, when every state file carries it
+    #: (schemas/state.schema.json ``required``); None: written only when it holds something
+    state_empty: Any = field(default=None, compare=False)
+    #: a format: the names the message-list API takes for it (``messages.compact(format=...)``), in order, its
+    #: own among them when a list of messages is in this format; none when its records are not a message list
+    message_names: tuple[str, ...] = ()
 
 
 def key(name: str) -> str:
@@ -150,6 +157,16 @@ class Registry(Generic[T]):
         """The declaration of the option called ``name`` (an ``Options`` attribute), or None."""
         return next((o for _, o in self.options() if o.name == name), None)
 
+    def required_sections(self) -> dict[str, Any]:
+        """The state sections every state file carries, each as it is written empty (``Builtin.state_empty``),
+        by key: the built-ins' (one registered at run time is out of the file's closed schema)."""
+        return {b.state_key: copy.deepcopy(b.state_empty) for b in self._builtins.values()
+                if b.state_key is not None and b.state_empty is not None}
+
+    def message_names(self) -> dict[str, str]:
+        """Every name the message-list API takes (``Builtin.message_names``) → the built-in it names."""
+        return {n: b.name for b in self._builtins.values() for n in b.message_names}
+
     def state_key_of(self, name: str) -> str | None:
         """The key of ``name``'s own section in the state file, or None (a built-in's without loading it)."""
         k = key(name)
@@ -165,11 +182,12 @@ _F, _S, _Z = "ctxcompact.formats.", "ctxcompact.strategies.", "ctxcompact.summar
 
 #: the order is detection's on a tie (docs/reference/formats.md) and --help's
 FORMATS: Registry[Any] = Registry("format", [
-    Builtin("openai", _F + "openai:FORMAT"),
-    Builtin("anthropic", _F + "anthropic:FORMAT"),
-    Builtin("genai", _F + "genai:FORMAT"),
+    Builtin("openai", _F + "openai:FORMAT", message_names=("openai", "chat")),
+    Builtin("anthropic", _F + "anthropic:FORMAT", message_names=("anthropic",)),
+    Builtin("genai", _F + "genai:FORMAT", message_names=("gemini", "genai")),
     Builtin("claude-code", _F + "claude_code:FORMAT"),
-    Builtin("codex", _F + "codex:FORMAT"),
+    # (a list of OpenAI Responses input items is read by the Codex format: its ``response_item`` payloads)
+    Builtin("codex", _F + "codex:FORMAT", message_names=("responses",)),
 ], default="openai")
 
 #: a strategy trait: its ``describe`` needs only the counts while none of its own flags is on, so ``estimate``
@@ -178,13 +196,24 @@ ESTIMATE_STREAMS = "estimate-streams"
 
 #: a strategy trait: ``run``'s pass 1 streams with the strategy's own gatherer (its ``gathering``) and the
 #: context passes through streamed when what it gathered says nothing is due (its ``quiet``); any other
-#: outcome reads the file held (streaming.may_stream, engine._run_file)
+#: outcome reads the file held (streaming.may_stream, route_file.run_file)
 RUN_GATHERS = "run-gathers"
+
+#: a strategy trait: over the threshold (or with an event due, for one that RUN_GATHERS), its compaction may
+#: be made in pass 2 without holding the file, while none of its own flags is on (threshold's ``--prune``
+#: masks first): given the conversation reader's ``Conversation`` (``StrategyInput.conversation``) instead of
+#: the context's records (compaction_stream.may_compact_streamed)
+COMPACTS_STREAMED = "compacts-streamed"
+
+#: a strategy trait, with COMPACTS_STREAMED: also of an append-only log (``Format.compaction_seen``: Codex,
+#: ADK events, Claude Code), whose lines are copied, then what the compaction appends
+COMPACTS_LOGS_STREAMED = "compacts-logs-streamed"
 
 #: each strategy's options (the --help order is this one, strategy by strategy) and its state section's key;
 #: ``--prune``'s tier takes mask's options
 STRATEGIES: Registry[Any] = Registry("strategy", [
-    Builtin("threshold", _S + "threshold:STRATEGY", traits=frozenset({ESTIMATE_STREAMS}), options=(
+    Builtin("threshold", _S + "threshold:STRATEGY",
+            traits=frozenset({ESTIMATE_STREAMS, COMPACTS_STREAMED, COMPACTS_LOGS_STREAMED}), options=(
         Option("prune", False, "mask old tool results first; summarize only if still over the threshold.",
                kind="flag"),
     )),
@@ -197,12 +226,13 @@ STRATEGIES: Registry[Any] = Registry("strategy", [
         Option("clear_thinking", False, "also clear thinking blocks older than the latest assistant turn.",
                kind="flag"),
     ), state_key="masking"),
-    Builtin("sliding-window", _S + "sliding_window:STRATEGY", traits=frozenset({RUN_GATHERS}), options=(
+    Builtin("sliding-window", _S + "sliding_window:STRATEGY",
+            traits=frozenset({RUN_GATHERS, COMPACTS_STREAMED}), options=(
         Option("invocation_threshold", 5, "compact every θ new invocations.", low=1),
         Option("overlap", 2, "invocations before the new ones that each event re-covers (ω).", low=0),
         Option("safety_ratio", 0.7, "also compact when the context exceeds this share of the window.",
                low=0.05, high=1.0),
-    ), state_key="events"),
+    ), state_key="events", state_empty=[]),
 ], default="threshold")
 
 #: the token counters ``--exact`` names: the local ones (tiktoken: exact and offline; none: the chars/4
@@ -214,8 +244,18 @@ COUNTERS = (*LOCAL_COUNTERS, *PROVIDER_COUNTERS)
 #: the tiktoken encodings ``--encoding`` names (tokens.exact holds their patterns and ranks' hashes)
 ENCODINGS = ("o200k_base", "cl100k_base")
 
+#: a summarizer trait: it runs offline with nothing to configure (no key, no server, none of the provider
+#: options), so ``run`` does not load it to check its configuration before any work
+#: (run_setup.check_summarizer)
+OFFLINE = "offline"
+
+#: a summarizer trait: its summary is made from the fact store alone, so a compaction made without holding the
+#: file (pass 2, fed by ``facts.gather.FactFeed``) may use it (compaction_stream.may_compact_streamed)
+SUMMARIZES_STREAMED = "summarizes-streamed"
+
 SUMMARIZERS: Registry[Any] = Registry("summarizer", [
-    Builtin("extractive", _Z + "extractive:ExtractiveSummarizer"),
+    Builtin("extractive", _Z + "extractive:ExtractiveSummarizer",
+            traits=frozenset({OFFLINE, SUMMARIZES_STREAMED})),
     Builtin("anthropic", _Z + "anthropic:AnthropicSummarizer"),
     Builtin("openai", _Z + "openai:OpenAISummarizer"),
 ], default="extractive")

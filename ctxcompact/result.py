@@ -16,6 +16,7 @@ from .errors import ExitCode, Problem
 from .formats import get_format, is_unchanged
 from .model import Origin, Transcript
 from .options import Options
+from .plugins import FORMATS
 from .report import EstimateReport
 from .state import State
 from .tokens.calibration import Calibrated
@@ -111,7 +112,7 @@ def output_format(opts: Options, transcript: Transcript, warn: Warn) -> str:
     target = opts.to or transcript.format
     fmt = get_format(target)
     if not fmt.writable and not (target == transcript.format and is_unchanged(transcript)):
-        fallback = fmt.fallback or "openai"
+        fallback = fmt.fallback or FORMATS.default
         warn(f"the {target} format cannot be written faithfully; writing {fallback} instead")
         return fallback
     return target

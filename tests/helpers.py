@@ -178,16 +178,16 @@ def runs_on_one_file(work: Path, hold: bool, datas: list[bytes], options: list[d
 
 
 def resumed_calls(monkeypatch: Any) -> list[bool]:
-    """Whether each streamed call's pass 1 started at a resume point (``engine.count_file`` spied on)."""
-    from ctxcompact import engine
+    """Whether each streamed call's pass 1 started at a resume point (``route_file.count_file`` spied on)."""
+    from ctxcompact import route_file
 
     resumed: list[bool] = []
-    real = engine.count_file
+    real = route_file.count_file
 
     def spy(*args: Any, **kw: Any) -> Any:
         counted = real(*args, **kw)
         resumed.append(counted is not None and counted.resumed is not None)
         return counted
 
-    monkeypatch.setattr(engine, "count_file", spy)
+    monkeypatch.setattr(route_file, "count_file", spy)
     return resumed

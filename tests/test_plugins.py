@@ -198,3 +198,34 @@ def test_each_strategy_option_is_declared_once_and_becomes_its_flag() -> None:
             else:
                 assert getattr(param, "is_flag", False) == (option.kind == "flag")
                 assert param.multiple == (option.kind == "names")
+
+
+
+def test_the_message_list_apis_format_names_are_the_entries() -> None:
+    from ctxcompact import messages
+
+    assert {"auto": "auto", **plugins.FORMATS.message_names()} == messages.FORMATS
+    assert plugins.FORMATS.message_names() == {"openai": "openai", "chat": "openai", "anthropic": "anthropic",
+                                               "gemini": "genai", "genai": "genai", "responses": "codex"}
+
+
+def test_masks_resolved_defaults_are_its_declared_options() -> None:
+    from ctxcompact.strategies.mask import MaskParams
+
+    declared = {o.name: o.default for o in plugins.STRATEGIES.options_of("mask")}
+    assert MaskParams().keep_results == declared["keep_results"] == Options().keep_results
+    assert MaskParams().clear_thinking == declared["clear_thinking"]
+    assert MaskParams().exclude_tools == frozenset(declared["exclude_tools"])
+
+
+def test_the_states_required_sections_are_the_strategies_declarations() -> None:
+    from ctxcompact.state import model, new_state
+
+    toy = plugins.Registry("strategy", [
+        plugins.Builtin("a", "x:Y", state_key="kept", state_empty={}),
+        plugins.Builtin("b", "x:Z", state_key="only-when-held"),
+    ], default="a")
+    got = toy.required_sections()
+    assert got == {"kept": {}} and got["kept"] is not toy.required_sections()["kept"]  # a copy each time
+    assert model.REQUIRED_SECTIONS == plugins.STRATEGIES.required_sections() == {"events": []}
+    assert new_state("openai").to_json()["events"] == []

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
+from ..plugins import STRATEGIES
 from ..tokens.calibration import FIT_POINTS
 from .clock import utc_now
 
@@ -133,8 +134,9 @@ class Section(Protocol):
 S = TypeVar("S", bound=Section)
 
 #: the sections a version 2 state file holds even when empty (schemas/state.schema.json ``required``): every
-#: state carries them, so readers of the file keep working
-REQUIRED_SECTIONS: dict[str, Any] = {"events": []}
+#: state carries them, so readers of the file keep working; each strategy's entry says whether its own is one
+#: (``plugins.Builtin.state_empty``: the sliding window's ``events``)
+REQUIRED_SECTIONS: dict[str, Any] = STRATEGIES.required_sections()
 
 #: the state's own keys; every other key but the ``x-`` ones is a strategy's section
 CORE_KEYS = ("version", "watermark", "fingerprint", "summary", "calibration", "compactions", "input")

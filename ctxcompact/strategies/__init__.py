@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # the interface is in .base; importing it here would load the
 
 NAMES: tuple[str, ...] = STRATEGIES.builtin_names()
 
-__all__ = ["NAMES", "Layers", "estimate_needs_context", "get_strategy", "names", "reapplies_each",
-           "reapply_all", "reapply_each", "register", "run_gathers"]
+__all__ = ["NAMES", "Layers", "estimate_needs_context", "get_strategy", "has_trait", "names",
+           "reapplies_each", "reapply_all", "reapply_each", "register", "run_gathers"]
 
 
 def register(strategy: Strategy) -> None:
@@ -39,7 +39,7 @@ def register(strategy: Strategy) -> None:
     taken = [o.name for o in getattr(strategy, "options", ()) if o.name in Options.__dataclass_fields__]
     if taken:
         raise ValueError(f"{strategy.name!r} declares options ctxcompact already has: {', '.join(taken)}")
-    STRATEGIES.register(strategy.name, strategy)
+    STRATEGIES.register(strategy.name, strategy, getattr(strategy, "traits", ()))
 
 
 def names() -> tuple[str, ...]:
@@ -60,8 +60,15 @@ def estimate_needs_context(name: str, opts: Options) -> bool:
     masking's figures need the context); a strategy registered at run time by its own method."""
     if not STRATEGIES.is_builtin(name):
         return get_strategy(name).estimate_needs_context(opts)
-    flags = [o.name for o in STRATEGIES.options_of(name) if o.kind == "flag"]
-    return not STRATEGIES.has(name, ESTIMATE_STREAMS) or any(opts.option(f) for f in flags)
+    return not has_trait(name, ESTIMATE_STREAMS, opts)
+
+
+def has_trait(name: str, trait: str, opts: Options) -> bool:
+    """Whether strategy ``name`` declares ``trait`` (``plugins``: its registry entry, or its ``traits`` when
+    registered at run time; answered without loading it) and none of its own flags is on: a flag asks for
+    more than the trait covers (threshold's ``--prune`` masks first)."""
+    return STRATEGIES.has(name, trait) and not any(
+        opts.option(o.name) for o in STRATEGIES.options_of(name) if o.kind == "flag")
 
 
 def run_gathers(name: str) -> bool:

@@ -104,8 +104,11 @@ class Strategy(Protocol):
     hold the records applies it; without it a state holding its section is read held) and ``state_section``
     (the class of its own part of the state, a :class:`ctxcompact.state.Section`: ``KEY``, ``to_json``,
     ``from_json``, and for one registered at run time optionally ``problem(value) -> str | None``, checked on
-    load); a built-in with the trait ``plugins.RUN_GATHERS`` has ``gathering(state)`` (pass 1's gatherer)
-    and ``quiet(counted, opts, state)`` (its report keys when nothing is due, else None)."""
+    load), ``traits`` (for one registered at run time: the ``plugins`` traits it declares, which the routing
+    reads instead of its name; ``plugins.COMPACTS_STREAMED``: its ``apply`` also compacts given
+    ``StrategyInput.conversation`` instead of the context's records); a built-in with the trait
+    ``plugins.RUN_GATHERS`` has ``gathering(state)`` (pass 1's gatherer) and ``quiet(counted, opts, state)``
+    (its report keys when nothing is due, else None)."""
 
     #: the name ``--strategy`` takes and the state's history records
     name: str

@@ -72,7 +72,7 @@ from ..model import (
     Transcript,
     token_text,
 )
-from ..options import Options
+from ..options import Options, declared_default
 from ..state import State, make_fingerprint, utc_now
 from ..tokens import heuristic
 from . import estimate_needs_context
@@ -95,11 +95,11 @@ _BRIEF_LIMIT = 80
 class MaskParams:
     """The resolved masking rules (no None left)."""
 
-    keep_results: int = 3
+    keep_results: int = declared_default("keep_results")  # (each declared once: plugins.STRATEGIES)
     protect_tokens: int = 0
-    exclude_tools: frozenset[str] = frozenset()
+    exclude_tools: frozenset[str] = frozenset(declared_default("exclude_tools"))
     min_savings: int = 0
-    clear_thinking: bool = False
+    clear_thinking: bool = declared_default("clear_thinking")
 
 
 def default_protect_tokens(window: int) -> int:

@@ -11,8 +11,8 @@ from typing import Any
 
 from ..errors import SummarizerError, UsageError
 from ..options import Options
+from ..plugins import OFFLINE, key
 from ..plugins import SUMMARIZERS as REGISTRY
-from ..plugins import key
 from .base import Summarizer, SummaryRequest, SummaryResult
 
 __all__ = ["SUMMARIZERS", "Summarizer", "SummaryRequest", "SummaryResult", "get_summarizer", "summarizer_for"]
@@ -34,8 +34,8 @@ def get_summarizer(name: str, **options: Any) -> Summarizer:
 
 def summarizer_for(opts: Options) -> Summarizer:
     """The summarizer the options ask for (``--summarizer`` and the provider options)."""
-    if opts.summarizer == "extractive":  # offline: it takes none of the provider options
-        return get_summarizer("extractive")
+    if REGISTRY.has(opts.summarizer, OFFLINE):  # (plugins.OFFLINE: it takes none of the provider options)
+        return get_summarizer(opts.summarizer)
     window, source = summary_window(opts)
     return get_summarizer(opts.summarizer, model=opts.summary_model, api_key=opts.api_key,
                           base_url=opts.base_url, timeout=opts.timeout, max_retries=opts.max_retries,

@@ -21,7 +21,7 @@ import orjson
 import pytest
 from helpers import SAMPLES, coding_session, comparable_state, jsonl, sys_msg
 
-from ctxcompact import engine, paths, stream_totals
+from ctxcompact import engine, paths, route_estimate, stream_totals
 from ctxcompact.cli.render import run_json
 from ctxcompact.errors import CtxCompactError, InputError
 from ctxcompact.options import Options
@@ -199,7 +199,7 @@ def test_estimate_of_a_fifo_streams_from_the_files_size(tmp_path: Path, loads: l
     with _pipe(data, None) as where:
         held = engine.estimate(where, opts).to_json()  # below the size a file streams at: held
     assert len(loads) == 1
-    monkeypatch.setattr(engine, "STREAMING_FROM_BYTES", len(data))
+    monkeypatch.setattr(route_estimate, "STREAMING_FROM_BYTES", len(data))
     with _pipe(data, None) as where:
         streamed = engine.estimate(where, opts).to_json()
     assert len(loads) == 1  # not held

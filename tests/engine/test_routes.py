@@ -15,7 +15,7 @@ from helpers import SAMPLES, assistant, comparable_state, grown_session, jsonl, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import api, engine
+from ctxcompact import api, engine, route_file, route_held
 from ctxcompact.cli.render import run_json
 from ctxcompact.errors import CtxCompactError
 from ctxcompact.model import Transcript
@@ -96,8 +96,9 @@ def test_run_json_does_not_hold_the_file(tmp_path: Path, loads: list[Any], monke
     from ctxcompact.cli import cli
 
     built: list[int] = []
-    real = engine.build_context
-    monkeypatch.setattr(engine, "build_context", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = route_held.build_context
+    for route in (route_held, route_file):  # (the held route's, and the held view's of a file not held)
+        monkeypatch.setattr(route, "build_context", lambda *a, **k: built.append(1) or real(*a, **k))
 
     path = tmp_path / "t.jsonl"
     path.write_bytes((SAMPLES / "openai-long.jsonl").read_bytes())
@@ -175,8 +176,9 @@ def test_the_librarys_run_holds_the_file_only_when_its_records_are_read(
     import dataclasses
 
     built: list[int] = []
-    real = engine.build_context
-    monkeypatch.setattr(engine, "build_context", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = route_held.build_context
+    for route in (route_held, route_file):  # (the held route's, and the held view's of a file not held)
+        monkeypatch.setattr(route, "build_context", lambda *a, **k: built.append(1) or real(*a, **k))
     path = tmp_path / "t.jsonl"
     path.write_bytes((SAMPLES / "openai-long.jsonl").read_bytes())
     r = api.run(path, api.Options(window=window), output=None)

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from helpers import SAMPLES, comparable_state
 
-from ctxcompact import engine
+from ctxcompact import engine, route_file
 from ctxcompact.errors import CtxCompactError
 from ctxcompact.options import Options
 
@@ -166,7 +166,7 @@ def test_a_file_changed_between_the_passes_is_an_error_not_a_mixed_output(tmp_pa
         path.write_bytes(bytes(data))
         return counted
 
-    monkeypatch.setattr(engine, "count_file", then_rewrite)
+    monkeypatch.setattr(route_file, "count_file", then_rewrite)
     with pytest.raises(CtxCompactError, match="changed while it was read"):
         engine.run(path, Options(window=1_000_000, use_state=False), output=out, hold=False)
     assert out.read_bytes() == b"before\n"  # left as it was
@@ -198,7 +198,7 @@ def test_a_compaction_of_a_file_changed_while_it_was_read_is_an_error(
     r = engine.run(path, opts, output=out, hold=False, warn=lambda m: None)
     assert r.compacted and 0 < r.state.fingerprint.nbytes < path.stat().st_size  # the case meant
     passes: list[str] = []
-    real = getattr(engine, after)
+    real = getattr(route_file, after)
 
     def then_rewrite(*a: Any, **k: Any) -> Any:
         got = real(*a, **k)
@@ -212,7 +212,7 @@ def test_a_compaction_of_a_file_changed_while_it_was_read_is_an_error(
     _in_flight_log(path)
     state.unlink()
     out.write_bytes(b"before\n")
-    monkeypatch.setattr(engine, after, then_rewrite)
+    monkeypatch.setattr(route_file, after, then_rewrite)
     with pytest.raises(CtxCompactError, match="changed while it was read"):
         engine.run(path, opts, output=out, hold=False, warn=lambda m: None)
     assert passes == [after] and out.read_bytes() == b"before\n" and not state.exists()
@@ -269,7 +269,7 @@ def test_a_compaction_streams_where_it_may(tmp_path: Path, monkeypatch: pytest.M
 
     read: list[Path] = []
     real = compaction_stream.read_conversation
-    monkeypatch.setattr(engine, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
+    monkeypatch.setattr(route_file, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
     src = SAMPLES / "openai-long.jsonl"
     for kw in ({}, {"exact": "none"}, {"cite_source": True}, {"instructions": "keep the ports"}):
         read.clear()
@@ -548,7 +548,7 @@ def test_memory_of_an_agent_log_compaction_does_not_grow_with_the_file(
 
     read: list[Path] = []
     real = compaction_stream.read_conversation
-    monkeypatch.setattr(engine, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
+    monkeypatch.setattr(route_file, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
     # (not small_batches: the scan for compaction lines reads 1 MiB at a time, a buffer the smaller file of
     # 2,001 records does not fill; over 4,096 records both files fill it and it cancels out)
     n = 5_001
@@ -581,7 +581,7 @@ def compactions(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool, bool]]
         seen.append((counted.format, counted.gathered is not None, counted.covered is not None))
         return real(path, counted, *a)
 
-    monkeypatch.setattr(engine, "read_conversation", spy)
+    monkeypatch.setattr(route_file, "read_conversation", spy)
     return seen
 
 

@@ -16,7 +16,7 @@ from helpers import coding_session, jsonl, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import atomic, engine
+from ctxcompact import atomic, engine, route_file
 from ctxcompact.clean import Cleaner
 from ctxcompact.errors import CtxCompactError
 from ctxcompact.options import Options
@@ -35,13 +35,13 @@ def staged(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each pass 2 written to a file began on pass 1's staged prefix; parts settle early (a resume
     point in a short session)."""
     seen: list[bool] = []
-    real = engine.written_lines
+    real = route_file.written_lines
 
     def spy(*a: Any, staged: bool = False, **k: Any) -> Any:
         seen.append(staged)
         return real(*a, staged=staged, **k)
 
-    monkeypatch.setattr(engine, "written_lines", spy)
+    monkeypatch.setattr(route_file, "written_lines", spy)
     monkeypatch.setattr(Cleaner, "FIRST_TRY", 4)
     return seen
 
@@ -82,7 +82,7 @@ def _two_calls(work: Path, between: Any = None) -> tuple[Path, Path]:
 
 
 def _between_the_passes(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
-    real = engine.count_file
+    real = route_file.count_file
 
     def then_change(*a: Any, **k: Any) -> Any:
         counted = real(*a, **k)
@@ -90,7 +90,7 @@ def _between_the_passes(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
         change(a[0], counted)
         return counted
 
-    monkeypatch.setattr(engine, "count_file", then_change)
+    monkeypatch.setattr(route_file, "count_file", then_change)
 
 
 def _flip(path: Path, at: int) -> None:

@@ -24,7 +24,7 @@ from helpers import SAMPLES, coding_session, grown_session, jsonl, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import engine, paths, stream_totals, streaming
+from ctxcompact import engine, paths, route_estimate, route_file, stream_totals, streaming
 from ctxcompact.cli.render import run_json
 from ctxcompact.errors import CtxCompactError, InputError
 from ctxcompact.options import Options
@@ -140,7 +140,8 @@ def test_run_stdin_does_not_hold_it(window: int, tmp_path: Path, loads: list[Any
                                     monkeypatch: pytest.MonkeyPatch, spool_dir: Path) -> None:
     spools: list[Path] = []
     real_count = streaming.count_file
-    monkeypatch.setattr(engine, "count_file", lambda p, *a, **k: spools.append(p) or real_count(p, *a, **k))
+    monkeypatch.setattr(route_file, "count_file",
+                        lambda p, *a, **k: spools.append(p) or real_count(p, *a, **k))
     _stdin(monkeypatch, _session(12))
     out = tmp_path / "o.jsonl"
     opts = Options(window=window, state_path=tmp_path / "s.json")
@@ -165,13 +166,13 @@ def test_estimate_stdin_streams_from_the_files_size(tmp_path: Path, loads: list[
     _stdin(monkeypatch, data)
     held = engine.estimate("-", opts).to_json()  # below the size: held, as before
     assert len(loads) == 1
-    monkeypatch.setattr(engine, "STREAMING_FROM_BYTES", len(data))
+    monkeypatch.setattr(route_estimate, "STREAMING_FROM_BYTES", len(data))
     _stdin(monkeypatch, data)
     streamed = engine.estimate("-", opts).to_json()
     assert len(loads) == 1  # not held
     assert [streamed.pop(k) for k in MASKABLE] == [None, None]
     assert streamed == {k: v for k, v in held.items() if k not in MASKABLE}
-    monkeypatch.setattr(engine, "STREAMING_FROM_BYTES", len(data) + 1)
+    monkeypatch.setattr(route_estimate, "STREAMING_FROM_BYTES", len(data) + 1)
     _stdin(monkeypatch, data)
     assert engine.estimate("-", opts).to_json() == held and len(loads) == 2
 
