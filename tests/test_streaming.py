@@ -13,7 +13,7 @@ from helpers import SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcompact import engine, stream_totals, streaming
+from ctxcompact import engine, route_estimate, stream_totals, streaming
 from ctxcompact.clean import Cleaner
 from ctxcompact.errors import CtxCompactError
 from ctxcompact.options import Options
@@ -34,7 +34,7 @@ def _report(path: Path, stream: bool, monkeypatch: pytest.MonkeyPatch, **kw: Any
 
     with monkeypatch.context() as m:
         m.setattr(streaming, "STREAMING_FROM_BYTES", 0 if stream else 1 << 62)
-        m.setattr(engine, "stream_report", spy)
+        m.setattr(route_estimate, "stream_report", spy)
         try:
             got = engine.estimate(path, Options(use_state=False, **kw)).to_json()
         except CtxCompactError as exc:

@@ -70,11 +70,11 @@ def _texts(n: int) -> list[bytes]:
 
 def test_a_large_transcripts_cache_is_read_past_the_fixed_limit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: list[int]) -> None:
-    """The count cache grows with the transcript's records (~20 B a record of these lines with 4-byte
-    offsets and counts, ~50 with 8-byte ones), so its read bound grows with the transcript: with the fixed
-    part made 16 KiB, a 2,000-record transcript's ~40 KB cache is still what the next call counts from (it
-    counts only the appended records, by the routes that hold and that stream alike); a cache over the bound
-    is never read."""
+    """The count cache grows with the transcript's records (~16 B a record of these lines with 4-byte
+    offsets and 2-byte counts, ~50 with 8-byte ones), so its read bound grows with the transcript: with the
+    fixed part made 16 KiB, a 2,500-record transcript's ~40 KB cache is still what the next call counts
+    from (it counts only the appended records, by the routes that hold and that stream alike); a cache over
+    the bound is never read."""
     from ctxcompact import engine
     from ctxcompact.options import Options
     from ctxcompact.state import cache as state_cache
@@ -83,8 +83,8 @@ def test_a_large_transcripts_cache_is_read_past_the_fixed_limit(
     for hold in (False, True):
         work = tmp_path / str(hold)
         work.mkdir()
-        path, lines = work / "t.jsonl", _texts(2_005)
-        path.write_bytes(b"".join(lines[:2_000]))
+        path, lines = work / "t.jsonl", _texts(2_505)
+        path.write_bytes(b"".join(lines[:2_500]))
         opts = Options(window=10_000_000, state_path=work / "s.json")
         engine.run(path, opts, output=work / "o.jsonl", hold=hold, warn=lambda m: None)
         cache = Path(f"{opts.state_path}.counts")
