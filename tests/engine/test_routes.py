@@ -87,18 +87,22 @@ def test_any_split_of_appends_gives_the_held_routes_report(tmp_path_factory: Any
     assert _calls(datas, work / "streamed", False, window) == held
 
 
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item for each context made: by the held route, or by the held view of a file not held."""
+    made: list[int] = []
+    real = route_held.build_context
+    for route in (route_held, route_file):
+        monkeypatch.setattr(route, "build_context", lambda *a, **k: made.append(1) or real(*a, **k))
+    return made
+
 
 @pytest.mark.parametrize("window", [1_000_000, 3_000], ids=["pass", "compact"])
-def test_run_json_does_not_hold_the_file(tmp_path: Path, loads: list[Any], monkeypatch: pytest.MonkeyPatch,
+def test_run_json_does_not_hold_the_file(tmp_path: Path, loads: list[Any], built: list[int],
                                          window: int) -> None:
     from click.testing import CliRunner
 
     from ctxcompact.cli import cli
-
-    built: list[int] = []
-    real = route_held.build_context
-    for route in (route_held, route_file):  # (the held route's, and the held view's of a file not held)
-        monkeypatch.setattr(route, "build_context", lambda *a, **k: built.append(1) or real(*a, **k))
 
     path = tmp_path / "t.jsonl"
     path.write_bytes((SAMPLES / "openai-long.jsonl").read_bytes())
@@ -172,13 +176,9 @@ def test_the_librarys_run_gives_the_held_routes_transcript(path: Path, tmp_path:
 
 @pytest.mark.parametrize("window", [1_000_000, 3_000], ids=["pass", "compact"])
 def test_the_librarys_run_holds_the_file_only_when_its_records_are_read(
-        tmp_path: Path, loads: list[Any], monkeypatch: pytest.MonkeyPatch, window: int) -> None:
+        tmp_path: Path, loads: list[Any], built: list[int], window: int) -> None:
     import dataclasses
 
-    built: list[int] = []
-    real = route_held.build_context
-    for route in (route_held, route_file):  # (the held route's, and the held view's of a file not held)
-        monkeypatch.setattr(route, "build_context", lambda *a, **k: built.append(1) or real(*a, **k))
     path = tmp_path / "t.jsonl"
     path.write_bytes((SAMPLES / "openai-long.jsonl").read_bytes())
     r = api.run(path, api.Options(window=window), output=None)
