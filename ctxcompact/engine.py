@@ -32,6 +32,7 @@ from .run_setup import (
     input_path,
     is_fifo_source,
     named,
+    note_document,
     option_reads,
     resolve_state_path,
     stderr_warn,
@@ -114,9 +115,7 @@ def _gone(result: RunResult, name: Path | None) -> RunResult:
 def _run_input(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
                output: Path | BinaryIO | None, warn: Warn, dry_run: bool = False) -> RunResult:
     """``run`` of the input held (the held route)."""
-    if inp.document is not None:
-        warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
-             "(line N is its record N), and written as JSONL")
+    note_document(inp, warn)
     if state_path is None or dry_run:
         return run_locked(inp, opts, budget, state_path, output, dry_run, warn)
     with state_lock(state_path, timeout=opts.lock_timeout):
