@@ -11,10 +11,9 @@ from typing import Any, ClassVar
 import pytest
 from helpers import coding_session, jsonl, sys_msg
 
-from ctxcompact import engine, plugins, state
+from ctxcompact import engine, plugins, state, strategies
 from ctxcompact.cli.render import summary_details
 from ctxcompact.compaction_stream import may_compact_streamed
-from ctxcompact import strategies
 from ctxcompact.errors import StateError, SummarizerError, UsageError
 from ctxcompact.options import Options
 from ctxcompact.strategies import get_strategy, register
