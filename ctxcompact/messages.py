@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from .atomic import stage
+from .context import Reread
 from .engine import RunResult, run_held
 from .errors import ExitCode, InputError, StateError, UsageError
 from .options import Options
@@ -265,6 +266,7 @@ class Session:
         self._state: State | None = None
         self._history = b""
         self._counts = CountCache()  # what the last call counted, so the next one counts only what is new
+        self._reread = Reread()  # what the last call read and cleaned, so the next one reads only what is new
 
     @property
     def history_path(self) -> Path | None:
@@ -308,7 +310,7 @@ class Session:
     def reset(self) -> None:
         """Forget everything (a new conversation)."""
         with self._mutex:
-            self._state, self._history = None, b""
+            self._state, self._history, self._reread = None, b"", Reread()
             if self.path is not None:
                 with state_lock(self.path, timeout=self.lock_timeout):
                     for p in (self.path, self.history_path):
@@ -363,7 +365,8 @@ class Session:
             counts = self._counts if self.path is None else self.path
             if self.path is not None:  # the history file is where the earlier conversation can be read
                 opts = dataclasses.replace(opts, cite_source=True)
-            result = run_held(full, opts, state, path=self.history_path, counts=counts, warn=warn)
+            result = run_held(full, opts, state, path=self.history_path, counts=counts, warn=warn,
+                              reread=self._reread)
         except InputError as exc:
             if full is not data:  # the lines are the session's conversation, not the list given
                 raise InputError(f"{exc} (a line of the session's conversation: Session.history())",
