@@ -201,11 +201,23 @@ def _load(target: str) -> Any:
 # this bottom-layer module names no upper layer but in these strings
 _F, _S, _Z = "ctxcompact.formats.", "ctxcompact.strategies.", "ctxcompact.summarizers."
 
+#: a format trait: a list of its messages carries the system prompt apart (Anthropic's ``system=``): the
+#: message-list API takes ``compact(system=...)`` for it alone, writes it as the system line the format reads
+#: first, and reads a list given with ``system=`` and no format as the first format with this trait
+SYSTEM_APART = "system-apart"
+
+#: a format trait: the message-list API returns the messages it makes (the summary, a repaired message) as
+#: the class of the SDK objects given, for code that reads their attributes (google-genai ``Content``, ADK
+#: ``Event``)
+REBUILDS_SDK_OBJECTS = "rebuilds-sdk-objects"
+
 #: the order is detection's on a tie (docs/reference/formats.md) and --help's
 FORMATS: Registry[Any] = Registry("format", [
     Builtin("openai", _F + "openai:FORMAT", message_names=("openai", "chat")),
-    Builtin("anthropic", _F + "anthropic:FORMAT", message_names=("anthropic",)),
-    Builtin("genai", _F + "genai:FORMAT", message_names=("gemini", "genai")),
+    Builtin("anthropic", _F + "anthropic:FORMAT", traits=frozenset({SYSTEM_APART}),
+            message_names=("anthropic",)),
+    Builtin("genai", _F + "genai:FORMAT", traits=frozenset({REBUILDS_SDK_OBJECTS}),
+            message_names=("gemini", "genai")),
     Builtin("claude-code", _F + "claude_code:FORMAT"),
     # (a list of OpenAI Responses input items is read by the Codex format: its ``response_item`` payloads)
     Builtin("codex", _F + "codex:FORMAT", message_names=("responses",)),
