@@ -220,10 +220,10 @@ def _read_again(found: Any, path: Path, counted: Counted, opts: Options, records
                 lines: int) -> tuple[Context, Any, dict[int, int]]:
     """The sliding window's events made without holding the file: its planner reads the records again by
     sweeps over the file (``sliding_window_input.Streamed``, :func:`reread`). Only a state whose layers are
-    its events alone, no covered prefix (else Unstreamable: the held route)."""
-    state = counted.layers
+    its own section alone (its events), no covered prefix (else Unstreamable: the held route)."""
+    state, own = counted.layers, STRATEGIES.state_key_of(opts.strategy)
     if counted.covered is not None or (state is not None and (
-            state.watermark or any(state.holds(key) for key in state.sections if key != "events"))):
+            state.watermark or any(state.holds(key) for key in state.sections if key != own))):
         raise Unstreamable("layers besides the sliding window's events")
     lines += counted.resumed.line - 1 if counted.resumed is not None else 0
     spans: list[tuple[int, int]] = []

@@ -14,17 +14,20 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from .clean import Repair, clean
-from .errors import InputError, Problem, StateError, UsageError
+from .call_ids import CallIds
+from .clean import Cleaner, Repair, clean
+from .errors import InputError, LineError, Problem, StateError, UsageError
 from .facts.text import attachments, continuation_text
 from .formats import get_format, read_transcript
-from .formats.base import Format
+from .formats.base import Finish, Format, NeedsWhole
+from .formats.jsonl import parse_record
+from .formats.registry import Detector
 from .model import EARLIER_SUMMARY, Record, Role, Transcript
 from .options import Options
 from .plugins import FORMATS
-from .reader import decode_line
+from .reader import allow_deep_values, decode_line, iter_lines_at
 from .source import InputData, count_lines, source_name
 from .state import Fingerprint, State, check_fingerprint
 
@@ -56,6 +59,34 @@ class Context:
     # the records as read with the state's layers, before cleaning: what a reading with other layers starts
     # from, as the next call reads (sliding_window_input.HeldInput.render); None where nothing is held
     read: list[Record] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Reread:
+    """What a call's held read leaves to the next call on the same input grown at its end (the message-list
+    ``Session``, :mod:`ctxcompact.messages`, whose hook is called on every model call with a longer list):
+    the records of the parts the cleaner settled (``clean.Cleaner``), as read and as cleaned, and what the
+    reading carries past them (the calls' names and ids, the format's finishing, the cleaner's carry), so
+    that the next call reads, finishes and cleans only the lines after them, by the same code a whole read
+    runs (:func:`build_context`). Taken only where that is exactly the whole read: the input still starts
+    with the bytes it was kept after (``prefix``; an edited list reads whole, and keeps a new one), the same
+    options and format (detection decided in ``prefix``), no state layer (no watermark, no section) and a
+    format that finishes record by record without looking at the end of the input
+    (``Format.finish_stream``)."""
+
+    #: (--format, lenient, close_trailing, the source's name, the format read); None: nothing kept yet
+    key: tuple[Any, ...] | None = None
+    prefix: bytes = b""  # the input's first bytes: the records' below, and the lines detection decided on
+    at: int = 0  # the offset of the first line the next call reads (where the part the cleaner held began)
+    lines: int = 0  # physical lines before ``at``
+    records: list[Record] = field(default_factory=list)  # read and finished, before ``at``
+    cleaned: list[Record] = field(default_factory=list)  # what the cleaner handed out for them
+    system_spans: list[tuple[int, int]] = field(default_factory=list)  # of their system records
+    ids: CallIds | None = None  # the calls' names and ids at ``at`` (a reading starts with a copy)
+    started: bool = False  # the cleaner's carry at ``at`` (Cleaner.carried)
+    settled: int = 0
+    finish: Any = None  # what the format's finishing carries to ``at`` (Finish.kept)
+    read_from: int = -1  # where the last call's read began (-1: it read the input whole)
 
 
 def covered_format(opts: Options, fp: Fingerprint) -> str:
@@ -95,10 +126,25 @@ def summary_messages(fmt: Format, state: State, data: Spans) -> list[Record]:
 
 
 def build_context(inp: InputData, opts: Options, state: State | None, *, schema: bool,
-                  reapply: Reapply | None = None, settled: tuple[str, int] | None = None) -> Context:
+                  reapply: Reapply | None = None, settled: tuple[str, int] | None = None,
+                  reread: Reread | None = None) -> Context:
     """Read the input, replace what the state's summary covers, re-apply the state's layers, and clean.
-    ``settled``: the settled prefix the count cache proved unchanged (``formats.jsonl.read_lines``)."""
+    ``settled``: the settled prefix the count cache proved unchanged (``formats.jsonl.read_lines``).
+    ``reread``: what the last call on this input kept (:class:`Reread`), taken where it may be and kept for
+    the next call."""
     data = inp.data
+    rereads = reread is not None and inp.document is None and (
+        state is None or (state.watermark == 0 and not state.holds_sections()))
+    if rereads:
+        assert reread is not None
+        if state is not None and state.fingerprint.nbytes > 0:
+            check_fingerprint(state, data)
+        if reread.key is None and opts.format != "auto":  # (the format given: nothing to detect first)
+            _keep_start(reread, _reread_key(opts, inp, opts.format, schema), b"")
+        ctx = _read_on(inp, opts, state, schema, reapply, settled, reread)
+        if ctx is not None:
+            return ctx
+        reread.key, reread.read_from = None, -1  # (read whole below, and kept anew)
     covered = 0
     prefix_bytes = 0
     prefix_lines = 0
@@ -154,6 +200,9 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         records = reapply(records, state, fmt_name)
     transcript = Transcript(format=fmt_name, records=records, source=source_name(inp.path))
     cleaned = clean(transcript, close_trailing=closes_trailing(opts))
+    if rereads and not result.problems and not result.dropped:
+        assert reread is not None
+        _keep_detected(reread, _reread_key(opts, inp, fmt_name, schema), opts, data, new_records)
     return Context(
         transcript=cleaned.transcript,
         input_records=covered + len(new_records) + result.dropped,
@@ -167,6 +216,115 @@ def build_context(inp: InputData, opts: Options, state: State | None, *, schema:
         input_format=fmt_name,
         read=records,
     )
+
+
+def _reread_key(opts: Options, inp: InputData, fmt_name: str, schema: bool) -> tuple[Any, ...]:
+    return (opts.format, opts.lenient, closes_trailing(opts), source_name(inp.path), fmt_name, schema)
+
+
+def _keep_start(reread: Reread, key: tuple[Any, ...], prefix: bytes) -> None:
+    """Keep the start of the input (nothing read yet) for the next call, when ``key``'s format finishes
+    record by record without looking at the end of the input: it reads from the first line on."""
+    finish = get_format(key[4]).finish_stream(CallIds(), None)
+    if finish is None or type(finish).scan is not Finish.scan:
+        return  # (its finishing reads the whole input, or scans its end first: read whole each call)
+    reread.key, reread.prefix, reread.at, reread.lines = key, prefix, 0, 0
+    reread.records, reread.cleaned, reread.system_spans = [], [], []
+    reread.ids, reread.started, reread.settled, reread.finish = None, False, 0, None
+
+
+def _keep_detected(reread: Reread, key: tuple[Any, ...], opts: Options, data: bytes,
+                   records: list[Record]) -> None:
+    """After a whole read: keep its start for the next call, with the lines the format was detected on (an
+    input that still starts with them detects the same: ``formats.registry.Detector`` decides on them)."""
+    end = 0
+    if opts.format == "auto":
+        detector = Detector()
+        decided = next((r for r in records if r.raw is not None and detector.add(r.data, r.line)), None)
+        end = decided.offset + len(decided.raw or b"") + 1 if decided is not None else 0
+        if decided is None or detector.best() != key[4] or data[end - 1 : end] != b"\n":
+            return  # (undecided, or its last line may yet grow: the next call detects again)
+    _keep_start(reread, key, data[:end])
+
+
+def _read_on(inp: InputData, opts: Options, state: State | None, schema: bool, reapply: Reapply | None,
+             settled: tuple[str, int] | None, reread: Reread) -> Context | None:
+    """The context as :func:`build_context` reads it whole, read from where ``reread`` was kept: its records
+    before that point, then the lines after it read, finished and cleaned by the same steps, resuming the
+    format's finishing and the cleaner with what they carried there; ``reread`` kept anew where the cleaner
+    last settled a part. None (nothing kept changed) where it cannot be the whole read's: another input or
+    options, a line with a problem, a state layer that changes the records."""
+    data, key = inp.data, reread.key
+    fmt_name = key[4] if key is not None else opts.format
+    if key is None or key != _reread_key(opts, inp, fmt_name, schema) or not data.startswith(reread.prefix):
+        return None
+    fmt = get_format(fmt_name)
+    ids = reread.ids.copy() if reread.ids is not None else CallIds()
+    finish = fmt.finish_stream(ids, reread.finish)
+    assert finish is not None
+    source = source_name(inp.path)
+    cleaner = Cleaner(fmt.layout, fmt.name, source=source, close_trailing=closes_trailing(opts), calls=ids)
+    cleaner.resume(ids, reread.started, reread.settled)
+    checked_from = settled[1] if settled is not None and settled[0] == fmt.name else 0
+    problems: list[Problem] = []
+    tail: list[Record] = []
+    out: list[Record] = []
+    mark: tuple[int, tuple[int, int], Any, bool, int, int] | None = None
+    allow_deep_values()
+    stream = io.BytesIO(data)
+    stream.seek(reread.at)
+    for lineno, offset, raw in iter_lines_at(stream, reread.lines + 1):
+        try:
+            obj = decode_line(raw, lineno)
+        except LineError:
+            return None  # (the whole read reports it)
+        at = reread.at + offset
+        rec = parse_record(fmt, obj, len(reread.records) + len(tail), lineno, raw, at,
+                           schema and at + len(raw) > checked_from, problems.append)
+        if rec is None:
+            return None
+        try:
+            finish(rec)
+        except NeedsWhole:
+            return None
+        tail.append(rec)
+        part = cleaner.feed(rec)
+        if part:  # ``rec`` begins the part the cleaner holds now: where the next call may read from
+            out.extend(part)
+            _, started, done = cleaner.carried()
+            mark = (len(tail) - 1, ids.mark(), finish.kept(), started, done, len(out))
+    try:
+        finish.end()
+    except NeedsWhole:
+        return None
+    records = reread.records + tail
+    if state is not None and reapply is not None and reapply(records, state, fmt.name) is not records:
+        return None
+    ending = cleaner.finish()
+    spans = [*reread.system_spans, *_system_spans(tail)]
+    ctx = Context(
+        transcript=Transcript(fmt.name, reread.cleaned + out + ending.transcript.records, source),
+        input_records=len(records), covered=0, input_bytes=len(data),
+        input_lines=count_lines(data, len(data)), system_spans=spans, repairs=list(ending.repairs),
+        input_format=fmt.name, read=records)
+    reread.read_from = reread.at
+    if mark is not None:
+        i, ids_mark, kept, started, done, handed = mark
+        first = tail[i]
+        head, columns = ids.kept(ids_mark)
+        reread.ids = CallIds.read(head, [bytes(c) for c in columns])
+        reread.prefix = data[: max(first.offset, len(reread.prefix))]
+        reread.at, reread.lines = first.offset, first.line - 1
+        reread.records = records[: len(reread.records) + i]
+        reread.cleaned = reread.cleaned + out[:handed]
+        reread.system_spans = [*reread.system_spans, *_system_spans(tail[:i])]
+        reread.started, reread.settled, reread.finish = started, done, kept
+    return ctx
+
+
+def _system_spans(records: list[Record]) -> list[tuple[int, int]]:
+    return [(r.offset, len(r.raw)) for r in records
+            if r.message is not None and r.message.role is Role.SYSTEM and r.offset >= 0 and r.raw]
 
 
 def log_carries(summary_records: list[Record], new_records: list[Record]) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .budget import Budget
+from .context import Reread
 from .errors import InputError, StateError, UsageError
 from .options import MAX_TOKENS, Options, check_options
 from .paths import check_paths, check_side_files, spooled, spooled_fifo
@@ -32,6 +33,7 @@ from .run_setup import (
     input_path,
     is_fifo_source,
     named,
+    note_document,
     option_reads,
     resolve_state_path,
     stderr_warn,
@@ -114,9 +116,7 @@ def _gone(result: RunResult, name: Path | None) -> RunResult:
 def _run_input(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
                output: Path | BinaryIO | None, warn: Warn, dry_run: bool = False) -> RunResult:
     """``run`` of the input held (the held route)."""
-    if inp.document is not None:
-        warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
-             "(line N is its record N), and written as JSONL")
+    note_document(inp, warn)
     if state_path is None or dry_run:
         return run_locked(inp, opts, budget, state_path, output, dry_run, warn)
     with state_lock(state_path, timeout=opts.lock_timeout):
@@ -124,20 +124,23 @@ def _run_input(inp: InputData, opts: Options, budget: Budget, state_path: Path |
 
 
 def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | None = None,
-             counts: CountCache | Path | None = None, warn: Warn = stderr_warn) -> RunResult:
+             counts: CountCache | Path | None = None, warn: Warn = stderr_warn,
+             reread: Reread | None = None) -> RunResult:
     """``run`` on a transcript in memory with a state the caller holds (the message-list API,
     :mod:`ctxcompact.messages`): the same pipeline, fast path included; nothing is written but the count
     cache. ``result.state`` is the state to keep; the one given is not changed, so a failure leaves the
     caller's state as it was. ``path`` names where the transcript is kept, if anywhere (the state's
     ``input.path``); ``counts`` the count cache: held in memory, or beside a state file (under its lock).
     A message list is the context itself, not an agent's append-only log: the compacted records are the
-    output (no ``formats.jsonl.compaction_output``)."""
+    output (no ``formats.jsonl.compaction_output``). ``reread``: what the caller's last call on this
+    transcript kept (``context.Reread``): a transcript grown at its end is read, finished and cleaned only
+    after the parts the cleaner settled then."""
     check_options(opts)  # the same checks as every other route, before any work
     check_exact(opts)
     STRATEGIES.check(opts.strategy)
     held = copy.deepcopy(state) if state is not None and not opts.reset_state else None
     return run_locked(InputData(data, path), opts, budget_for(opts), None, None, False, warn, held=held,
-                      counts=counts if counts is not None else CountCache(), as_log=False)
+                      counts=counts if counts is not None else CountCache(), as_log=False, reread=reread)
 
 
 # --------------------------------------------------------------------------------------------------------

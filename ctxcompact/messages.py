@@ -33,10 +33,12 @@ from typing import Any
 import orjson
 
 from .atomic import stage
+from .context import Reread
 from .engine import RunResult, run_held
 from .errors import ExitCode, InputError, StateError, UsageError
 from .options import Options
 from .plugins import FORMATS as REGISTERED_FORMATS
+from .plugins import REBUILDS_SDK_OBJECTS, SYSTEM_APART
 from .report import EstimateReport
 from .state import State, load_state, new_state, record_real_tokens, reset_calibration, save_state, state_lock
 from .tokens.cache import CountCache
@@ -77,10 +79,6 @@ class CompactResult:
     def window(self) -> int:
         return self.estimate.budget.window
 
-
-#: formats whose new messages (the summary, its continuation, a repaired message) come back as the class of
-#: the SDK objects given: a Gemini list is handed to code that reads ``content.parts`` (google-genai, ADK)
-_REBUILT = frozenset({"genai"})
 
 
 def _default(obj: Any) -> Any:
@@ -135,7 +133,7 @@ def _encode(messages: Sequence[Any], system: Any, fmt: str) -> _Encoded:
                          "(for a transcript file or bytes use run or estimate)")
     objects: list[Any] = list(messages)
     if system is not None:
-        if fmt != "anthropic":
+        if not REGISTERED_FORMATS.has(fmt, SYSTEM_APART):
             raise UsageError("system= is for Anthropic messages (format='anthropic'); in the other formats "
                              "the system prompt is a message of the list")
         objects.insert(0, {"role": "system", "content": system})
@@ -182,8 +180,9 @@ def output_messages(result: RunResult) -> list[Any]:
 
 def _sdk_class(messages: Sequence[Any], fmt: str) -> Callable[[Any], Any] | None:
     """How to build a new message like the ones given: the SDK class's ``model_validate`` when the list holds
-    SDK objects of a format in ``_REBUILT`` (google-genai ``types.Content``, ADK ``Event``), else None."""
-    if fmt not in _REBUILT:
+    SDK objects of a format that rebuilds them (``plugins.REBUILDS_SDK_OBJECTS``: a Gemini list is handed to
+    code that reads ``content.parts``, google-genai ``types.Content``, ADK ``Event``), else None."""
+    if not REGISTERED_FORMATS.has(fmt, REBUILDS_SDK_OBJECTS):
         return None
     sdk = next((m for m in messages if not isinstance(m, dict) and callable(getattr(m, "model_dump", None))),
                None)
@@ -265,6 +264,7 @@ class Session:
         self._state: State | None = None
         self._history = b""
         self._counts = CountCache()  # what the last call counted, so the next one counts only what is new
+        self._reread = Reread()  # what the last call read and cleaned, so the next one reads only what is new
 
     @property
     def history_path(self) -> Path | None:
@@ -308,7 +308,7 @@ class Session:
     def reset(self) -> None:
         """Forget everything (a new conversation)."""
         with self._mutex:
-            self._state, self._history = None, b""
+            self._state, self._history, self._reread = None, b"", Reread()
             if self.path is not None:
                 with state_lock(self.path, timeout=self.lock_timeout):
                     for p in (self.path, self.history_path):
@@ -363,7 +363,8 @@ class Session:
             counts = self._counts if self.path is None else self.path
             if self.path is not None:  # the history file is where the earlier conversation can be read
                 opts = dataclasses.replace(opts, cite_source=True)
-            result = run_held(full, opts, state, path=self.history_path, counts=counts, warn=warn)
+            result = run_held(full, opts, state, path=self.history_path, counts=counts, warn=warn,
+                              reread=self._reread)
         except InputError as exc:
             if full is not data:  # the lines are the session's conversation, not the list given
                 raise InputError(f"{exc} (a line of the session's conversation: Session.history())",
@@ -402,8 +403,8 @@ def compact(messages: Sequence[Any], *, window: int | None = None, session: Sess
     else ``run`` takes (``Options``); the keyword arguments win over it. Bad input raises InputError naming
     the message; a configuration problem UsageError."""
     fmt = format
-    if system is not None and fmt == "auto":
-        fmt = "anthropic"
+    if system is not None and fmt == "auto":  # (the format that takes the system prompt apart)
+        fmt = next(n for n in REGISTERED_FORMATS.names() if REGISTERED_FORMATS.has(n, SYSTEM_APART))
     opts = _options(options, fmt, window=window, model=model,
                     threshold=str(threshold) if threshold is not None else None, strategy=strategy,
                     summarizer=summarizer)

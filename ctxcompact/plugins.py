@@ -50,6 +50,8 @@ class Builtin:
     traits: frozenset[str] = frozenset()
     options: tuple[Option, ...] = ()  # its own options (the CLI's flags read them without loading it)
     state_key: str | None = None  # the key of its own section of the state file, if it keeps one
+    #: that section's class (``module:attribute``), loaded to check a section read (its ``problem``)
+    state_section: str | None = None
     #: the JSON of that section in a state where it holds nothing, when every state file carries it
     #: (schemas/state.schema.json ``required``); None: written only when it holds something
     state_empty: Any = field(default=None, compare=False)
@@ -94,8 +96,7 @@ class Registry(Generic[T]):
         self.check(name)
         builtin = self._builtins[k]
         if k not in self._loaded:
-            module, _, attribute = builtin.target.partition(":")
-            self._loaded[k] = getattr(importlib.import_module(module), attribute)
+            self._loaded[k] = _load(builtin.target)
         return self._loaded[k]
 
     def check(self, name: str) -> None:
@@ -167,6 +168,21 @@ class Registry(Generic[T]):
         """Every name the message-list API takes (``Builtin.message_names``) → the built-in it names."""
         return {n: b.name for b in self._builtins.values() for n in b.message_names}
 
+    def section_problem(self, name: str, value: Any) -> str | None:
+        """What ``name``'s own section of the state says is wrong with ``value`` as read (its class's
+        ``problem(value)``, if it has one), or None. A built-in's class is loaded only for a section that
+        holds something: one as written empty (``Builtin.state_empty``) has nothing to check."""
+        k = key(name)
+        if k in self._registered:
+            section = getattr(self._registered[k][0], "state_section", None)
+        else:
+            builtin = self._builtins.get(k)
+            if builtin is None or builtin.state_section is None or value == builtin.state_empty:
+                return None
+            section = _load(builtin.state_section)
+        check = getattr(section, "problem", None)
+        return check(value) if callable(check) else None
+
     def state_key_of(self, name: str) -> str | None:
         """The key of ``name``'s own section in the state file, or None (a built-in's without loading it)."""
         k = key(name)
@@ -176,27 +192,46 @@ class Registry(Generic[T]):
         return builtin.state_key if builtin is not None else None
 
 
+def _load(target: str) -> Any:
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 # the types (Format, Strategy, Summarizer class) are the packages' (get_format, get_strategy, get_summarizer):
 # this bottom-layer module names no upper layer but in these strings
 _F, _S, _Z = "ctxcompact.formats.", "ctxcompact.strategies.", "ctxcompact.summarizers."
 
+#: a format trait: a list of its messages carries the system prompt apart (Anthropic's ``system=``): the
+#: message-list API takes ``compact(system=...)`` for it alone, writes it as the system line the format reads
+#: first, and reads a list given with ``system=`` and no format as the first format with this trait
+SYSTEM_APART = "system-apart"
+
+#: a format trait: the message-list API returns the messages it makes (the summary, a repaired message) as
+#: the class of the SDK objects given, for code that reads their attributes (google-genai ``Content``, ADK
+#: ``Event``)
+REBUILDS_SDK_OBJECTS = "rebuilds-sdk-objects"
+
 #: the order is detection's on a tie (docs/reference/formats.md) and --help's
 FORMATS: Registry[Any] = Registry("format", [
     Builtin("openai", _F + "openai:FORMAT", message_names=("openai", "chat")),
-    Builtin("anthropic", _F + "anthropic:FORMAT", message_names=("anthropic",)),
-    Builtin("genai", _F + "genai:FORMAT", message_names=("gemini", "genai")),
+    Builtin("anthropic", _F + "anthropic:FORMAT", traits=frozenset({SYSTEM_APART}),
+            message_names=("anthropic",)),
+    Builtin("genai", _F + "genai:FORMAT", traits=frozenset({REBUILDS_SDK_OBJECTS}),
+            message_names=("gemini", "genai")),
     Builtin("claude-code", _F + "claude_code:FORMAT"),
     # (a list of OpenAI Responses input items is read by the Codex format: its ``response_item`` payloads)
     Builtin("codex", _F + "codex:FORMAT", message_names=("responses",)),
 ], default="openai")
 
 #: a strategy trait: its ``describe`` needs only the counts while none of its own flags is on, so ``estimate``
-#: and ``run`` may stream without loading it (strategies.estimate_needs_context)
+#: and ``run`` may stream without loading it (strategies.estimate_needs_context); without it, they read the
+#: whole context
 ESTIMATE_STREAMS = "estimate-streams"
 
-#: a strategy trait: ``run``'s pass 1 streams with the strategy's own gatherer (its ``gathering``) and the
-#: context passes through streamed when what it gathered says nothing is due (its ``quiet``); any other
-#: outcome reads the file held (streaming.may_stream, route_file.run_file)
+#: a strategy trait: ``run``'s pass 1 streams with the strategy's own gatherer (its ``gathering(state)``)
+#: and the context passes through streamed when what it gathered says nothing is due (its ``quiet(counted,
+#: opts, state)``, its report keys then, else None); any other outcome reads the file held
+#: (streaming.may_stream, route_file.run_file)
 RUN_GATHERS = "run-gathers"
 
 #: a strategy trait: over the threshold (or with an event due, for one that RUN_GATHERS), its compaction may
@@ -232,7 +267,7 @@ STRATEGIES: Registry[Any] = Registry("strategy", [
         Option("overlap", 2, "invocations before the new ones that each event re-covers (ω).", low=0),
         Option("safety_ratio", 0.7, "also compact when the context exceeds this share of the window.",
                low=0.05, high=1.0),
-    ), state_key="events", state_empty=[]),
+    ), state_key="events", state_empty=[], state_section=_S + "sliding_window_state:WindowEvents"),
 ], default="threshold")
 
 #: the token counters ``--exact`` names: the local ones (tiktoken: exact and offline; none: the chars/4
@@ -253,9 +288,17 @@ OFFLINE = "offline"
 #: file (pass 2, fed by ``facts.gather.FactFeed``) may use it (compaction_stream.may_compact_streamed)
 SUMMARIZES_STREAMED = "summarizes-streamed"
 
+#: a summarizer trait: its summary is the extracted facts themselves, written by no model, so it is not
+#: checked against them (summarizers.fallback.summarize) and its time is not reported
+#: (cli.render.summary_details)
+EXTRACTS = "extracts"
+
 SUMMARIZERS: Registry[Any] = Registry("summarizer", [
     Builtin("extractive", _Z + "extractive:ExtractiveSummarizer",
-            traits=frozenset({OFFLINE, SUMMARIZES_STREAMED})),
+            traits=frozenset({OFFLINE, SUMMARIZES_STREAMED, EXTRACTS})),
     Builtin("anthropic", _Z + "anthropic:AnthropicSummarizer"),
     Builtin("openai", _Z + "openai:OpenAISummarizer"),
 ], default="extractive")
+
+#: what a summary falls back to when the chosen summarizer fails (summarizers.fallback.summarize)
+FALLBACK_SUMMARIZER = "extractive"

@@ -28,7 +28,7 @@ from .pipeline import counter, ignored_usage_warning
 from .progress import progress
 from .result import RunResult, Warn, judge_fit
 from .route_held import apply_strategy, run_locked, written_as_log
-from .run_setup import cache_loader, check_summarizer, named
+from .run_setup import cache_loader, check_summarizer, named, note_document
 from .run_write import note_input, note_run, update_state, write_both
 from .source import InputData, source_name
 from .state import HashedFile, State, load_state, new_state
@@ -76,9 +76,7 @@ def run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
         if staging is not None:
             staging.discard()  # (not the output's, or staged: a no-op)
     inp = InputData.load(path) if name == path else named(InputData.load(path.read_bytes()), name)
-    if inp.document is not None:
-        warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
-             "(line N is its record N), and written as JSONL")
+    note_document(inp, warn)
     if counted is not None and (len(inp.data) != counted.nbytes
                                 or hashlib.sha256(inp.data).digest() != counted.digest):
         counted = None  # the file changed since pass 1: count what is read now

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from .budget import Budget
-from .context import build_context
+from .context import Reread, build_context
 from .errors import Unstreamable
 from .formats import get_format
 from .formats.base import Format
@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # (imported where a strategy is applied or described: a call 
 def run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path | None,
                output: Path | BinaryIO | None, dry_run: bool, warn: Warn, *, held: State | None = None,
                counts: CountCache | Path | None = None, as_log: bool = True, loaded: bool = False,
-               counted: Counted | None = None) -> RunResult:
+               counted: Counted | None = None, reread: Reread | None = None) -> RunResult:
     state: State | None = held
     if not loaded:  # (``loaded``: ``held`` is the state as read under the lock, the summarizer checked)
         if state_path is not None and not opts.reset_state:
@@ -53,7 +53,8 @@ def run_locked(inp: InputData, opts: Options, budget: Budget, state_path: Path |
         else:
             cache, cache_file = count_cache(counts, state_path, len(inp.data))
             settled = proven(cache, inp)
-        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all, settled=settled)
+        ctx = build_context(inp, opts, state, schema=True, reapply=reapply_all, settled=settled,
+                            reread=reread)
         budget = budget_from_transcript(budget, opts, ctx.transcript.records)
         if cache is not None and cache is not (counted.cache if counted is not None else None):
             cache.use(count_key(opts, ctx.input_format))

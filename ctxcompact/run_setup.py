@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .budget import Budget, make_budget
@@ -61,6 +62,14 @@ def budget_for(opts: Options) -> Budget:
 
 def is_fifo_source(source: Source) -> bool:
     return is_file(source) and is_fifo(Path(source))  # type: ignore[arg-type]
+
+
+def note_document(inp: InputData, warn: Callable[[str], None]) -> None:
+    """Say how an input that is one JSON document is read (``source.InputData.document``): every route that
+    holds the input says it, before its work."""
+    if inp.document is not None:
+        warn(f"note: the input is {inp.document}, one JSON document: read as JSONL, one record per line "
+             "(line N is its record N), and written as JSONL")
 
 
 def named(inp: InputData, name: Path | None) -> InputData:

@@ -429,3 +429,22 @@ def test_bad_message_after_a_compaction_names_the_session_conversation() -> None
                            format="openai")
     again = ctxcompact.compact([*r.messages, user("still fine")], window=8_000, session=s)
     assert "still fine" in _text(again.messages)  # the failed call left the session as it was
+
+
+def test_the_system_prompt_apart_is_the_format_entry_s_trait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``system=`` is for a format whose registry entry declares ``SYSTEM_APART`` (Anthropic's), never a name
+    compared: the entry without it refuses ``system=`` and one given it takes it."""
+    import dataclasses
+
+    from ctxcompact import plugins
+
+    msgs = [user("hi"), assistant("hello")]
+    assert ctxcompact.compact(msgs, window=100_000, system="Be brief.").format == "anthropic"
+    entries = plugins.FORMATS._builtins
+    monkeypatch.setitem(entries, "anthropic", dataclasses.replace(entries["anthropic"], traits=frozenset()))
+    monkeypatch.setitem(entries, "openai", dataclasses.replace(entries["openai"],
+                                                               traits=frozenset({plugins.SYSTEM_APART})))
+    with pytest.raises(UsageError, match="system= is for"):
+        ctxcompact.compact(msgs, window=100_000, system="Be brief.", format="anthropic")
+    r = ctxcompact.compact(msgs, window=100_000, system="Be brief.")
+    assert r.format == "openai" and r.system == "Be brief." and r.messages == msgs

@@ -181,3 +181,19 @@ def test_a_list_of_adk_events_gets_its_summary_as_a_dict_not_an_empty_event() ->
     new = [m for m in r.messages if not any(m is e for e in events)]
     assert new and all(isinstance(m, dict) and m.get("parts") for m in new)
     assert "ctxcompact summary" in _text(new)
+
+
+def test_new_messages_take_the_sdk_class_by_the_format_entry_s_trait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK class of new messages is the entry's trait (``REBUILDS_SDK_OBJECTS``), not the format's name:
+    without it the summary comes back as a dict."""
+    import dataclasses
+
+    from ctxcompact import plugins
+
+    contents = _long(12)
+    r = ctxcompact.compact(contents, window=3_000, format="gemini")
+    assert r.compacted and all(isinstance(m, types.Content) for m in r.messages)
+    entries = plugins.FORMATS._builtins
+    monkeypatch.setitem(entries, "genai", dataclasses.replace(entries["genai"], traits=frozenset()))
+    r = ctxcompact.compact(contents, window=3_000, format="gemini")
+    assert r.compacted and any(isinstance(m, dict) for m in r.messages)

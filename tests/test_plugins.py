@@ -130,27 +130,32 @@ def test_a_registered_strategy_is_found_by_name_until_unregistered() -> None:
 @pytest.mark.parametrize("prune", [False, True])
 def test_whether_an_estimate_streams_is_the_registry_s_answer(prune: bool) -> None:
     """Only threshold without --prune describes from the counts (--prune's figures mask the context); a
-    strategy registered at run time answers by its own method."""
+    strategy registered at run time answers by the trait it declares, off while one of its flags is on."""
     from ctxcompact.strategies import estimate_needs_context
 
     opts = Options(prune=prune)
     got = {n: estimate_needs_context(n, opts) for n in plugins.STRATEGIES.builtin_names()}
     assert got == {"threshold": prune, "mask": True, "sliding-window": True}
-    assert all(get_strategy(n).estimate_needs_context(opts) is got[n] for n in got)
 
     class Streams:
         name = "streams-test"
         state_layer = 0
+        traits = frozenset({plugins.ESTIMATE_STREAMS})
+        options = (plugins.Option("streams_flag", False, "a flag.", kind="flag"),)
 
-        def estimate_needs_context(self, opts: Options) -> bool:
-            return opts.window == 7
+    class Holds:
+        name = "holds-test"
+        state_layer = 0
 
     try:
         register(Streams())  # type: ignore[arg-type]
-        assert estimate_needs_context("streams-test", Options(window=7))
+        register(Holds())  # type: ignore[arg-type]
         assert not estimate_needs_context("streams-test", opts)
+        assert estimate_needs_context("streams-test", Options(strategy_options={"streams_flag": True}))
+        assert estimate_needs_context("holds-test", opts)
     finally:
         plugins.STRATEGIES.unregister("streams-test")
+        plugins.STRATEGIES.unregister("holds-test")
     with pytest.raises(UsageError, match="unknown strategy 'nope'"):
         estimate_needs_context("nope", opts)
 

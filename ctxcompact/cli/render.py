@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..plugins import EXTRACTS, SUMMARIZERS
+
 if TYPE_CHECKING:  # annotations only: rendering must not load the engine before a command runs
     from ..engine import RunResult
     from ..report import EstimateReport
@@ -90,7 +92,7 @@ def summary_details(s: SummaryResult) -> str:
             return f"{x:,}" if x is not None else "?"
 
         parts.append(f"{n(s.input_tokens)} tokens in, {n(s.output_tokens)} out")
-    if s.summarizer != "extractive" or s.fallback:
+    if not SUMMARIZERS.has(s.summarizer, EXTRACTS) or s.fallback:  # (the facts themselves take no time)
         parts.append(f"{s.duration_s:.1f} s")
     return f" ({'; '.join(parts)})" if parts else ""
 

@@ -63,8 +63,8 @@ def _schema_problem(obj: Any) -> str | None:
 
 
 def _consistency_problem(obj: dict[str, Any]) -> str | None:
-    """Rules the schema cannot say: the fingerprint covers at least the watermark (more when sliding-window
-    events reach past it), and offsets are in range."""
+    """Rules the schema cannot say of the state's own keys: the fingerprint covers at least the watermark,
+    and offsets are in range (a strategy's section: its own, :func:`_section_problem`)."""
     fp = obj["fingerprint"]
     if fp["format"] not in FORMATS:
         return (f"$.fingerprint.format: unknown format {fp['format']!r} "
@@ -88,9 +88,19 @@ def _consistency_problem(obj: dict[str, Any]) -> str | None:
         if off + n > fp["bytes"]:
             return (f"$.summary.attachment_lines[{i}]: [{off}, {n}] reaches past the covered prefix "
                     f"of {fp['bytes']} bytes")
-    for i, ev in enumerate(obj["events"]):
-        if ev["end"] < ev["start"]:
-            return f"$.events[{i}]: end {ev['end']} is before start {ev['start']}"
+    return None
+
+
+def _section_problem(obj: dict[str, Any], names: list[str]) -> str | None:
+    """The first problem the strategies ``names`` find in their own sections of ``obj`` (each strategy owns
+    what its section may hold: ``plugins.Registry.section_problem``)."""
+    for name in names:
+        k = STRATEGIES.state_key_of(name)
+        if k is None or obj.get(k) is None:
+            continue
+        problem = STRATEGIES.section_problem(name, obj[k])
+        if problem is not None:  # (a problem in a part of the section starts with that part's path)
+            return f"$.{k}{problem}" if problem.startswith(("[", ".")) else f"$.{k}: {problem}"
     return None
 
 
@@ -176,24 +186,20 @@ def validate_state(obj: Any) -> str | None:
     if problem is not None:
         return problem
     own, plugged = _plugged_sections(obj)
-    return plugged or _schema_problem(own) or _consistency_problem(own)
+    return plugged or _schema_problem(own) or _consistency_problem(own) or \
+        _section_problem(own, list(STRATEGIES.builtin_names()))
 
 
 def _plugged_sections(obj: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The state without the sections of strategies registered at run time (which the schema does not
     know), and the first problem their own ``problem(value)``, if they have one, finds in them."""
     known = load_schema("state.schema.json")["properties"]
-    plugged = {STRATEGIES.state_key_of(n): p for n, p in STRATEGIES.plugins() if p is not None}
+    plugged = {STRATEGIES.state_key_of(n): n for n, p in STRATEGIES.plugins() if p is not None}
     keys = [k for k in obj if k not in known and k in plugged]
     if not keys:
         return obj, None
     own = {k: v for k, v in obj.items() if k not in keys}
-    for k in keys:
-        check = getattr(getattr(plugged[k], "state_section", None), "problem", None)
-        problem = check(obj[k]) if callable(check) and obj[k] is not None else None
-        if problem is not None:
-            return own, f"$.{k}: {problem}"
-    return own, None
+    return own, _section_problem(obj, [plugged[k] for k in keys])
 
 
 def _newer_version(obj: Any) -> int | None:

@@ -54,12 +54,10 @@ def get_strategy(name: str) -> Strategy:
 
 def estimate_needs_context(name: str, opts: Options) -> bool:
     """Whether strategy ``name``'s ``describe`` needs the whole context (else ``estimate`` and ``run`` may
-    stream; UsageError for an unknown name). A built-in answers from its registry entry, without being
-    loaded (a hook's call below the threshold never loads its strategy): the trait
-    ``plugins.ESTIMATE_STREAMS``, which one of its own flags turns off (threshold's ``--prune`` masks, and
-    masking's figures need the context); a strategy registered at run time by its own method."""
-    if not STRATEGIES.is_builtin(name):
-        return get_strategy(name).estimate_needs_context(opts)
+    stream; UsageError for an unknown name): unless it declares the trait ``plugins.ESTIMATE_STREAMS``, or
+    one of its own flags is on (threshold's ``--prune`` masks, and masking's figures need the context).
+    Answered without loading it: a hook's call below the threshold never loads its strategy."""
+    STRATEGIES.check(name)
     return not has_trait(name, ESTIMATE_STREAMS, opts)
 
 
@@ -73,8 +71,8 @@ def has_trait(name: str, trait: str, opts: Options) -> bool:
 
 def run_gathers(name: str) -> bool:
     """Whether ``run`` of strategy ``name`` streams pass 1 with the strategy's own gatherer (the trait
-    ``plugins.RUN_GATHERS``; a built-in's, answered without loading it)."""
-    return STRATEGIES.is_builtin(name) and STRATEGIES.has(name, RUN_GATHERS)
+    ``plugins.RUN_GATHERS``, with its ``gathering`` and ``quiet``; answered without loading it)."""
+    return STRATEGIES.has(name, RUN_GATHERS)
 
 
 def reapply_all(records: list[Record], state: State, fmt_name: str) -> list[Record]:

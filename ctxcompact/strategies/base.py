@@ -103,12 +103,13 @@ class Strategy(Protocol):
     a record gives several, with an ``end()`` giving what follows the last one, so a reading that does not
     hold the records applies it; without it a state holding its section is read held) and ``state_section``
     (the class of its own part of the state, a :class:`ctxcompact.state.Section`: ``KEY``, ``to_json``,
-    ``from_json``, and for one registered at run time optionally ``problem(value) -> str | None``, checked on
-    load), ``traits`` (for one registered at run time: the ``plugins`` traits it declares, which the routing
-    reads instead of its name; ``plugins.COMPACTS_STREAMED``: its ``apply`` also compacts given
-    ``StrategyInput.conversation`` instead of the context's records); a built-in with the trait
-    ``plugins.RUN_GATHERS`` has ``gathering(state)`` (pass 1's gatherer) and ``quiet(counted, opts, state)``
-    (its report keys when nothing is due, else None)."""
+    ``from_json``, and optionally ``problem(value) -> str | None``, checked on load: a problem in a part of
+    the section starts with that part's path, ``[1]: ...``), ``traits`` (for one registered at run time: the
+    ``plugins`` traits it declares, which the routing reads instead of its name: ``plugins.ESTIMATE_STREAMS``:
+    its ``describe`` needs only the counts; ``plugins.COMPACTS_STREAMED``: its ``apply`` also compacts given
+    ``StrategyInput.conversation`` instead of the context's records; ``plugins.RUN_GATHERS``: it has
+    ``gathering(state)`` (pass 1's gatherer) and ``quiet(counted, opts, state)`` (its report keys when nothing
+    is due, else None))."""
 
     #: the name ``--strategy`` takes and the state's history records
     name: str
@@ -125,6 +126,3 @@ class Strategy(Protocol):
     def apply(self, si: StrategyInput) -> Outcome | None:
         """Compact (or mask) the context, or None to pass it through."""
 
-    def estimate_needs_context(self, opts: Options) -> bool:
-        """Whether ``describe`` needs the whole parsed context (else ``estimate`` may take its streaming
-        fast path, which only counts)."""

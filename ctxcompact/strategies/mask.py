@@ -75,7 +75,6 @@ from ..model import (
 from ..options import Options, declared_default
 from ..state import State, make_fingerprint, utc_now
 from ..tokens import heuristic
-from . import estimate_needs_context
 from .base import Outcome, StrategyInput, Written
 from .masking_state import MaskedResult, Masking
 from .tail import trim_in_place
@@ -478,9 +477,6 @@ class MaskStrategy:
         """:meth:`reapply` a record at a time (``strategies.reapply_each``)."""
         masking = state.section(Masking)
         return masking_each(masking, fmt_name) if masking else _same
-
-    def estimate_needs_context(self, opts: Options) -> bool:
-        return estimate_needs_context(NAME, opts)  # its registry entry says (plugins.STRATEGIES)
 
     def apply(self, si: StrategyInput) -> Outcome | None:
         """``--strategy mask``: over the threshold, mask; None below it."""

@@ -47,7 +47,6 @@ from ..state import State, line_end, make_fingerprint, reset_calibration
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..tokens import heuristic
 from ..tokens.counts import text_cost
-from . import estimate_needs_context
 from .base import Outcome, StrategyInput, Written
 from .events import apply_events, events_each
 from .invocations import (
@@ -493,9 +492,6 @@ class SlidingWindowStrategy:
 
     def describe(self, si: StrategyInput) -> dict[str, Any]:
         return describe(si)
-
-    def estimate_needs_context(self, opts: Options) -> bool:
-        return estimate_needs_context(NAME, opts)  # its registry entry says (plugins.STRATEGIES)
 
     def gathering(self, state: State | None) -> Any:
         """``run``'s pass 1 gathers what its rule decides by (plugins.RUN_GATHERS): a :class:`Quiet` for

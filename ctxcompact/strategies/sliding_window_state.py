@@ -80,3 +80,12 @@ class WindowEvents:
     @classmethod
     def from_json(cls, obj: Any) -> WindowEvents:
         return cls([Event.from_json(e) for e in obj or []])
+
+    @staticmethod
+    def problem(obj: Any) -> str | None:
+        """What the schema cannot say of the events as read (state.store checks it on load, after the
+        schema)."""
+        for i, ev in enumerate(obj):
+            if ev["end"] < ev["start"]:
+                return f"[{i}]: end {ev['end']} is before start {ev['start']}"
+        return None

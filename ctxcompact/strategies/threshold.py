@@ -37,7 +37,7 @@ from ..state import State, Summary, TokenCache, make_fingerprint, reset_calibrat
 from ..summarizers.base import SummaryRequest, SummaryResult
 from ..tokens.calibration import Calibrated
 from ..tokens.counts import count_records, text_cost
-from . import estimate_needs_context, mask
+from . import mask
 from .base import Outcome, StrategyInput, Warn, Written
 from .conversation import Conversation, held
 from .masking_state import Masking
@@ -238,9 +238,6 @@ class ThresholdStrategy:
 
     def describe(self, si: StrategyInput) -> dict[str, Any]:
         return mask.STRATEGY.describe(si) if si.opts.prune else {}
-
-    def estimate_needs_context(self, opts: Options) -> bool:
-        return estimate_needs_context(NAME, opts)  # its registry entry says (plugins.STRATEGIES)
 
     def apply(self, si: StrategyInput) -> Outcome | None:
         """Over the threshold, summarize (when a summary makes the context smaller: report.decide); with

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from ..errors import SummarizerError
 from ..facts.text import SUMMARY_MARKER
 from ..options import Options
+from ..plugins import EXTRACTS, FALLBACK_SUMMARIZER, SUMMARIZERS
 from ..secrets import scrub_credentials, scrub_json
 from . import get_summarizer, summarizer_for
 from .base import SummaryRequest, SummaryResult, chars_cost, fit_summary
@@ -37,13 +38,13 @@ def summarize(request: SummaryRequest, opts: Options, warn: Callable[[str], None
     summarizer = summarizer_for(opts)
     try:
         summary = summarizer.summarize(request)
-        if summary.summarizer != "extractive":
+        if not SUMMARIZERS.has(summary.summarizer, EXTRACTS):  # (a summary that is the facts needs no check)
             summary = checked(summary, request)
     except SummarizerError as exc:
         if opts.no_fallback:
             raise
         warn(f"the {opts.summarizer} summarizer failed ({exc}); using the extractive summary instead")
-        summary = get_summarizer("extractive").summarize(request)
+        summary = get_summarizer(FALLBACK_SUMMARIZER).summarize(request)
         summary.fallback = True
         summary.fallback_reason = str(exc)
         if isinstance(exc, SummaryRejected):

@@ -56,6 +56,7 @@ class KeepLatest:
 
     name = "keep-latest"
     state_layer = 3
+    traits = frozenset({plugins.ESTIMATE_STREAMS})  # its describe needs no context
     options = (plugins.Option("keep_requests", 1, "keep this many of the latest requests.", low=1, high=50),)
     state_section = Cut
 
@@ -67,9 +68,6 @@ class KeepLatest:
 
     def describe(self, si: StrategyInput) -> dict[str, Any]:
         return {"keep_requests": si.opts.option("keep_requests")}
-
-    def estimate_needs_context(self, opts: Options) -> bool:
-        return False
 
     def apply(self, si: StrategyInput) -> Outcome | None:
         if not si.report.would_compact:

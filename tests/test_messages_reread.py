@@ -1,0 +1,168 @@
+"""A ``Session`` reads, finishes and cleans only the messages it has not seen (``context.Reread``): whatever
+the split of appends, each call gives exactly what a call on the whole list gives (stateless, below the
+threshold; and a session that reads whole, over it), with a tool call whose result comes in a later append,
+repairs the cleaner must hold back, and a list edited in its prefix (read whole again, never a stale
+answer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import assistant, sys_msg, tool, user
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ctxcompact
+from ctxcompact.clean import Cleaner
+from ctxcompact.options import Options
+
+KINDS = ("turn", "call", "answer", "dup", "orphan", "text", "system", "two")
+
+
+def conversation(kinds: list[str]) -> list[dict[str, Any]]:
+    """Messages of each kind: a whole turn, a call whose result comes later (``answer``: the oldest pending
+    one's), a call id used again, a result of no call, plain text, a system message mid-list, two calls
+    in one message answered at once."""
+    out: list[dict[str, Any]] = [sys_msg("You are a coding agent.")]
+    pending: list[str] = []
+    for i, kind in enumerate(kinds):
+        if kind == "turn":
+            out += [user(f"step {i}: read m{i}.py"), assistant(None, [(f"t{i}", "read_file", {"p": i})]),
+                    tool(f"t{i}", f"def f{i}():\n    return {i}\n" * 3), assistant(f"f{i} returns {i}.")]
+        elif kind == "call":
+            out.append(assistant(None, [(f"c{i}", "run", {"n": i})]))
+            pending.append(f"c{i}")
+        elif kind == "answer" and pending:
+            out.append(tool(pending.pop(0), f"result {i}"))
+        elif kind == "dup":
+            out += [assistant(None, [("same", "run", {"n": i})]), tool("same", f"again {i}")]
+        elif kind == "orphan":
+            out.append(tool(f"nobody{i}", f"stray {i}"))
+        elif kind == "system":
+            out.append(sys_msg(f"Note {i}: be brief."))
+        elif kind == "two":
+            out += [assistant(None, [(f"a{i}", "ls", {}), (f"b{i}", "cat", {"f": i})]),
+                    tool(f"a{i}", "x.py"), tool(f"b{i}", "print(1)")]
+        else:
+            out.append(user(f"message {i}") if i % 2 else assistant(f"reply {i}"))
+    return out
+
+
+def _edited(m: dict[str, Any]) -> dict[str, Any]:
+    """``m`` with its text changed, its length kept (a read from a stale offset lands on a line start)."""
+    text = m.get("content")
+    if isinstance(text, str) and text.swapcase() != text:
+        return {**m, "content": text.swapcase()}
+    return {**m, "content": "edited"}
+
+
+def _same(warm: Any, cold: Any) -> None:
+    assert warm.run is not None and cold.run is not None
+    assert b"".join(warm.run.lines()) == b"".join(cold.run.lines())
+    assert warm.messages == cold.messages and warm.kept == cold.kept
+    assert (warm.compacted, warm.tokens_before, warm.tokens_after) == \
+        (cold.compacted, cold.tokens_before, cold.tokens_after)
+    assert [(r.kind, r.line, r.detail) for r in warm.run.repairs] == \
+        [(r.kind, r.line, r.detail) for r in cold.run.repairs]
+    assert warm.estimate.to_json() == cold.estimate.to_json()
+    assert warm.run.context is not None and cold.run.context is not None
+    assert [(r.index, r.line, r.offset, r.raw) for r in warm.run.context.records] == \
+        [(r.index, r.line, r.offset, r.raw) for r in cold.run.context.records]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=st.lists(st.sampled_from(KINDS), min_size=3, max_size=30),
+       splits=st.lists(st.integers(1, 9), min_size=1, max_size=12),
+       edit=st.none() | st.tuples(st.integers(0, 11), st.integers(1, 40)),
+       fmt=st.sampled_from(["auto", "openai"]))
+def test_any_split_of_appends_gives_the_whole_list_s_answer(kinds: list[str], splits: list[int],
+                                                             edit: tuple[int, int] | None, fmt: str) -> None:
+    msgs = conversation(kinds)
+    opts = Options(window=1_000_000, exact="none", keep_trailing_results=True)
+    session = ctxcompact.Session()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Cleaner, "FIRST_TRY", 3)  # (parts settle often: the read resumes within a short list)
+        end, resumed = 0, 0
+        for k, n in enumerate(splits):
+            end = min(len(msgs), end + n)
+            if edit is not None and edit[0] == k and edit[1] < end:
+                msgs = [*msgs[: edit[1]], _edited(msgs[edit[1]]), *msgs[edit[1] + 1:]]
+            warm = ctxcompact.compact(msgs[:end], session=session, options=opts, format=fmt)
+            cold = ctxcompact.compact(msgs[:end], options=opts, format=fmt)
+            _same(warm, cold)
+            resumed += session._reread.read_from > 0
+    if end > 40 and len(splits) > 6 and edit is None:
+        assert resumed  # (the test reads on, not only whole)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=st.lists(st.sampled_from(KINDS), min_size=20, max_size=40),
+       splits=st.lists(st.integers(2, 12), min_size=3, max_size=10), replaces=st.booleans())
+def test_a_session_that_compacts_gives_what_reading_whole_gives(kinds: list[str], splits: list[int],
+                                                                replaces: bool) -> None:
+    """Over the threshold (a compaction, then a state with a watermark: read whole) and after it, a session
+    that reads on gives what one that always reads whole gives, the caller keeping its list or replacing it
+    with the result."""
+    msgs = conversation(kinds)
+    opts = Options(window=2_000, exact="none", keep_trailing_results=True)
+    warm_s, cold_s = ctxcompact.Session(), ctxcompact.Session()
+    cold_s._reread = None  # type: ignore[assignment]  # (reads whole on every call)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Cleaner, "FIRST_TRY", 3)
+        end, held = 0, list(msgs[:0])
+        for n in splits:
+            new = msgs[end: end + n]
+            end += n
+            held = [*held, *new] if replaces else msgs[:end]
+            warm = ctxcompact.compact(held, session=warm_s, options=opts)
+            cold = ctxcompact.compact(held, session=cold_s, options=opts)
+            _same(warm, cold)
+            if replaces:
+                held = list(warm.messages)
+
+
+def test_a_result_in_a_later_append_and_an_edit_in_the_prefix() -> None:
+    """The cases by hand: the read resumes after a settled part, a call's result comes in the next append
+    (the part holding the call settles only after it), and an edited prefix is read whole (the kept read is
+    not a prefix of it), then read on again."""
+    msgs = conversation(["turn"] * 30 + ["call", "answer"] + ["turn"] * 25)
+    assert "tool_calls" in msgs[121] and msgs[122]["role"] == "tool"
+    opts = Options(window=1_000_000, exact="none", keep_trailing_results=True)
+    s = ctxcompact.Session()
+    reads, kept = [], []
+    for end in (40, 80, 122, 123, 160, 200, len(msgs)):
+        _same(ctxcompact.compact(msgs[:end], session=s, options=opts),
+              ctxcompact.compact(msgs[:end], options=opts))
+        reads.append(s._reread.read_from)
+        kept.append(len(s._reread.records))
+    # the first call is too short to decide the format (read whole, nothing kept), the second reads whole
+    # and keeps its start, the third reads from there and keeps where the cleaner settled, and so on
+    assert reads[:3] == [-1, -1, 0] and all(r > 0 for r in reads[3:]) and reads == sorted(reads)
+    assert kept[2] < 122 <= kept[-1]  # (the part with the pending call settled once its result came)
+    late = [*msgs, sys_msg("A late system note.")]  # (after the conversation began: the carry says so)
+    _same(ctxcompact.compact(late, session=s, options=opts), ctxcompact.compact(late, options=opts))
+    assert s._reread.read_from > 0
+    edited = [msgs[0], _edited(msgs[1]), *msgs[2:]]
+    _same(ctxcompact.compact(edited, session=s, options=opts), ctxcompact.compact(edited, options=opts))
+    assert s._reread.read_from == -1  # read whole
+    longer = [*edited, user("and now?")]
+    _same(ctxcompact.compact(longer, session=s, options=opts), ctxcompact.compact(longer, options=opts))
+    assert s._reread.read_from == 0  # (then from its start, kept by the whole read)
+
+
+def test_an_anthropic_list_read_on_carries_where_the_conversation_began() -> None:
+    """An alternating API: the cleaner's carry says the conversation began (else the tail's first message
+    would open it: a user message made before an assistant one), with the system prompt given apart."""
+    msgs: list[dict[str, Any]] = []
+    for t in range(40):
+        msgs += [{"role": "user", "content": f"question {t}"},
+                 {"role": "assistant", "content": [{"type": "text", "text": f"answer {t}"}]}]
+    s = ctxcompact.Session()
+    opts = Options(window=1_000_000, exact="none", keep_trailing_results=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Cleaner, "FIRST_TRY", 3)
+        given: dict[str, Any] = {"options": opts, "system": "Be brief.", "format": "anthropic"}
+        for end in range(9, len(msgs) + 1, 7):
+            _same(ctxcompact.compact(msgs[:end], session=s, **given), ctxcompact.compact(msgs[:end], **given))
+    assert s._reread.read_from > 0
