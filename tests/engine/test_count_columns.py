@@ -182,7 +182,7 @@ def _v7(cache: CountCache) -> bytes:
     old.resume_columns = [cols.extend(array("i"), cols.from_bytes(c, w))
                           for c, w in zip(cache.resume_columns[:n], totals["widths"], strict=True)]
     old.resume_columns += cache.resume_columns[n:]
-    chunks = old.chunks()
+    chunks = list(old.chunks())
     assert chunks[0] == MAGIC
     return b"CTXCOUNTS7\n" + b"".join(bytes(c) for c in chunks[1:])
 
