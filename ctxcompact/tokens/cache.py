@@ -22,10 +22,12 @@ from typing import Any, BinaryIO, cast
 from .. import columns as cols
 from ..model import Message, token_text
 
-MAGIC = b"CTXCOUNTS8\n"
-#: the formats read: this one, and the one before it, whose columns were at least 4 bytes an item (the same
-#: layout: a column's width is written with it; an older build refuses a 2-byte column, and counts again)
-READS = (MAGIC, b"CTXCOUNTS7\n")
+MAGIC = b"CTXCOUNTS9\n"
+#: the formats read: this one; the one before it, whose resume point kept the call ids' ends 8 bytes an item
+#: and their counts and names 4 (``call_ids.CallIds.read``: no widths said, those); the one before that,
+#: whose columns were at least 4 bytes an item (the same layout: a column's width is written with it). An
+#: older build ignores this one (a narrow column of the call ids would not be read as what it is)
+READS = (MAGIC, b"CTXCOUNTS8\n", b"CTXCOUNTS7\n")
 #: the columns written after the marshalled head, as they are in memory (:meth:`CountCache.chunks`)
 _COLUMNS = ("offsets", "digests", "heuristic", "exact", "text_keys", "text_heuristic", "text_exact")
 #: the bytes :meth:`CountCache.prove_stream` reads at once
