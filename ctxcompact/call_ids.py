@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from itertools import islice
 from typing import Any
 
+from . import columns as cols
+
 _EMPTY = 0  # an index slot holding no entry (a slot holds its entry's number + 1)
 
 
@@ -38,9 +40,11 @@ class CallIds:
 
     def __init__(self) -> None:
         self.data = bytearray()
-        self.ends = array("q")  # entry e's id is data[ends[e - 1]:ends[e]] (from 0 for the first)
-        self.counts = array("i")
-        self.named = array("i")  # entry e's name is names[named[e] - 1]; 0: none given
+        # columns of 2 bytes an item, wider once a value needs it (``columns``): the ends 4 bytes from 32 KiB
+        # of ids on (8 past 2 GiB), the counts and the names' numbers 2 but for ids or names used 32,768 times
+        self.ends = cols.narrow()  # entry e's id is data[ends[e - 1]:ends[e]] (from 0 for the first)
+        self.counts = cols.narrow()
+        self.named = cols.narrow()  # entry e's name is names[named[e] - 1]; 0: none given
         self.names: list[str] = []  # each tool name once
         self.name_numbers: dict[str, int] = {}
         self.index = array("i", bytes(4 * 8))  # a power of two long, at most half full
@@ -92,9 +96,9 @@ class CallIds:
         if not make:
             return -1
         self.data += _key(call_id)
-        self.ends.append(len(self.data))
-        self.counts.append(0)
-        self.named.append(0)
+        self.ends = cols.append(self.ends, len(self.data))
+        self.counts = cols.append(self.counts, 0)
+        self.named = cols.append(self.named, 0)
         e = self.index[i] = len(self.ends)
         if 2 * e > len(self.index):
             self._index(2 * len(self.index))
@@ -122,7 +126,7 @@ class CallIds:
     def add_call(self, call_id: str) -> None:
         """One more settled call has ``call_id``."""
         e = self._entry(call_id, True)
-        self.counts[e] += 1
+        self.counts = cols.put(self.counts, e, self.counts[e] + 1)
 
     # -- the calls' names ----------------------------------------------------------------------------------
     def name(self, call_id: str) -> str | None:
@@ -141,7 +145,7 @@ class CallIds:
         if k is None:
             self.names.append(name)
             k = self.name_numbers[name] = len(self.names)
-        self.named[e] = k
+        self.named = cols.put(self.named, e, k)
         if e < made:
             self.late[e] = self.given
         self.given += 1
@@ -162,24 +166,25 @@ class CallIds:
     def kept(self, mark: tuple[int, int]) -> tuple[dict[str, Any], list[memoryview]]:
         """What a reading resuming at ``mark`` (:meth:`mark`) starts with: the entries made before it, their
         counts now (the cleaner's carry settles nothing after the last mark) and the names given before it.
-        The head (marshal-able: the names, the entries named after the mark) and five columns as views of
+        The head (marshal-able: the names, the entries named after the mark, the widths of the ends, counts
+        and names' numbers, :mod:`~ctxcompact.columns`) and five columns as views of
         the buffers, not copies (they must not change while they are written), the index's a copy without
         the entries made after the mark if there are any (a few: the calls of the parts not settled). An
         entry's probe only passes slots taken before it was placed (entries are placed in order, also when
         the index is made anew), so taking the later ones out leaves every earlier one where it is found."""
         n, given = mark
-        ends = memoryview(self.ends).cast("B")[:8 * n]
         size = self.ends[n - 1] if n else 0
         unnamed = sorted(e for e, at in self.late.items() if e < n and at >= given)
-        head = {"names": list(self.names), "unnamed": unnamed, "given": given}
+        widths = [c.itemsize for c in (self.ends, self.counts, self.named)]
+        head = {"names": list(self.names), "unnamed": unnamed, "given": given, "widths": widths}
         index = self.index
         if n < len(self.ends):
             index, data = index[:], memoryview(self.data)
             for e in range(n, len(self.ends)):
                 key = bytes(data[self.ends[e - 1] if e else 0:self.ends[e]])
                 index[self._slot(key.decode("utf-8", "surrogatepass"), key)[0]] = _EMPTY
-        return head, [memoryview(self.data)[:size], ends, memoryview(self.counts).cast("B")[:4 * n],
-                      memoryview(self.named).cast("B")[:4 * n], memoryview(index).cast("B")]
+        kept = [memoryview(c).cast("B")[:c.itemsize * n] for c in (self.ends, self.counts, self.named)]
+        return head, [memoryview(self.data)[:size], *kept, memoryview(index).cast("B")]
 
     @classmethod
     def read(cls, head: dict[str, Any], columns: Sequence[Any]) -> CallIds:
@@ -188,9 +193,12 @@ class CallIds:
             raise ValueError("not the call ids' columns")
         got = cls()
         got.data = bytearray(columns[0])
-        got.ends.frombytes(columns[1])
-        got.counts.frombytes(columns[2])
-        got.named.frombytes(columns[3])
+        # (the widths are not in what CTXCOUNTS8 and before kept: 8-byte ends, 4-byte counts and names)
+        widths = head.get("widths", [8, 4, 4])
+        if not isinstance(widths, list) or len(widths) != 3:
+            raise ValueError("not the call ids' widths")
+        got.ends, got.counts, got.named = (cols.from_bytes(c, w)
+                                           for c, w in zip(columns[1:4], widths, strict=True))
         n = len(got.ends)
         names = [str(name) for name in head["names"]]
         if len(got.counts) != n or len(got.named) != n or len(set(names)) != len(names):

@@ -153,6 +153,10 @@ class PartCleaner:
             out = self.merge_runs(out)
         if self.close_trailing and not (self.layout.tree or self.layout.agent_log):
             out = self.close(out)
+        # a call and its result link each other: a cycle only the cyclic GC frees, so a streamed read's
+        # parts stayed with their texts (~1 MB tool results) until a full collection ran
+        for r in results:
+            r.call = None
         return CleanResult(dataclasses.replace(self.t, records=out), self.repairs)
 
     def link(self) -> tuple[list[_Call], list[_Result]]:

@@ -59,8 +59,10 @@ def load_counts(path: Path, key: tuple[Any, ...] | None, input_bytes: int) -> Co
     try:  # a link, FIFO or device is never read (docs/reference/safety.md); a cache over the limit is ignored
         raw = read_regular(path, f"count cache {path}", cache_limit(input_bytes), follow=False)
     except (OSError, CtxCompactError):
-        return CountCache(key=key or ())
-    return from_bytes(raw, key) or CountCache(key=key or ())
+        raw = b""
+    cache = (from_bytes(raw, key) if raw else None) or CountCache(key=key or ())
+    cache.spill_dir = os.fspath(path.parent)  # what this call counts goes to a file there as it reads
+    return cache
 
 
 def save_counts(path: Path, cache: CountCache) -> None:
@@ -70,7 +72,9 @@ def save_counts(path: Path, cache: CountCache) -> None:
     try:
         atomic_write(path, cache.chunks())  # (not joined: the body is not copied)
         stamp = _stamp(path)
-        if stamp is not None:
+        if stamp is not None and not cache.spilled:
             _memo[str(path)] = (stamp, cache)
+        else:  # (a spilled cache would be read back in memory whole: the next call reads the file)
+            _memo.pop(str(path), None)
     except (OSError, ValueError):
         _memo.pop(str(path), None)

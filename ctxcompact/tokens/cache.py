@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import marshal
 import operator
+import os
+import tempfile
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, BinaryIO, cast
@@ -20,15 +22,69 @@ from typing import Any, BinaryIO, cast
 from .. import columns as cols
 from ..model import Message, token_text
 
-MAGIC = b"CTXCOUNTS8\n"
-#: the formats read: this one, and the one before it, whose columns were at least 4 bytes an item (the same
-#: layout: a column's width is written with it; an older build refuses a 2-byte column, and counts again)
-READS = (MAGIC, b"CTXCOUNTS7\n")
+MAGIC = b"CTXCOUNTS9\n"
+#: the formats read: this one; the one before it, whose resume point kept the call ids' ends 8 bytes an item
+#: and their counts and names 4 (``call_ids.CallIds.read``: no widths said, those); the one before that,
+#: whose columns were at least 4 bytes an item (the same layout: a column's width is written with it). An
+#: older build ignores this one (a narrow column of the call ids would not be read as what it is)
+READS = (MAGIC, b"CTXCOUNTS8\n", b"CTXCOUNTS7\n")
 #: the columns written after the marshalled head, as they are in memory (:meth:`CountCache.chunks`)
 _COLUMNS = ("offsets", "digests", "heuristic", "exact", "text_keys", "text_heuristic", "text_exact")
 #: the bytes :meth:`CountCache.prove_stream` reads at once
 PROVE_CHUNK = 1 << 20
 _NONE = -1  # no exact count kept
+#: the lines a call's fresh columns hold before they are written to its spill file (:class:`_Spill`): 16
+#: bytes a line, so at most 1 MiB held however many lines a call reads
+SPILL_LINES = 1 << 16
+#: the bytes of a spilled column read back at once (a multiple of every width)
+SPILL_CHUNK = 1 << 20
+
+
+class _Spill:
+    """The lines a call counted, written out as it reads (an unlinked temporary file beside the cache, gone
+    with the process however it ends): each flush appends the four columns as they are in memory, at the
+    width each had then; the save reads them back column by column, each item at the widest width its column
+    reached (the width the column held whole in memory would have), so the file written is the same bytes."""
+
+    __slots__ = ("count", "file", "first", "last", "segments", "size")
+
+    def __init__(self, directory: str) -> None:
+        self.file = tempfile.TemporaryFile(dir=directory, prefix=".ctxcounts.", suffix=".tmp")  # noqa: SIM115
+        self.segments: list[list[tuple[int, int, int]]] = [[] for _ in range(4)]  # (at, nbytes, width)
+        self.size = self.count = 0
+        self.first = self.last = -1  # the first and last offsets written
+
+    def write(self, columns: tuple[array[int], ...]) -> None:
+        for k, column in enumerate(columns):
+            view = memoryview(column).cast("B")
+            self.file.write(view)
+            self.segments[k].append((self.size, len(view), column.itemsize))
+            self.size += len(view)
+        self.file.flush()
+        offsets = columns[0]
+        self.first = offsets[0] if self.first < 0 else self.first
+        self.last, self.count = offsets[-1], self.count + len(offsets)
+
+    def width(self, k: int) -> int:
+        return max(width for _, _, width in self.segments[k])
+
+    def read(self, k: int, width: int) -> Iterator[bytes | memoryview]:
+        """Column ``k``'s bytes as written, each item ``width`` bytes wide, in chunks."""
+        fd = self.file.fileno()
+        for at, nbytes, was in self.segments[k]:
+            done = 0
+            while done < nbytes:
+                want = min(SPILL_CHUNK, nbytes - done)
+                chunk = os.pread(fd, want, at + done)
+                if len(chunk) != want:  # (a regular file reads whole; short: not what was written)
+                    raise OSError(f"the count cache's spill file ended at {at + done + len(chunk)}")
+                done += want
+                yield chunk if was == width else _at_width(cols.from_bytes(chunk, was), width)
+
+
+def _at_width(column: array[int], width: int) -> memoryview:
+    """``column``'s bytes, each item ``width`` bytes wide (at least its own)."""
+    return memoryview(column if column.itemsize == width else array(cols.BY_WIDTH[width], column)).cast("B")
 
 
 class _Lines:
@@ -36,17 +92,23 @@ class _Lines:
     dict of tuples took ~170: a 100 MB file of small records is 760,000 lines; the offsets 4 bytes, the
     counts 2 each, wider once one needs it: ``columns``; the digests 8). Lines come in order of their
     offsets (appended); a line put again is changed in place; the few that come before the last one are kept
-    in a dict beside (never an insertion into the columns: linear whatever the order)."""
+    in a dict beside (never an insertion into the columns: linear whatever the order).
 
-    __slots__ = ("digests", "exact", "heuristic", "late", "offsets")
+    Every :data:`SPILL_LINES` lines the columns are written to a spill file (:meth:`spill`) and begun again,
+    where the cache has a folder for one: a call holds a bounded part of them, and the save copies the rest
+    from the file (:meth:`CountCache.chunks`). A spilled line is not looked up again (a miss: counted again,
+    and put in ``late``); :meth:`columns` reads them back in memory where anything needs them whole."""
+
+    __slots__ = ("digests", "exact", "heuristic", "late", "offsets", "spilled")
 
     def __init__(self) -> None:
         self.offsets, self.digests = cols.narrow(), array("q")
         self.heuristic, self.exact = cols.narrow(), cols.narrow()
         self.late: dict[int, tuple[int, int, int]] = {}
+        self.spilled: _Spill | None = None
 
     def __len__(self) -> int:
-        return len(self.offsets) + len(self.late)
+        return len(self.offsets) + len(self.late) + (self.spilled.count if self.spilled is not None else 0)
 
     def get(self, offset: int) -> tuple[int, int, int] | None:
         o = self.offsets
@@ -58,22 +120,61 @@ class _Lines:
 
     def put(self, offset: int, hit: tuple[int, int, int]) -> None:
         o = self.offsets
-        if not o or offset > o[-1]:
+        if offset > (o[-1] if o else self.spilled.last if self.spilled is not None else -1):
             self.offsets = cols.append(o, offset)
             self.digests.append(hit[0])
             self.heuristic = cols.append(self.heuristic, hit[1])
             self.exact = cols.append(self.exact, hit[2])
             return
         i = bisect_left(o, offset)
-        if o[i] == offset:
+        if i < len(o) and o[i] == offset:
             self.digests[i] = hit[0]
             self.heuristic = cols.put(self.heuristic, i, hit[1])
             self.exact = cols.put(self.exact, i, hit[2])
         else:
             self.late[offset] = hit
 
+    def spill(self, directory: str) -> bool:
+        """Write the columns held to the spill file (made in ``directory`` the first time) and hold none:
+        False, holding them still, where the file cannot be made or written."""
+        try:
+            if self.spilled is None:
+                self.spilled = _Spill(directory)
+            self.spilled.write((self.offsets, self.digests, self.heuristic, self.exact))
+        except OSError:
+            if self.spilled is not None and self.spilled.count:
+                raise  # (a part is written already: the columns are not whole without it)
+            self.spilled = None
+            return False
+        self.offsets, self.digests = cols.narrow(), array("q")
+        self.heuristic, self.exact = cols.narrow(), cols.narrow()
+        return True
+
+    def held(self) -> tuple[array[int], ...]:
+        return self.offsets, self.digests, self.heuristic, self.exact
+
+    def unspill(self) -> None:
+        """Read the spilled lines back in memory, before those held, and put the ``late`` ones again (some
+        were spilled lines put again): the columns as if never spilled."""
+        spilled, late = self.spilled, self.late
+        if spilled is None:
+            return
+        whole = []
+        for k, column in enumerate(self.held()):
+            width = max(spilled.width(k), column.itemsize)
+            got = cols.from_bytes(b"", width)
+            for chunk in spilled.read(k, width):
+                got.frombytes(chunk)
+            whole.append(cols.join(got, column))
+        self.offsets, self.digests, self.heuristic, self.exact = whole
+        self.spilled, self.late = None, {}
+        spilled.file.close()
+        for offset in sorted(late):
+            self.put(offset, late[offset])
+
     def columns(self) -> tuple[array[int], array[int], array[int], array[int]]:
         """The four columns, every line in order of offset."""
+        self.unspill()
         if not self.late:
             return self.offsets, self.digests, self.heuristic, self.exact
         merged = sorted([*zip(self.offsets, self.digests, self.heuristic, self.exact, strict=True),
@@ -130,6 +231,9 @@ class CountCache:
     resume_columns: list[Any] = field(default_factory=list)
     #: this call read the input from this offset on: the counts kept for lines before it stay (:meth:`commit`)
     kept_below: int = 0
+    #: the folder this call's counted lines are spilled to as it reads (``_Lines.spill``: beside the cache's
+    #: file, on its file system); None: held in memory (the message-list API's ``Session``, a test's cache)
+    spill_dir: str | None = None
 
     @property
     def format(self) -> str | None:
@@ -222,7 +326,7 @@ class CountCache:
                 return None
             hit = (self.digests[i], self.heuristic[i], self.exact[i])
             if self.keep:
-                self.fresh.put(offset, hit)
+                self._keep(offset, hit)
             self.found += 1
         return hit[0], (hit[1], None if hit[2] == _NONE else hit[2])
 
@@ -254,7 +358,7 @@ class CountCache:
                 return None
             hit = (self.digests[i], self.heuristic[i], self.exact[i])
             if self.keep:
-                self.fresh.put(offset, hit)
+                self._keep(offset, hit)
             self.found += 1
         elif hit[0] != digest:
             return None
@@ -286,24 +390,37 @@ class CountCache:
     def put(self, offset: int, digest: int, heuristic: int, exact: int | None) -> None:
         self.counted += 1
         if self.keep:
-            self.fresh.put(offset, (digest, heuristic, _NONE if exact is None else exact))
+            self._keep(offset, (digest, heuristic, _NONE if exact is None else exact))
 
-    def commit(self) -> None:
-        """What this call saw becomes what the next call looks up."""
+    def _keep(self, offset: int, hit: tuple[int, int, int]) -> None:
+        fresh = self.fresh
+        fresh.put(offset, hit)
+        if len(fresh.offsets) >= SPILL_LINES and self.spill_dir is not None \
+                and not fresh.spill(self.spill_dir):
+            self.spill_dir = None  # (no spill file there: held in memory, as before)
+
+    def _commit_text(self) -> None:
         if self.fresh_text:
             keys = sorted(self.fresh_text)
             self.text_keys = array("q", keys)
             self.text_heuristic = array("q", (self.fresh_text[k][0] for k in keys))
             self.text_exact = array("q", (self.fresh_text[k][1] for k in keys))
             self.fresh_text = {}
-        # the lines before ``kept_below`` were not read this call (a streaming read resumed there): their
-        # counts stay, those after are what this call saw
+
+    def _below(self, first: int) -> int:
+        """How many loaded lines stay: those before ``kept_below`` were not read this call (a streaming read
+        resumed there), unless it saw a line before it too (``first``: the first offset it saw, -1: none):
+        then what it saw is all."""
         below = bisect_left(self.offsets, self.kept_below) if self.kept_below > 0 else 0
-        if not self.fresh and not below:
+        return 0 if 0 <= first < self.kept_below else below
+
+    def commit(self) -> None:
+        """What this call saw becomes what the next call looks up (read back from its spill file, if any)."""
+        self._commit_text()
+        if not self.fresh and not self._below(-1):
             return
         offsets, digests, heuristic, exact = self.fresh.columns()
-        if below and offsets and offsets[0] < self.kept_below:
-            below = 0  # this call saw lines before it too: what it saw is all
+        below = self._below(offsets[0] if offsets else -1)
         if below:
             offsets, digests = cols.join(self.offsets[:below], offsets), self.digests[:below] + digests
             heuristic = cols.join(self.heuristic[:below], heuristic)
@@ -312,30 +429,69 @@ class CountCache:
         self.fresh = _Lines()
         self.kept_below = 0  # (merged: a commit again, as the save's or the next call's, keeps them all)
 
+    @property
+    def spilled(self) -> bool:
+        """Part of what this call saw is in its spill file, not in memory (until a :meth:`commit`)."""
+        return self.fresh.spilled is not None
+
     def to_bytes(self) -> bytes:
         return b"".join(self.chunks())
 
-    def chunks(self) -> list[bytes | memoryview]:
+    def chunks(self) -> Iterator[bytes | memoryview]:
         """:meth:`to_bytes` in the pieces it joins, written one after the other: the magic, the SHA-256 of the
         rest, the head's length (8 bytes), the head (marshalled: the key, the columns' lengths and the
         widths of their items, the settled prefix, the resume point), then the columns' bytes as they are in
         memory, the resume point's last. Nothing is copied of the columns (16 bytes a line: 12 MB at 100 MB
-        of small records, as much again for each copy); they must not change while the pieces are written."""
-        self.commit()
-        arrays = [getattr(self, name) for name in _COLUMNS]
-        columns = [memoryview(c).cast("B") for c in arrays]
+        of small records, as much again for each copy); they must not change while the pieces are written.
+
+        Lines this call spilled (``_Lines.spill``) are read from the spill file a chunk at a time, twice (the
+        SHA-256 comes first), each item as wide as its column's widest: the bytes a commit would hold. They
+        stay there (a later :meth:`commit` reads them back); unless some line is ``late`` (the columns are
+        then merged whole, in memory, as before)."""
+        if self.fresh.spilled is None or self.fresh.late:
+            self.commit()
+        self._commit_text()
+        spilled, held = self.fresh.spilled, self.fresh.held()
+        loaded = (self.offsets, self.digests, self.heuristic, self.exact)
+        below = self._below(spilled.first) if spilled is not None else 0
+
+        def line_column(k: int, width: int) -> Iterator[bytes | memoryview]:
+            if spilled is None:
+                yield memoryview(loaded[k]).cast("B")
+                return
+            yield _at_width(loaded[k][:below], width)
+            yield from spilled.read(k, width)
+            yield _at_width(held[k], width)
+
+        widths = [c.itemsize for c in loaded] if spilled is None else [
+            max(spilled.width(k), held[k].itemsize, loaded[k].itemsize if below else 0) for k in range(4)]
+        items = [len(c) for c in loaded] if spilled is None else [
+            below + spilled.count + len(c) for c in held]
+        text_columns = [getattr(self, name) for name in _COLUMNS[4:]]
+        texts = [memoryview(c).cast("B") for c in text_columns]
         resume = [memoryview(c).cast("B") for c in self.resume_columns]
-        head = marshal.dumps({"key": list(self.key), "lengths": [len(c) for c in columns],
-                              "widths": [c.itemsize for c in arrays],
+        head = marshal.dumps({"key": list(self.key),
+                              "lengths": [n * w for n, w in zip(items, widths, strict=True)]
+                              + [len(c) for c in texts],
+                              "widths": widths + [c.itemsize for c in text_columns],
                               "settled": self.settled, "settled_sha256": self.settled_sha256,
                               "resume_at": self.resume_at, "resume_sha256": self.resume_sha256,
                               "resume": self.resume, "resume_lengths": [len(c) for c in resume]})
-        columns += resume
-        pieces: list[bytes | memoryview] = [len(head).to_bytes(8, "little"), head, *columns]
+
+        def body() -> Iterator[bytes | memoryview]:
+            yield len(head).to_bytes(8, "little")
+            yield head
+            for k, width in enumerate(widths):
+                yield from line_column(k, width)
+            yield from texts
+            yield from resume
+
         digest = hashlib.sha256()
-        for piece in pieces:
+        for piece in body():
             digest.update(piece)
-        return [MAGIC, digest.digest(), *pieces]
+        yield MAGIC
+        yield digest.digest()
+        yield from body()
 
 
 def from_bytes(raw: bytes, key: tuple[Any, ...] | None) -> CountCache | None:

@@ -1,15 +1,18 @@
 """Counts kept 2 bytes a record (``columns``): pass 1's (``stream_totals.Totals``), the count cache's and the
 resume point's; a record over 2**15 tokens widens its column to 4 bytes, one over 2**31 to 8, whole, and is
-kept and read back exactly. The cache's format says each column's width (``CTXCOUNTS8``; ``CTXCOUNTS7``, the
-same layout with columns of 4 or 8 bytes, is still read): a cache of an older format is ignored and rebuilt
+kept and read back exactly. The cache's format says each column's width (``CTXCOUNTS9``; ``CTXCOUNTS8``, whose
+resume point kept the call ids' columns 8 and 4 bytes an item, and ``CTXCOUNTS7``, the same layout with
+columns of 4 or 8 bytes, are still read): a cache of an older format is ignored and rebuilt
 once, never misread (docs/concepts/state.md#the-count-cache)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import marshal
 from array import array
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -168,23 +171,78 @@ def test_a_cache_of_the_older_format_is_ignored_and_rebuilt_once(tmp_path: Path,
     assert list(loaded.offsets) == list(new.offsets) and list(loaded.heuristic) == list(new.heuristic)
 
 
+def _old_ids(cache: CountCache, n: int) -> tuple[dict[str, Any], list[Any]]:
+    """The resume point's call ids as CTXCOUNTS8 and before kept them: no widths said, the ends 8 bytes an
+    item, the counts and the names' numbers 4 (``n``: pass 1's columns before them)."""
+    assert cache.resume is not None
+    ids = dict(cache.resume["ids"])
+    widths = ids.pop("widths")
+    data, *middle, index = cache.resume_columns[n:]
+    old = [array(code, cols.from_bytes(c, w)) for code, c, w in zip("qii", middle, widths, strict=True)]
+    return {**cache.resume, "ids": ids}, [data, *old, index]
+
+
 def _v7(cache: CountCache) -> bytes:
-    """``cache`` as the format before this one wrote it (CTXCOUNTS7: the same layout, the offsets and counts
-    4 bytes an item at the least, the resume point's counts too)."""
+    """``cache`` as the format two before this one wrote it (CTXCOUNTS7: the same layout, the offsets and
+    counts 4 bytes an item at the least, the resume point's counts too, the call ids as CTXCOUNTS8's)."""
     four = {name: cols.extend(array("i"), getattr(cache, name)) for name in ("offsets", "heuristic", "exact")}
     old = CountCache(key=cache.key, digests=cache.digests, text_keys=cache.text_keys,
                      text_heuristic=cache.text_heuristic, text_exact=cache.text_exact,
                      settled=cache.settled, settled_sha256=cache.settled_sha256, resume_at=cache.resume_at,
                      resume_sha256=cache.resume_sha256, **four)
+    assert cache.resume is not None
     totals = cache.resume["totals"]
     n = len(totals["widths"])
-    old.resume = {**cache.resume, "totals": {**totals, "widths": [4] * n}}
+    resume, ids = _old_ids(cache, n)
+    old.resume = {**resume, "totals": {**totals, "widths": [4] * n}}
     old.resume_columns = [cols.extend(array("i"), cols.from_bytes(c, w))
                           for c, w in zip(cache.resume_columns[:n], totals["widths"], strict=True)]
-    old.resume_columns += cache.resume_columns[n:]
-    chunks = old.chunks()
+    old.resume_columns += ids
+    chunks = list(old.chunks())
     assert chunks[0] == MAGIC
     return b"CTXCOUNTS7\n" + b"".join(bytes(c) for c in chunks[1:])
+
+
+def _v8(cache: CountCache) -> bytes:
+    """``cache`` as the format before this one wrote it (CTXCOUNTS8: the call ids' ends 8 bytes an item, their
+    counts and names' numbers 4, no widths said)."""
+    old = CountCache(**{f.name: getattr(cache, f.name) for f in dataclasses.fields(CountCache)})
+    n = len(cache.resume["totals"]["widths"]) if cache.resume is not None else 0
+    old.resume, ids = _old_ids(cache, n)
+    old.resume_columns = [*cache.resume_columns[:n], *ids]
+    chunks = list(old.chunks())
+    assert chunks[0] == MAGIC
+    return b"CTXCOUNTS8\n" + b"".join(bytes(c) for c in chunks[1:])
+
+
+def test_a_cache_of_the_format_before_is_still_read_and_resumed_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxcompact.state import cache as state_cache
+    from ctxcompact.tokens import counts as counts_mod
+
+    path = _agent_log(tmp_path / "t.jsonl", 300)
+    state = tmp_path / "s.json"
+    opts = Options(window=1_000_000_000, state_path=state)
+    engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
+    kept = cache_path(state)
+    new = from_bytes(kept.read_bytes(), None)
+    assert new is not None and new.resume is not None and new.resume["ids"]["widths"] == [2, 2, 2]
+    old = from_bytes(_v8(new), None)  # what the build before this one wrote (CTXCOUNTS8) reads as it was
+    assert old is not None and old.resume is not None and "widths" not in old.resume["ids"]
+    n = len(new.resume["totals"]["widths"])
+    assert len(old.resume_columns[n + 1]) == 4 * len(new.resume_columns[n + 1])  # (the ends: 8 bytes, 2)
+    kept.write_bytes(_v8(new))
+    state_cache._memo.clear()
+    hashed: list[bytes] = []
+    real = counts_mod.line_digest
+    monkeypatch.setattr(counts_mod, "line_digest", lambda raw: hashed.append(raw) or real(raw))
+    before = (tmp_path / "o.jsonl").read_bytes()
+    with path.open("ab") as f:  # a hook's next call: a few records appended
+        f.write(b'{"role":"user","content":"and one more thing"}\n')
+    engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
+    assert len(hashed) <= 3  # resumed from the old cache: only the lines after its resume point are hashed
+    assert (tmp_path / "o.jsonl").read_bytes().startswith(before[:-200])
+    assert kept.read_bytes().startswith(MAGIC)
 
 
 def test_a_cache_of_4_byte_columns_is_still_read_and_resumed_from(tmp_path: Path,
@@ -201,8 +259,9 @@ def test_a_cache_of_4_byte_columns_is_still_read_and_resumed_from(tmp_path: Path
     assert new is not None and new.resume is not None and new.offsets.itemsize == 4  # (a file over 32 KiB)
     assert new.heuristic.itemsize == new.exact.itemsize == 2
     old = from_bytes(_v7(new), None)  # what the build before this one wrote (CTXCOUNTS7) reads as it was
+    ids = {k: v for k, v in new.resume["ids"].items() if k != "widths"}
     assert old is not None and old.heuristic.itemsize == 4 and old.resume == {
-        **new.resume, "totals": {**new.resume["totals"], "widths": [4, 4]}}
+        **new.resume, "ids": ids, "totals": {**new.resume["totals"], "widths": [4, 4]}}
     assert (old.offsets, old.digests, old.heuristic, old.exact) == (new.offsets, new.digests, new.heuristic,
                                                                    new.exact)  # (arrays equal by value)
     kept.write_bytes(_v7(new))
