@@ -217,8 +217,6 @@ def _v8(cache: CountCache) -> bytes:
 
 def test_a_cache_of_the_format_before_is_still_read_and_resumed_from(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxcompact.state import cache as state_cache
-    from ctxcompact.tokens import counts as counts_mod
 
     path = _agent_log(tmp_path / "t.jsonl", 300)
     state = tmp_path / "s.json"
@@ -231,24 +229,12 @@ def test_a_cache_of_the_format_before_is_still_read_and_resumed_from(
     assert old is not None and old.resume is not None and "widths" not in old.resume["ids"]
     n = len(new.resume["totals"]["widths"])
     assert len(old.resume_columns[n + 1]) == 4 * len(new.resume_columns[n + 1])  # (the ends: 8 bytes, 2)
-    kept.write_bytes(_v8(new))
-    state_cache._memo.clear()
-    hashed: list[bytes] = []
-    real = counts_mod.line_digest
-    monkeypatch.setattr(counts_mod, "line_digest", lambda raw: hashed.append(raw) or real(raw))
-    before = (tmp_path / "o.jsonl").read_bytes()
-    with path.open("ab") as f:  # a hook's next call: a few records appended
-        f.write(b'{"role":"user","content":"and one more thing"}\n')
-    engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
-    assert len(hashed) <= 3  # resumed from the old cache: only the lines after its resume point are hashed
-    assert (tmp_path / "o.jsonl").read_bytes().startswith(before[:-200])
+    _resumes_from(_v8(new), path, opts, kept, tmp_path / "o.jsonl", monkeypatch)
     assert kept.read_bytes().startswith(MAGIC)
 
 
 def test_a_cache_of_4_byte_columns_is_still_read_and_resumed_from(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxcompact.state import cache as state_cache
-    from ctxcompact.tokens import counts as counts_mod
 
     path = _agent_log(tmp_path / "t.jsonl", 300)
     state = tmp_path / "s.json"
@@ -264,16 +250,26 @@ def test_a_cache_of_4_byte_columns_is_still_read_and_resumed_from(tmp_path: Path
         **new.resume, "ids": ids, "totals": {**new.resume["totals"], "widths": [4, 4]}}
     assert (old.offsets, old.digests, old.heuristic, old.exact) == (new.offsets, new.digests, new.heuristic,
                                                                    new.exact)  # (arrays equal by value)
-    kept.write_bytes(_v7(new))
+    _resumes_from(_v7(new), path, opts, kept, tmp_path / "o.jsonl", monkeypatch)
+    again = from_bytes(kept.read_bytes(), None)
+    assert again is not None and kept.read_bytes().startswith(MAGIC) and again.heuristic.itemsize == 4
+
+
+def _resumes_from(old_cache: bytes, path: Path, opts: Options, kept: Path, output: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook's next call, with ``old_cache`` (an older build's count cache) in place, resumes from it: only
+    the lines after its resume point are hashed, and the output grows by what was appended."""
+    from ctxcompact.state import cache as state_cache
+    from ctxcompact.tokens import counts as counts_mod
+
+    kept.write_bytes(old_cache)
     state_cache._memo.clear()
     hashed: list[bytes] = []
     real = counts_mod.line_digest
     monkeypatch.setattr(counts_mod, "line_digest", lambda raw: hashed.append(raw) or real(raw))
-    before = (tmp_path / "o.jsonl").read_bytes()
-    with path.open("ab") as f:  # a hook's next call: a few records appended
+    before = output.read_bytes()
+    with path.open("ab") as f:  # a few records appended
         f.write(b'{"role":"user","content":"and one more thing"}\n')
-    engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
-    assert len(hashed) <= 3  # resumed from the old cache: only the lines after its resume point are hashed
-    assert (tmp_path / "o.jsonl").read_bytes().startswith(before[:-200])
-    again = from_bytes(kept.read_bytes(), None)
-    assert again is not None and kept.read_bytes().startswith(MAGIC) and again.heuristic.itemsize == 4
+    engine.run(path, opts, output=output, hold=False, warn=lambda m: None)
+    assert len(hashed) <= 3
+    assert output.read_bytes().startswith(before[:-200])
