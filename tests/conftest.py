@@ -21,6 +21,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ctxcompact-test-cache-")
 
 
+#: the files that take a worker longest (seconds, a full run on 2 cores), handed to the workers first: with
+#: ``--dist loadfile`` a file runs on one worker, and xdist handed them out by their number of tests, so the
+#: one-minute test_local_llm (2 tests) went last while the other worker sat idle. The rest follow in
+#: collection order (``--no-loadscope-reorder`` in pyproject.toml keeps this order).
+SLOWEST_FIRST = (
+    "tests/engine/test_run_streamed.py",  # ~150 s
+    "tests/facts/test_linear_scans.py",  # ~120
+    "tests/summarizers/test_local_llm.py",  # ~65 (with the local-llm extra)
+    "tests/cli/test_safety_io.py",  # ~47
+    "tests/devtools/test_simulate.py",  # ~45
+    "tests/state/test_resume_claude_code.py",  # ~45
+    "tests/engine/test_memory_streamed.py",  # ~35
+    "tests/tokens/test_long_pieces.py",  # ~24
+    "tests/tokens/test_fastpaths.py",  # ~20
+    "tests/summarizers/test_run_llm.py",  # ~19
+    "tests/cli/test_cli_progress.py",  # ~14
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))  # (stable)
+
+
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many messages each exact counting call was given, in order (the real counter still counts):
