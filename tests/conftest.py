@@ -21,6 +21,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ctxcompact-test-cache-")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_disk_flush(request: pytest.FixtureRequest) -> Any:
+    """``os.fsync`` does nothing in the test processes but in tests/test_atomic.py (which flushes for real
+    and spies that every write does): every atomic write still calls it, but no test can observe the flush
+    to the disk itself, and waiting for it was half the simulate matrix's time (12,706 of them: 170 s → 92 s
+    of wall at load 6, the same CPU). The CLI in a subprocess still flushes."""
+    if request.path.name == "test_atomic.py":
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "fsync", lambda fd: None)
+        yield
+
+
 #: the files that take a worker longest (seconds, a full run on 2 cores), handed to the workers first: with
 #: ``--dist loadfile`` a file runs on one worker, and xdist handed them out by their number of tests, so the
 #: one-minute test_local_llm (2 tests) went last while the other worker sat idle. The rest follow in
