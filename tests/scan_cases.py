@@ -14,6 +14,7 @@ from typing import Any
 
 from ctxcompact.evaluate import identifiers
 from ctxcompact.facts import files, outcomes, rules, text
+from ctxcompact.facts.calls import Hashes
 from ctxcompact.secrets import scrub_credentials
 from ctxcompact.summarizers import layout
 
@@ -289,6 +290,23 @@ def _long_line_then_boundary(n: int) -> bytes:
     return long + b"\n" + boundary + b"\n"
 
 
+def _random_hashes(n: int) -> list[int]:
+    import random
+
+    rnd = random.Random(7)
+    return [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
+
+
+def _add_hashes(hashes: list[int]) -> object:
+    """Every hash added to one :class:`Hashes` (the ids a tool loop looks up): each merge of the recent set
+    into the sorted array is linear in the array, and the merges come geometrically further apart."""
+    seen = Hashes()
+    for h in hashes:
+        seen.add_hash(h)
+    assert len(seen.old) + len(seen.new) == len(hashes)
+    return seen
+
+
 def _boundary_scan(data: bytes) -> object:
     """The byte scan for the last compact_boundary (formats/claude_code_stream), over the whole file."""
     import io
@@ -379,6 +397,8 @@ CASES: tuple[Case, ...] = (
     Case("eval: many failed commands", _failed_commands, _eval, 400),
     Case("errors seen: many failures, then many other successes", _failures_then_successes,
          outcomes.errors_seen, 2_000),
+    # the call ids looked up, merged in place into a sorted array (facts/calls.Hashes._merge)
+    Case("call-id hashes: many added, merged in place", _random_hashes, _add_hashes, 50_000),
     # the credential scrubber on what looks almost like a credential, over and over
     Case("credentials: a-a-a… names before '='", lambda n: "a-" * n + "=", scrub_credentials, 50_000),
     Case("credentials: many near-miss keys", lambda n: "sk-abc ghp_x Bearer x key= " * n, scrub_credentials,

@@ -311,3 +311,14 @@ def test_every_test_file_sits_in_the_folder_of_what_it_tests() -> None:
         "nothing/test_x.py: its folder mirrors no package or module",
         "test_engine_b.py: its module's tests have a folder, tests/engine/",
         "engine/test_a.py: another test file has its name", "cli/test_a.py: another test file has its name"]
+
+
+def test_the_files_handed_out_first_exist() -> None:
+    # conftest.SLOWEST_FIRST orders the suite for the workers: a file renamed would silently go back to its
+    # place in the collection
+    # (read from the file: "conftest" by name may be another folder's conftest.py)
+    tree = ast.parse((TESTS / "conftest.py").read_text(encoding="utf-8"))
+    listed = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "SLOWEST_FIRST" for t in node.targets))
+    assert len(listed) > 5
+    assert [p for p in listed if not (TESTS.parent / p).is_file()] == []

@@ -229,16 +229,17 @@ def _peak(path: Path, hold: bool) -> int:
         tracemalloc.stop()
 
 
-def test_memory_does_not_grow_with_the_number_of_records(tmp_path: Path) -> None:
+def test_memory_does_not_grow_with_the_number_of_records(tmp_path: Path, small_batches: int) -> None:
     """Peak traced memory of a run on N and 4N distinct two-field lines: the streamed run's grows by less
-    than 64 bytes per added record (its counts), the held run's by far more (so the test can fail)."""
+    than 200 bytes per added record (its counts; ~2 measured), the held run's by far more (~1,400: so the
+    test can fail)."""
     def make(n: int) -> Path:
         path = tmp_path / f"{n}.jsonl"
         path.write_bytes(b"".join(orjson.dumps({"role": "user" if i % 2 == 0 else "assistant",
                                                 "content": f"line {i}"}) + b"\n" for i in range(n)))
         return path
 
-    n = 5_000
+    n = small_batches
     small, big = make(n), make(4 * n)
     _peak(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
     streamed = (_peak(big, False) - _peak(small, False)) / (3 * n)
@@ -337,9 +338,11 @@ def test_memory_of_a_compaction_does_not_grow_with_the_file(tmp_path: Path, smal
     (so the test can fail); and both write the same."""
     n = small_batches
     small, big = _agent_log(tmp_path / "small.jsonl", n), _agent_log(tmp_path / "big.jsonl", 4 * n)
-    _peak_compacting(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
+    fewer = _agent_log(tmp_path / "fewer.jsonl", n // 3)
+    _peak_compacting(fewer, False)  # warm: imports, compiled patterns, caches that do not depend on the file
     streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
-    held = (_peak_compacting(big, True) - _peak_compacting(small, True)) / (3 * n)
+    # the held run (which grows by its records from the first) on N/3 and N: that the measure sees growth
+    held = (_peak_compacting(small, True) - _peak_compacting(fewer, True)) / (n - n // 3)
     assert streamed < 128, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 8 * 128, held
     assert _run(small, tmp_path / "s", False, 20_000) == _run(small, tmp_path / "h", True, 20_000)
@@ -479,11 +482,12 @@ def _peak_after_a_compaction(work: Path, more: int, hold: bool) -> int:
         tracemalloc.stop()
 
 
-def test_memory_after_a_compaction_does_not_grow_with_the_records(tmp_path: Path, loads: list[Any]) -> None:
+def test_memory_after_a_compaction_does_not_grow_with_the_records(tmp_path: Path, loads: list[Any],
+                                                                  small_batches: int) -> None:
     """The call after a compaction (the hook's usual call) does not hold the file: its peak grows by less
     than 200 bytes per record appended since (the count cache keeps each record's counts: ~150 B, as on
     any streamed call with a state), the held run's by far more (so the test can fail)."""
-    n = 5_000
+    n = small_batches
     _peak_after_a_compaction(tmp_path / "w", n, False)  # warm: imports, patterns, caches
     loads.clear()
     streamed = (_peak_after_a_compaction(tmp_path / "w", 4 * n, False)
@@ -539,26 +543,29 @@ def _adk_log(path: Path, n: int) -> Path:
 
 @pytest.mark.parametrize("make", [_codex_log, _adk_log], ids=["codex", "adk-events"])
 def test_memory_of_an_agent_log_compaction_does_not_grow_with_the_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Any) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_batches: int, make: Any) -> None:
     """An append-only log's compaction (its lines copied, then the compaction: Codex's compacted line,
     ADK's compaction event) is made in pass 2 too: peak traced memory on N and 4N items grows by little per
     added record on the streamed route, by the records on the held one (so the test can fail); and both
     write the same."""
     from ctxcompact import compaction_stream
+    from ctxcompact.formats import base
 
     read: list[Path] = []
     real = compaction_stream.read_conversation
     monkeypatch.setattr(route_file, "read_conversation", lambda p, *a: read.append(p) or real(p, *a))
-    # (not small_batches: the scan for compaction lines reads 1 MiB at a time, a buffer the smaller file of
-    # 2,001 records does not fill; over 4,096 records both files fill it and it cancels out)
-    n = 5_001
+    # the scan for compaction lines reads 64 KiB at a time, not 1 MiB: a buffer the smaller file (~450 KB)
+    # fills as the larger one does, so it cancels out
+    monkeypatch.setattr(base.marked_lines, "__defaults__", (1 << 16,))
+    n = small_batches
     small, big = make(tmp_path / "small.jsonl", n), make(tmp_path / "big.jsonl", 4 * n)
-    _peak_compacting(small, False)  # warm: imports, compiled patterns, caches that do not depend on the file
-    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
-    assert read and all(p in (small, big) for p in read)  # every streamed run compacted in pass 2
-    # the held run (which grows by its records from the first) on N/3 and N: that the measure sees growth
     fewer = make(tmp_path / "fewer.jsonl", n // 3)
-    held = (_peak_compacting(small, True) - _peak_compacting(fewer, True)) / (3 * (n - n // 3))
+    _peak_compacting(fewer, False)  # warm: imports, compiled patterns, caches that do not depend on the file
+    read.clear()
+    streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
+    assert set(read) == {small, big}  # every streamed run compacted in pass 2
+    # the held run (which grows by its records from the first) on N/3 and N: that the measure sees growth
+    held = (_peak_compacting(small, True) - _peak_compacting(fewer, True)) / (n - n // 3)
     assert streamed < 128, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 8 * 128, held
     assert _run(small, tmp_path / "s", False, 20_000) == _run(small, tmp_path / "h", True, 20_000)

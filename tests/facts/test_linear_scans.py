@@ -1,10 +1,11 @@
 """Every text scan of the facts is linear (issue 19, "quadratic paths"), and side files are read with a bound.
 
-The scaling tests double the input and check that the best-of-3 time at most about doubles (2.5×; a
-quadratic scan gives 4×, and at these sizes the old patterns took minutes); a case over it is measured at
-4n and then 8n, and passes when two doublings together are within the bound's square (n → 4n or 2n → 8n:
-6.25×; quadratic gives 16×): a step of the caches at one size is passed, a quadratic never is. The
-property tests check that the linear rewrites find exactly what the old patterns found.
+The scaling tests double the input and check that the time at most about doubles (the best of 3 at n;
+2n timed once, and again only when over the bound: 2.5×; a quadratic scan gives 4×, and at these sizes the
+old patterns took minutes); a case over it is measured at 4n and then 8n, and passes when two doublings
+together are within the bound's square (n → 4n or 2n → 8n: 6.25×; quadratic gives 16×): a step of the
+caches at one size is passed, a quadratic never is. The property tests check that the linear rewrites find
+exactly what the old patterns found.
 """
 
 from __future__ import annotations
@@ -29,16 +30,22 @@ from ctxcompact.paths import SIDE_FILE_LIMIT, read_side_file
 FAST_ENOUGH_S = 0.01  # both sizes this fast: nothing to compare (a quadratic scan takes seconds here)
 
 
-def super_linear(name: str, bound: float, time_at: Callable[[int], float]) -> str | None:
-    """Why a scan reads as worse than linear, or None; ``time_at(k)`` times it once at ``k`` × its size."""
-    # best of 3, and up to 3 rounds keeping each size's best: a burst of other work on a shared core slows
-    # one measurement, not the best of nine
-    t1 = t2 = float("inf")
-    for _round in range(3):
-        t1 = min(t1, time_at(1))
-        t2 = min(t2, time_at(2))
+def super_linear(name: str, bound: float, time_at: Callable[[int, int], float]) -> str | None:
+    """Why a scan reads as worse than linear, or None; ``time_at(k, r)`` is the best of ``r`` timings at ``k``
+    × its size."""
+    # n is timed best of 3 (a burst of other work on a shared core that slows n's one timing would make a
+    # quadratic read as linear); 2n first once, as a burst there only makes a linear scan read slower:
+    # measured again when over the bound, up to 3 rounds keeping each size's best (the best of nine), so
+    # whatever passes here passed the best-of-3-both-sizes check it replaces, for 2 timings at 2n fewer
+    t1, t2 = time_at(1, 3), time_at(2, 1)
+    for more_at_n, more_at_2n in ((0, 2), (3, 3), (3, 3)):
         if t2 / max(t1, 1e-9) <= bound or t2 < FAST_ENOUGH_S:
             return None
+        if more_at_n:
+            t1 = min(t1, time_at(1, more_at_n))
+        t2 = min(t2, time_at(2, more_at_2n))
+    if t2 / max(t1, 1e-9) <= bound or t2 < FAST_ENOUGH_S:
+        return None
     # one doubling can straddle a step of the allocator or the caches (a clean clone in /tmp read ×2.5-2.9
     # on scans that double evenly above and below it; CI read ×2.5 twice at 100 → 200 → 400 k characters of
     # a regex search that reads ×1.7-1.9 above): two doublings together within the bound's square (linear
@@ -46,7 +53,7 @@ def super_linear(name: str, bound: float, time_at: Callable[[int], float]) -> st
     # quadratic read ×2.3 once at one of them.)
     times = [t1, t2]
     for k in (4, 8):
-        times.append(min(time_at(k) for _ in range(3)))
+        times.append(time_at(k, 3))
         if times[-1] / max(times[-3], 1e-9) <= bound**2:
             return None
     return (f"{name}: the best of 3 at n, 2n, 4n, 8n: " + ", ".join(f"{t:.3f}s" for t in times)
@@ -56,7 +63,7 @@ def super_linear(name: str, bound: float, time_at: Callable[[int], float]) -> st
 @pytest.mark.parametrize("case", scan_cases.CASES, ids=[c.name for c in scan_cases.CASES])
 def test_doubling_the_input_at_most_about_doubles_the_time(case: scan_cases.Case) -> None:
     why = super_linear(f"{case.name} (n={case.n})", case.max_ratio,
-                       lambda k: scan_cases.best_time(case, k * case.n))
+                       lambda k, r: scan_cases.best_time(case, k * case.n, r))
     if why is not None:
         pytest.fail(why)
 
@@ -69,7 +76,7 @@ def test_doubling_the_input_at_most_about_doubles_the_time(case: scan_cases.Case
 def test_the_doubling_check_fails_a_quadratic(times: list[float]) -> None:
     # the allowance for a cache step must not let a quadratic through, whatever one doubling reads
     at = dict(zip((1, 2, 4, 8), times, strict=True))
-    assert super_linear("q", 2.5, at.__getitem__) is not None
+    assert super_linear("q", 2.5, lambda k, _r: at[k]) is not None
 
 
 @pytest.mark.parametrize("times", [
@@ -79,7 +86,7 @@ def test_the_doubling_check_fails_a_quadratic(times: list[float]) -> None:
 ])
 def test_the_doubling_check_passes_a_linear_scan_over_a_step(times: list[float]) -> None:
     at = dict(zip((1, 2, 4, 8), times, strict=True))
-    assert super_linear("l", 2.5, at.__getitem__) is None
+    assert super_linear("l", 2.5, lambda k, _r: at[k]) is None
 
 
 # the patterns as they were, to check the rewrites against
