@@ -11,7 +11,6 @@ import hashlib
 import marshal
 import operator
 import os
-import tempfile
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -49,6 +48,8 @@ class _Spill:
     __slots__ = ("count", "file", "first", "last", "segments", "size")
 
     def __init__(self, directory: str) -> None:
+        import tempfile  # (only a call reading 65,536 new lines spills: a hook's next call loads none of it)
+
         self.file = tempfile.TemporaryFile(dir=directory, prefix=".ctxcounts.", suffix=".tmp")  # noqa: SIM115
         self.segments: list[list[tuple[int, int, int]]] = [[] for _ in range(4)]  # (at, nbytes, width)
         self.size = self.count = 0
