@@ -88,9 +88,8 @@ class Reread:
     finish: Any = None  # what the format's finishing carries to ``at`` (Finish.kept)
     read_from: int = -1  # where the last call's read began (-1: it read the input whole)
     #: what the records of ``cleaned`` count (``stream_totals.Totals.held``), with the count key they were
-    #: counted with (``key``), the ``at`` they were kept at and the count cache's entries of those with no
-    #: line of their own (``texts``): set by ``route_held.count_on`` after the read, so a call that reads on
-    #: counts only the records after them; None: count them (a new start)
+    #: counted with (``key``) and the ``at`` they were kept at: set by ``route_held.count_on`` after the
+    #: read, so a call that reads on counts only the records after them; None: count them (a new start)
     tally: dict[str, Any] | None = None
 
 

@@ -129,14 +129,14 @@ def count_on(ctx: Context, opts: Options, state: State | None, budget: Budget, s
     total = Totals(ctx.input_format, opts, budget, cache)
     if tally is not None:
         total.take(tally)
-        if cache is not None:  # what a whole count keeps of the records not counted again: kept as they are
+        if cache is not None:
+            # what a whole count keeps of the records not counted again, kept as it is: their lines (a settled
+            # part has no record the cleaner changed or made: clean.Cleaner settles none with a repair)
             cache.kept_below = reread.read_from
-            cache.keep_texts(tally["texts"])
     settled = len(reread.cleaned)  # (the records the next call takes as they are: at its head)
     total.add(records[len(total.heuristic):settled])
     total.flush()
-    reread.tally = {**total.held(), "key": key, "at": reread.at,
-                    "texts": cache.texts_kept() if cache is not None else {}}
+    reread.tally = {**total.held(), "key": key, "at": reread.at}
     total.add(records[settled:])
     total.flush()
     stats = total.stats

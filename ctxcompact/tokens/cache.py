@@ -382,16 +382,6 @@ class CountCache:
             self.made[id(message)] = (message, *counts)
         return counts[0], (None if counts[1] == _NONE else counts[1])
 
-    def texts_kept(self) -> dict[int, tuple[int, int]]:
-        """What this call keeps so far of the records with no line of their own, by what they count (a copy):
-        for :meth:`keep_texts` on a later call that does not look those records up again."""
-        return dict(self.fresh_text)
-
-    def keep_texts(self, texts: dict[int, tuple[int, int]]) -> None:
-        """Keep ``texts`` (:meth:`texts_kept` of an earlier call) as if this call had looked them up."""
-        if self.keep:
-            self.fresh_text.update(texts)
-
     def put_made(self, message: Any, heuristic: int, exact: int | None) -> None:
         self.counted += 1
         if self.keep:
