@@ -203,3 +203,57 @@ def test_an_anthropic_list_read_on_carries_where_the_conversation_began() -> Non
         for end in range(9, len(msgs) + 1, 7):
             _same(ctxcompact.compact(msgs[:end], session=s, **given), ctxcompact.compact(msgs[:end], **given))
     assert s._reread.read_from > 0
+
+
+def _records_seen(mp: pytest.MonkeyPatch) -> list[int]:
+    """A counter of the records a call reads and counts: the lines parsed (``context.parse_record``) and the
+    records handed to the counting and the figures (``count_records``, ``context_stats``, ``usage_points``,
+    ``recorded_window``, ``system_tokens``, wherever they are called from)."""
+    from ctxcompact import context, pipeline, result, stream_totals
+
+    seen = [0]
+
+    def counting(f: Any, records_at: int | None) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            seen[0] += 1 if records_at is None else len(args[records_at])
+            return f(*args, **kwargs)
+        return wrapper
+
+    mp.setattr(context, "parse_record", counting(context.parse_record, None))
+    for module in (pipeline, stream_totals, result):
+        for name, at in (("count_records", 0), ("context_stats", 0), ("usage_points", 0),
+                         ("recorded_window", 0), ("system_tokens", 1)):
+            if hasattr(module, name):
+                mp.setattr(module, name, counting(getattr(module, name), at))
+    return seen
+
+
+def test_a_call_s_work_does_not_grow_with_the_list() -> None:
+    """The doubling check of the scans (tests/facts/test_linear_scans.py), on what a call reads and counts
+    instead of its time (deterministic): a session grown to n, 2n, 4n, 8n messages by whole turns, then 8
+    calls of a turn each; the records they parse and count must not double with the list (bound ×1.2 a
+    doubling; reading or counting the whole list gives ×2)."""
+    from facts.test_linear_scans import super_linear
+
+    opts = Options(window=10_000_000, exact="none", keep_trailing_results=True)
+    by_size: dict[int, float] = {}
+
+    def work_at(k: int, _repeats: int) -> float:
+        if k not in by_size:
+            turns = k * 25  # (100 messages a k)
+            msgs = conversation(["turn"] * (turns + 8))
+            s = ctxcompact.Session()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(Cleaner, "FIRST_TRY", 3)
+                for t in range(1, turns + 1):
+                    ctxcompact.compact(msgs[: 1 + 4 * t], session=s, options=opts)
+                seen = _records_seen(mp)
+                for t in range(turns + 1, turns + 9):
+                    assert not ctxcompact.compact(msgs[: 1 + 4 * t], session=s, options=opts).compacted
+                    assert s._reread.read_from > 0
+            by_size[k] = seen[0] / 8
+        return by_size[k]
+
+    why = super_linear("records parsed and counted a call", 1.2, work_at)
+    assert why is None, why
+    assert by_size[1] > 0
