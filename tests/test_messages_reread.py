@@ -205,6 +205,38 @@ def test_an_anthropic_list_read_on_carries_where_the_conversation_began() -> Non
     assert s._reread.read_from > 0
 
 
+def test_a_call_that_fails_while_counting_leaves_the_next_call_exact() -> None:
+    """A call that fails after its read moved on (the counter raising, an interrupt) and before it counted
+    what it settled: the next call does not take the counts kept before as those of the records it reads
+    on from (they are of another offset), and gives what a session reading whole gives, count cache too."""
+    from ctxcompact import stream_totals
+
+    msgs = conversation(["turn"] * 50)
+    opts = Options(window=1_000_000, exact="none", keep_trailing_results=True)
+    session, whole = ctxcompact.Session(), _whole()
+
+    def fails(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the counter failed")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Cleaner, "FIRST_TRY", 3)
+        for end in (21, 41, 61, 81):  # (the first two read whole: the format is detected, then kept)
+            _same(ctxcompact.compact(msgs[:end], session=session, options=opts),
+                  ctxcompact.compact(msgs[:end], session=whole, options=opts))
+        kept = session._reread.at
+        assert session._reread.tally is not None and session._reread.tally["at"] == kept
+        with pytest.MonkeyPatch.context() as failing:
+            failing.setattr(stream_totals, "count_records", fails)
+            with pytest.raises(RuntimeError, match="counter failed"):
+                ctxcompact.compact(msgs[:121], session=session, options=opts)
+        assert session._reread.at > kept  # (the read moved on; its counts were not kept)
+        for end in (121, 161, len(msgs)):
+            _same(ctxcompact.compact(msgs[:end], session=session, options=opts),
+                  ctxcompact.compact(msgs[:end], session=whole, options=opts))
+            assert _state(session) == _state(whole) and _cache(session) == _cache(whole)
+            assert session._reread.read_from > 0
+
+
 def _records_seen(mp: pytest.MonkeyPatch) -> list[int]:
     """A counter of the records a call reads and counts: the lines parsed (``context.parse_record``) and the
     records handed to the counting and the figures (``count_records``, ``context_stats``, ``usage_points``,
