@@ -289,3 +289,35 @@ def test_a_call_s_work_does_not_grow_with_the_list() -> None:
     why = super_linear("records parsed and counted a call", 1.2, work_at)
     assert why is None, why
     assert by_size[1] > 0
+
+
+def test_counts_kept_before_an_edit_are_never_taken_after_it() -> None:
+    """An edit in the prefix starts the kept read over (read whole, its start kept): the counts kept before
+    it go with it, even where a later read lands on the very offset they were kept at (an edit of the same
+    length, then a call that fails while counting: its read moved on to that offset, no counts kept)."""
+    from ctxcompact import stream_totals
+
+    msgs = conversation(["turn"] * 30)
+    opts = Options(window=1_000_000, exact="tiktoken", keep_trailing_results=True)
+    session, whole = ctxcompact.Session(), _whole()
+
+    def fails(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the counter failed")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Cleaner, "FIRST_TRY", 3)
+        for end in (41, 81, 101):
+            ctxcompact.compact(msgs[:end], session=session, options=opts)
+        assert session._reread.tally is not None
+        at = session._reread.tally["at"]
+        edited = [msgs[0], _edited(msgs[1]), *msgs[2:]]  # (the same length: the lines' offsets stay)
+        ctxcompact.compact(edited[:101], session=session, options=opts)  # (read whole, its start kept)
+        with pytest.MonkeyPatch.context() as failing:
+            failing.setattr(stream_totals, "count_records", fails)
+            with pytest.raises(RuntimeError, match="counter failed"):
+                ctxcompact.compact(edited[:101], session=session, options=opts)
+        assert session._reread.at == at  # (read on from the start to where the first read had settled)
+        for end in (105, 121):
+            _same(ctxcompact.compact(edited[:end], session=session, options=opts),
+                  ctxcompact.compact(edited[:end], session=whole, options=opts))
+            assert session._reread.read_from > 0
