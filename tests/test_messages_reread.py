@@ -321,3 +321,19 @@ def test_counts_kept_before_an_edit_are_never_taken_after_it() -> None:
             _same(ctxcompact.compact(edited[:end], session=session, options=opts),
                   ctxcompact.compact(edited[:end], session=whole, options=opts))
             assert session._reread.read_from > 0
+
+
+def test_the_usage_of_kept_messages_calibrates_after_the_counter_changes() -> None:
+    """Usage recorded in messages the session kept counts as measured on every later call: once the counter
+    changes, the state forgets the requests it measured with the other one, and the list's usage is all that
+    calibrates (every point of it, kept or read on)."""
+    msgs = conversation(["turn", "usage"] * 30)
+    session, whole = ctxcompact.Session(), _whole()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Cleaner, "FIRST_TRY", 3)
+        for end, exact in ((41, "none"), (81, "none"), (121, "none"), (131, "tiktoken"), (141, "tiktoken")):
+            opts = Options(window=1_000_000, exact=exact, keep_trailing_results=True)
+            warm = ctxcompact.compact(msgs[:end], session=session, options=opts)
+            _same(warm, ctxcompact.compact(msgs[:end], session=whole, options=opts))
+            assert _state(session) == _state(whole)
+        assert warm.estimate.calibrated.points > 2 and session._reread.read_from > 0
