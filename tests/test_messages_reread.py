@@ -66,6 +66,8 @@ def _same(warm: Any, cold: Any) -> None:
     assert warm.run is not None and cold.run is not None
     assert b"".join(warm.run.lines()) == b"".join(cold.run.lines())
     assert warm.messages == cold.messages and warm.kept == cold.kept
+    system = [{"role": "system", "content": warm.system}] if warm.system is not None else []
+    assert [*system, *warm.messages] == [orjson.loads(line) for line in warm.run.lines()]  # (what was run)
     assert (warm.compacted, warm.tokens_before, warm.tokens_after, warm.fits, warm.warnings) == \
         (cold.compacted, cold.tokens_before, cold.tokens_after, cold.fits, cold.warnings)
     assert [(r.kind, r.line, r.detail) for r in warm.run.repairs] == \
