@@ -87,6 +87,10 @@ class Reread:
     settled: int = 0
     finish: Any = None  # what the format's finishing carries to ``at`` (Finish.kept)
     read_from: int = -1  # where the last call's read began (-1: it read the input whole)
+    #: what the records of ``cleaned`` count (``stream_totals.Totals.held``), with the count key they were
+    #: counted with (``key``) and the ``at`` they were kept at: set by ``route_held.count_on`` after the
+    #: read, so a call that reads on counts only the records after them; None: count them (a new start)
+    tally: dict[str, Any] | None = None
 
 
 def covered_format(opts: Options, fp: Fingerprint) -> str:
@@ -231,6 +235,7 @@ def _keep_start(reread: Reread, key: tuple[Any, ...], prefix: bytes) -> None:
     reread.key, reread.prefix, reread.at, reread.lines = key, prefix, 0, 0
     reread.records, reread.cleaned, reread.system_spans = [], [], []
     reread.ids, reread.started, reread.settled, reread.finish = None, False, 0, None
+    reread.tally = None
 
 
 def _keep_detected(reread: Reread, key: tuple[Any, ...], opts: Options, data: bytes,

@@ -105,10 +105,15 @@ class _Encoded:
     system: Any
     has_system: bool
     _digests: list[str] | None = None
+    _data: bytes | None = None
+    #: whether a run's output is ``data`` as it is (:func:`_unchanged`), once a call has compared them
+    same: bool | None = None
 
     @property
     def data(self) -> bytes:
-        return b"".join(self.lines)
+        if self._data is None:  # (joined once: a session's call and its decoding both read it)
+            self._data = b"".join(self.lines)
+        return self._data
 
     @property
     def digests(self) -> list[str]:
@@ -140,18 +145,22 @@ def _encode(messages: Sequence[Any], system: Any, fmt: str) -> _Encoded:
     lines: list[bytes] = []
     shift = 1 if system is not None else 0
     for i, obj in enumerate(objects):
-        where = "system" if i < shift else f"messages[{i - shift}]"
         try:
             line = orjson.dumps(obj, default=_default)
             if fmt == _RESPONSES:
                 line = orjson.dumps(_response_item(orjson.loads(line)))
         except TypeError as exc:
-            raise UsageError(f"{where}: not JSON data ({exc})") from None
+            raise UsageError(f"{_where(i, shift)}: not JSON data ({exc})") from None
         if not line.startswith(b"{"):
-            raise UsageError(f"{where}: expected a message (a dict or an SDK message object), "
+            raise UsageError(f"{_where(i, shift)}: expected a message (a dict or an SDK message object), "
                              f"got {type(obj).__name__}")
         lines.append(line + b"\n")
     return _Encoded(lines, objects, system, system is not None)
+
+
+def _where(i: int, shift: int) -> str:
+    """The name of the ``i``-th object encoded (named only for an error: a call encodes every message)."""
+    return "system" if i < shift else f"messages[{i - shift}]"
 
 
 def _response_item(item: Any) -> Any:
@@ -210,7 +219,7 @@ def _unchanged(result: RunResult, data: bytes) -> bool:
 
 def _decode(result: RunResult, enc: _Encoded, messages: Sequence[Any],
             warn: Callable[[str], None] = lambda _: None) -> tuple[list[Any], Any, int]:
-    if _unchanged(result, enc.data):
+    if enc.same if enc.same is not None else _unchanged(result, enc.data):
         return list(messages), enc.system, len(messages)  # nothing to repair or compact: the list as given
     build = _sdk_class(messages, result.output_format)
     originals = enc.originals()
@@ -372,7 +381,10 @@ class Session:
             raise _where_error(exc, enc.has_system) from None
         assert result.state is not None
         # what to recognise next time: the output, when it is not the conversation itself
-        out_digests = [] if _unchanged(result, full) else [_digest(o) for o in output_messages(result)]
+        same = _unchanged(result, full)
+        if full is data:  # (the list given is the conversation: what _decode asks, answered)
+            enc.same = same
+        out_digests = [] if same else [_digest(o) for o in output_messages(result)]
         result.state.extra[_KEY] = {"bytes": len(full), "output": out_digests}
         commit(result.state, full, history)
         return result, full

@@ -72,14 +72,18 @@ def _default(opts: Options, counts: Counts) -> float:
     return default_factor(exact_counted=counts.exact_counted, override=opts.default_factor)
 
 
-def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State | None) -> Calibrated:
-    """The context's tokens in the provider's space (docs/concepts/calibration.md#calibration)."""
+def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State | None,
+                      usage: list[UsagePoint] | None = None) -> Calibrated:
+    """The context's tokens in the provider's space (docs/concepts/calibration.md#calibration). ``usage``:
+    the context's :func:`usage_points`, when gathered as its records were counted."""
     if opts.exact == "anthropic":
         current = sum(counts.base)
         real = _anthropic_count(ctx.transcript, opts)
         return calibrate(current, real=real, last_estimate=current, default_factor=_default(opts, counts),
                          source="anthropic count_tokens")
-    return calibrate_counts(counts, usage_points(ctx.transcript.records), opts, state)
+    if usage is None:
+        usage = usage_points(ctx.transcript.records)
+    return calibrate_counts(counts, usage, opts, state)
 
 
 def calibrate_counts(counts: Counts, usage: list[UsagePoint], opts: Options,

@@ -18,7 +18,7 @@ from .pipeline import budget_from_window, recorded_window, usage_points
 from .report import ContextStats, context_stats
 from .tokens.cache import CountCache
 from .tokens.calibration import UsagePoint
-from .tokens.counts import count_records, system_tokens
+from .tokens.counts import Counts, count_records, encoding_name, system_tokens
 
 
 class Totals:
@@ -127,6 +127,21 @@ class Totals:
                 "messages": {str(k): int(v) for k, v in kept["messages"].items()},
                 "tool_calls": int(kept["tool_calls"]), "chars": int(kept["chars"]),
                 "from_input": int(kept["from_input"])}
+
+    def held(self) -> dict[str, Any]:
+        """What was counted so far, every part flushed, as :meth:`read` gives a resume point's: for a later
+        call on the same records grown to :meth:`take` (the held route's ``context.Reread``). Copies: the
+        columns go on growing here."""
+        assert not self.pending
+        return {"heuristic": self.heuristic[:], "exact": None if self.exact is None else self.exact[:],
+                "usage": list(self.usage), "system": self.system, "window": self.window,
+                "messages": dict(self.stats.messages), "tool_calls": self.stats.tool_calls,
+                "chars": self.stats.chars, "from_input": self.stats.from_input}
+
+    def counts(self) -> Counts:
+        """The counts of every part (flushed), with the encoding that made the exact ones."""
+        encoding = encoding_name(self.opts) if self.exact is not None else None
+        return Counts(self.heuristic, self.exact, encoding)
 
     def take(self, read: dict[str, Any]) -> None:
         """Start from the parts counted before a resume point (:meth:`read`)."""

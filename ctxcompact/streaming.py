@@ -67,7 +67,7 @@ from .strategies import Layers, estimate_needs_context, reapplies_each, reapply_
 from .stream_totals import Totals
 from .tokens.cache import CountCache
 from .tokens.calibration import UsagePoint
-from .tokens.counts import Counts, count_key, encoding_name
+from .tokens.counts import Counts, count_key
 
 if TYPE_CHECKING:
     from .covered import Covered
@@ -535,8 +535,7 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     assert reading.chosen is not None
     total.stats.records, total.stats.repairs = reading.records, len(reading.repairs)
     total.stats.covered = covered.records if covered is not None else 0
-    encoding = encoding_name(opts) if total.exact is not None else None
-    counts = Counts(total.heuristic, total.exact, encoding)
+    counts = total.counts()
     cal = calibrate_counts(counts, total.usage, opts, state)
     report = make_estimate_report(total.stats, counts, cal, total.budget, total.system, opts, state_path)
     verbatim = last is not None and kept == reading.records and not reading.repairs
