@@ -57,8 +57,8 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     # one thread: the suite's other worker keeps the second core busy, and llama.cpp's threads wait for each
-    # other at every step by spinning, so a second thread burnt that worker's CPU (server CPU for this file at
-    # load ~10: 150 s with 1 thread, over 186 s with 2 before the second test was half done)
+    # other at every step by spinning, so a second thread burnt that worker's CPU (this file alone at load
+    # 10-13: one thread, 150 CPU-s of the server, 517 s for both tests; two, 397 CPU-s, unfinished at 23 min)
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(_weights()), "--model_alias", "smollm2",
