@@ -40,8 +40,8 @@ def _no_disk_flush(request: pytest.FixtureRequest) -> Any:
 #: one-minute test_local_llm (2 tests) went last while the other worker sat idle. The rest follow in
 #: collection order (``--no-loadscope-reorder`` in pyproject.toml keeps this order).
 SLOWEST_FIRST = (
-    # the local model first, beside run_streamed's memory tests: its server's 2 threads beside the doubling
-    # tests (CPU time, best of 3) made them time again at 4n and 8n (a full run at load 4-10: 793 s, not ~120)
+    # the local model first, beside run_streamed's memory tests: its server (2 threads then, 1 now) beside the
+    # doubling tests (CPU time, best of 3) made them time again at 4n and 8n (a full run at load 4-10: 793 s)
     "tests/summarizers/test_local_llm.py",  # ~65 (with the local-llm extra)
     "tests/engine/test_run_streamed.py",  # ~150 s
     "tests/facts/test_linear_scans.py",  # ~120

@@ -56,10 +56,13 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a llama.cpp server on 127.0.0.1 (stopped at the end of the module)."""
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
+    # one thread: the suite's other worker keeps the second core busy, and llama.cpp's threads wait for each
+    # other at every step by spinning, so a second thread burnt that worker's CPU (this file alone at load
+    # 10-13: one thread, 150 CPU-s of the server, 517 s for both tests; two, 397 CPU-s, unfinished at 23 min)
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(_weights()), "--model_alias", "smollm2",
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX), "--n_threads", "2",
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX), "--n_threads", "1",
              "--verbose", "false"],
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "NO_PROXY": "127.0.0.1"})
     base = f"http://127.0.0.1:{port}/v1"
