@@ -44,6 +44,9 @@ PASS_THROUGH = ("ctxcompact.strategies.base", "ctxcompact.validate")
 # is what the streamed read catches), nor the resume point (no count cache to keep one in, or to take one
 # from: the reading marks no part).
 NO_STATE = ("ctxcompact.covered", "ctxcompact.resume_point")
+# Nor, on a log that records no provider usage (and a state with no fit), what only a measurement makes: the
+# bill recorded (UsagePoint) and the line fitted through bills (Affine), tokens/measured.py.
+UNMEASURED = ("ctxcompact.tokens.measured",)
 NEXT_CALL = ("ctxcompact.strategies.conversation", "ctxcompact.strategies.mask", "ctxcompact.strategies.tail",
              "ctxcompact.strategies.sliding_window", "ctxcompact.summarizers", "ctxcompact.facts.handoff",
              "ctxcompact.facts.todos", "ctxcompact.formats.anthropic", "ctxcompact.formats.genai",
@@ -137,14 +140,26 @@ def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_re
     code, modules = _loaded(args)
     assert code in (0, None)
     assert out.stat().st_size > 0
-    assert _among(modules, HEAVY + PASS_THROUGH + (() if state else NO_STATE)) == []
+    assert _among(modules, HEAVY + PASS_THROUGH + UNMEASURED + (() if state else NO_STATE)) == []
     # (a call with a state keeps a resume point: the check above can see the module it would load)
     assert ("ctxcompact.resume_point" in modules) is state
     if state:  # the second call, on the grown session, too
         _append(src, [{"role": "user", "content": "And the next one?"}])
         code, modules = _loaded(args)
         assert code in (0, None)
-        assert _among(modules, HEAVY + PASS_THROUGH) == []
+        assert _among(modules, HEAVY + PASS_THROUGH + UNMEASURED) == []
+
+
+def test_the_probe_sees_a_measurement(tmp_path: Path) -> None:
+    """A log that records what the provider billed loads what a measurement makes (the check above can see
+    it), below the threshold and without a state too."""
+    src = tmp_path / "session.jsonl"
+    _session(src, 4, False)
+    _append(src, [{"role": "assistant", "content": "Done.", "usage": {"prompt_tokens": 900}}])
+    code, modules = _loaded(["run", str(src), "--window", "1000000", "--no-state", "-o",
+                             str(tmp_path / "out.jsonl")])
+    assert code in (0, None)
+    assert "ctxcompact.tokens.measured" in modules
 
 
 def test_the_next_call_loads_only_what_it_uses(tmp_path: Path) -> None:
