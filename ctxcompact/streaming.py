@@ -351,7 +351,7 @@ class _Reading:
             for item in head:
                 yield feed(self.chosen, *item, read=False)
         if self.records <= 1:
-            raise _Held("one record: perhaps a whole-file JSON document (reader.split_document)")
+            raise _Held("one record: perhaps a whole-file JSON document (document.split_document)")
         try:
             finish.end()  # type: ignore[union-attr]
         except NeedsWhole as why:

@@ -47,6 +47,8 @@ NO_STATE = ("ctxcompact.covered", "ctxcompact.resume_point")
 # Nor, on a log that records no provider usage (and a state with no fit), what only a measurement makes: the
 # bill recorded (UsagePoint) and the line fitted through bills (Affine), tokens/measured.py.
 UNMEASURED = ("ctxcompact.tokens.measured",)
+# Nor, on any call whose input is streamed (never held in memory), the whole-file JSON reader (document.py).
+STREAMED = ("ctxcompact.document",)
 NEXT_CALL = ("ctxcompact.strategies.conversation", "ctxcompact.strategies.mask", "ctxcompact.strategies.tail",
              "ctxcompact.strategies.sliding_window", "ctxcompact.summarizers", "ctxcompact.facts.handoff",
              "ctxcompact.facts.todos", "ctxcompact.formats.anthropic", "ctxcompact.formats.genai",
@@ -140,14 +142,14 @@ def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_re
     code, modules = _loaded(args)
     assert code in (0, None)
     assert out.stat().st_size > 0
-    assert _among(modules, HEAVY + PASS_THROUGH + UNMEASURED + (() if state else NO_STATE)) == []
+    assert _among(modules, HEAVY + PASS_THROUGH + UNMEASURED + STREAMED + (() if state else NO_STATE)) == []
     # (a call with a state keeps a resume point: the check above can see the module it would load)
     assert ("ctxcompact.resume_point" in modules) is state
     if state:  # the second call, on the grown session, too
         _append(src, [{"role": "user", "content": "And the next one?"}])
         code, modules = _loaded(args)
         assert code in (0, None)
-        assert _among(modules, HEAVY + PASS_THROUGH + UNMEASURED) == []
+        assert _among(modules, HEAVY + PASS_THROUGH + UNMEASURED + STREAMED) == []
 
 
 def test_the_probe_sees_a_measurement(tmp_path: Path) -> None:
@@ -160,6 +162,18 @@ def test_the_probe_sees_a_measurement(tmp_path: Path) -> None:
                              str(tmp_path / "out.jsonl")])
     assert code in (0, None)
     assert "ctxcompact.tokens.measured" in modules
+
+
+def test_the_probe_sees_a_whole_file_document(tmp_path: Path) -> None:
+    """A transcript stored as one JSON document is held and split into its records: the whole-file reader is
+    loaded then (the check above can see it)."""
+    src = tmp_path / "session.json"
+    messages = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi."}]
+    src.write_text(json.dumps(messages, indent=2))
+    code, modules = _loaded(["run", str(src), "--window", "1000000", "--no-state", "-o",
+                             str(tmp_path / "out.jsonl")])
+    assert code in (0, None)
+    assert "ctxcompact.document" in modules
 
 
 def test_the_next_call_loads_only_what_it_uses(tmp_path: Path) -> None:
