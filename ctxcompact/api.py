@@ -105,6 +105,8 @@ def clean(transcript: Transcript) -> CleanResult:
 
 @dataclass(slots=True)
 class CleanFileResult:
+    """What ``clean_file`` made: the cleaned transcript, its output format, the repairs and the problems."""
+
     transcript: Transcript
     output_format: str
     repairs: list[Repair]
