@@ -26,7 +26,9 @@ HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "c
          "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve",
          "ctxcompact.tokens.usage", "compiled:injected", "compiled:long_piece",
          # nor what only a compaction writes into a state (the summary, the history entry, the counts)
-         "ctxcompact.state.compacted")
+         "ctxcompact.state.compacted",
+         # nor `clean`'s whole-file read and its result class (api names them on first use)
+         "ctxcompact.clean_file")
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
