@@ -15,23 +15,18 @@ from __future__ import annotations
 import importlib
 import io
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from .atomic import write_lines
-from .clean import CleanResult, Repair
+from .clean import CleanResult
 from .clean import clean as _clean
-from .convert import lines_in
 from .engine import (
     RunResult,
-    Warn,
     estimate,
-    output_format,
     record_real_tokens,
     resolve_state_path,
     run,
-    stderr_warn,
 )
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
 from .formats import read_transcript
@@ -47,6 +42,7 @@ from .state import reset_state as _reset_state
 
 if TYPE_CHECKING:
     from .batch import Row, Totals, error_row
+    from .clean_file import CleanFileResult, clean_file
     from .evaluate import Probe, evaluate, load_probes
     from .evaluate.html import page as eval_html
     from .evaluate.render import chart as eval_chart
@@ -59,8 +55,9 @@ if TYPE_CHECKING:
     from .validate import ValidationReport
 
 # Loaded on first use, so a hook's `run` does not import the evaluation, the message-list API (asyncio), the
-# process pool, recall or the billed usage's reader: name -> (module, attribute)
+# process pool, recall, the billed usage's reader or `clean`'s result class: name -> (module, attribute)
 _LAZY = {
+    "CleanFileResult": ("clean_file", "CleanFileResult"), "clean_file": ("clean_file", "clean_file"),
     "Row": ("batch", "Row"), "Totals": ("batch", "Totals"), "error_row": ("batch", "error_row"),
     "Probe": ("evaluate", "Probe"), "evaluate": ("evaluate", "evaluate"),
     "load_probes": ("evaluate", "load_probes"),
@@ -101,28 +98,6 @@ def validate(source: Source, fmt: str = "auto", *, lenient: bool = False) -> Val
 def clean(transcript: Transcript) -> CleanResult:
     """The repairs on a loaded transcript; returns CleanResult(transcript, repairs)."""
     return _clean(transcript)
-
-
-@dataclass(slots=True)
-class CleanFileResult:
-    transcript: Transcript
-    output_format: str
-    repairs: list[Repair]
-    problems: list[Problem] = field(default_factory=list)
-
-    def lines(self) -> Iterator[bytes]:
-        return lines_in(self.transcript, self.output_format)
-
-
-def clean_file(source: Source, fmt: str = "auto", *, lenient: bool = False, to: str | None = None,
-               warn: Warn = stderr_warn, keep_trailing_results: bool = False) -> CleanFileResult:
-    """Read, validate per line and clean a transcript; ``.lines()`` gives the output (in ``to``, or the
-    input's format)."""
-    data = InputData.load(source)
-    result = read_transcript(io.BytesIO(data.data), fmt, lenient=lenient, schema=True)
-    cleaned = _clean(result.transcript, close_trailing=not keep_trailing_results)
-    out_format = output_format(Options(to=to), cleaned.transcript, warn)
-    return CleanFileResult(cleaned.transcript, out_format, list(cleaned.repairs), list(result.problems))
 
 
 def estimate_many(paths: Sequence[str], opts: Options, jobs: int | None = None) -> Iterator[Row]:

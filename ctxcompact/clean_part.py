@@ -81,6 +81,8 @@ from .repairs import (
 # generated ``__eq__`` (each costs a compile at import, ~0.5 M instructions on every call that cleans).
 @dataclass(slots=True, eq=False)
 class _Call:
+    """A tool call the part holds, and the result that answers it once linked."""
+
     pos: int  # index of the record in the input
     bi: int  # index of the block in its message
     block: ToolCall
@@ -90,6 +92,8 @@ class _Call:
 
 @dataclass(slots=True, eq=False)
 class _Result:
+    """A tool result the part holds, and the call it answers once linked."""
+
     pos: int
     bi: int
     block: ToolResult

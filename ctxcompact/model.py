@@ -53,6 +53,8 @@ IMAGE_TOKENS = 1600
 
 @dataclass(slots=True)
 class TextBlock:
+    """Plain text: the usual content of a message."""
+
     text: str
     raw: dict[str, Any] | None = None
 
@@ -131,6 +133,8 @@ Block = TextBlock | ThinkingBlock | ImageBlock | ToolCall | ToolResult | OpaqueB
 
 @dataclass(slots=True)
 class Message:
+    """One turn of the conversation: its role and its content blocks."""
+
     role: Role
     blocks: list[Block]
     source_role: str = ""  # the role as the format spelled it ("developer", "model", …)

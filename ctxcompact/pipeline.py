@@ -22,11 +22,12 @@ from .report import ContextStats, EstimateReport, context_stats, make_report
 from .state import State
 from .strategies import get_strategy
 from .tokens.cache import CountCache
-from .tokens.calibration import Calibrated, UsagePoint, calibrate, calibrate_request, default_factor
+from .tokens.calibration import Calibrated, calibrate, calibrate_request, default_factor
 from .tokens.counts import Counts, count_records, system_tokens
 
 if TYPE_CHECKING:
     from .strategies.base import StrategyInput
+    from .tokens.measured import UsagePoint
 
 
 def budget_from_transcript(budget: Budget, opts: Options, records: list[Record]) -> Budget:
@@ -62,10 +63,15 @@ def budget_from_window(budget: Budget, opts: Options, found: tuple[int, int] | N
 def usage_points(records: list[Record]) -> list[UsagePoint]:
     """Every provider usage recorded in the input part of the context, in order (each request saw the
     records before it)."""
+    billed = [(i, r) for i, r in enumerate(records)
+              if r.usage is not None and r.origin is Origin.INPUT and r.usage.prompt_tokens > 0]
+    if not billed:
+        return []
+    from .tokens.measured import UsagePoint  # (only a log with usage measures: tokens/measured.py)
+
     return [UsagePoint(position=i + r.usage.after, prompt_tokens=r.usage.prompt_tokens, line=r.line,
                        source=r.usage.source)
-            for i, r in enumerate(records)
-            if r.usage is not None and r.origin is Origin.INPUT and r.usage.prompt_tokens > 0]
+            for i, r in billed if r.usage is not None]
 
 
 def _default(opts: Options, counts: Counts) -> float:

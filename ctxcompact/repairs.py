@@ -56,6 +56,8 @@ class Repair:
 
 @dataclass(slots=True)
 class CleanResult:
+    """A cleaned transcript and the repairs that made it."""
+
     transcript: Transcript
     repairs: list[Repair] = field(default_factory=list)
 

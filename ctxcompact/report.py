@@ -77,6 +77,8 @@ def decide(tokens: int, smallest_after: int, budget: Budget) -> tuple[bool, bool
 
 @dataclass(slots=True)
 class EstimateReport:
+    """What ``estimate`` reports (and ``run`` with it): the records, the counts, the budget, the verdict."""
+
     format: str
     records: int
     covered: int

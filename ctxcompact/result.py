@@ -31,6 +31,8 @@ Warn = Callable[[str], None]
 
 @dataclass
 class RunResult:
+    """What ``run`` did: the transcript written (or that would be), the counts before and after, the state."""
+
     transcript: Transcript  # what was (or would be) written
     output_format: str
     compacted: bool

@@ -13,7 +13,6 @@ from typing import BinaryIO
 
 from .errors import UsageError
 from .paths import read_input
-from .reader import split_document
 
 Source = str | Path | bytes | BinaryIO
 
@@ -23,7 +22,7 @@ class InputData:
     """The input as bytes, read once. The state's covered prefix lets later steps skip parsing it.
 
     A transcript stored as one JSON document (an ADK session export, a JSON array of messages) is read as
-    the JSONL of its records (``reader.split_document``): ``data`` holds that JSONL, ``document`` says what
+    the JSONL of its records (``document.split_document``): ``data`` holds that JSONL, ``document`` says what
     the file was, and line N of every message is record N of the document."""
 
     data: bytes
@@ -33,6 +32,8 @@ class InputData:
     @classmethod
     def load(cls, source: Source) -> InputData:
         data, path = cls._read(source)
+        from .document import split_document  # (here: a streamed run holds no input, document.py)
+
         doc = split_document(data)
         return cls(data, path) if doc is None else cls(doc.lines, path, doc.what)
 

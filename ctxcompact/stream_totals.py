@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from array import array
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import columns as cols
 from .budget import Budget
@@ -17,8 +17,10 @@ from .options import Options
 from .pipeline import budget_from_window, recorded_window, usage_points
 from .report import ContextStats, context_stats
 from .tokens.cache import CountCache
-from .tokens.calibration import UsagePoint
 from .tokens.counts import Counts, count_records, encoding_name, system_tokens
+
+if TYPE_CHECKING:
+    from .tokens.measured import UsagePoint
 
 
 class Totals:
@@ -120,8 +122,13 @@ class Totals:
         if counts is not None and len(counts) != len(heuristic):
             raise ValueError("counts of unequal lengths")
         window = kept["window"]
+        usage = kept["usage"]
+        if usage:  # (only a log with usage measures: tokens/measured.py)
+            from .tokens.measured import UsagePoint
+
+            usage = [UsagePoint(int(a), int(b), int(c), str(d)) for a, b, c, d in usage]
         return {"heuristic": heuristic, "exact": counts,
-                "usage": [UsagePoint(int(a), int(b), int(c), str(d)) for a, b, c, d in kept["usage"]],
+                "usage": list(usage),
                 "system": int(kept["system"]),
                 "window": None if window is None else (int(window[0]), int(window[1])),
                 "messages": {str(k): int(v) for k, v in kept["messages"].items()},

@@ -66,7 +66,6 @@ from .state.cache import cache_path
 from .strategies import Layers, estimate_needs_context, reapplies_each, reapply_each
 from .stream_totals import Totals
 from .tokens.cache import CountCache
-from .tokens.calibration import UsagePoint
 from .tokens.counts import Counts, count_key
 
 if TYPE_CHECKING:
@@ -352,7 +351,7 @@ class _Reading:
             for item in head:
                 yield feed(self.chosen, *item, read=False)
         if self.records <= 1:
-            raise _Held("one record: perhaps a whole-file JSON document (reader.split_document)")
+            raise _Held("one record: perhaps a whole-file JSON document (document.split_document)")
         try:
             finish.end()  # type: ignore[union-attr]
         except NeedsWhole as why:
@@ -530,6 +529,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     late = finish.late_usage() if finish is not None else None
     if late is not None and target is not None and finish is not None and target[1].offset == finish.target:
         position, line = target[0] + late.after, target[1].line
+        from .tokens.measured import UsagePoint  # (only a log with usage measures: tokens/measured.py)
+
         total.usage.append(UsagePoint(position, late.prompt_tokens, line, late.source))
         total.usage.sort(key=lambda p: p.position)  # (in the records' order, as usage_points gives them)
     assert reading.chosen is not None

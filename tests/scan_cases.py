@@ -268,7 +268,7 @@ def _summarize(arg: Any) -> object:
 
 
 def _document(n: int) -> bytes:
-    """A pretty-printed JSON array of ``n`` messages (a whole-file JSON transcript, reader.split_document)."""
+    """A pretty-printed JSON array of ``n`` messages (a whole-file JSON transcript, split_document)."""
     import json
 
     return json.dumps([{"role": "user" if i % 2 else "assistant", "content": f"message {i}"}
@@ -276,7 +276,7 @@ def _document(n: int) -> bytes:
 
 
 def _split(data: bytes) -> object:
-    from ctxcompact.reader import split_document
+    from ctxcompact.document import split_document
 
     return split_document(data)
 

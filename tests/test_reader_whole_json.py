@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from ctxcompact import api
 from ctxcompact.cli import main
+from ctxcompact.document import split_document
 from ctxcompact.errors import InputError
-from ctxcompact.reader import split_document
 
 GENAI = Path(__file__).parent / "data" / "genai"
 NO_STATE = api.Options(exact="none", use_state=False)

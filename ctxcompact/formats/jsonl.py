@@ -32,6 +32,8 @@ MAX_PROBLEMS = 1000
 
 @dataclass(slots=True)
 class ReadResult:
+    """A transcript read whole, the problems found in its lines, and how many lines were dropped (lenient)."""
+
     transcript: Transcript
     problems: list[Problem]
     dropped: int

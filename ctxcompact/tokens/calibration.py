@@ -58,9 +58,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..options import MAX_TOKENS
+
+if TYPE_CHECKING:
+    from .measured import Affine, UsagePoint
 
 DEFAULT_HEURISTIC_FACTOR = 2.0
 DEFAULT_EXACT_FACTOR = 1.25
@@ -199,12 +202,6 @@ MIN_SPREAD_TOKENS = 256
 SPREAD_SHARE = 0.1
 
 
-@dataclass(frozen=True, slots=True)
-class Affine:
-    hidden: int
-    slope: float
-
-
 def fit_affine(points: Sequence[tuple[int, int]], prior_slope: float) -> Affine | None:
     """``real ≈ hidden + slope × visible`` from measured requests ``(visible, real)``, oldest first; None when
     they cannot tell a hidden part from a factor.
@@ -229,6 +226,8 @@ def fit_affine(points: Sequence[tuple[int, int]], prior_slope: float) -> Affine 
         v, r = pts[0]
         if r <= MAX_FACTOR * v:
             return None  # a ratio a tokenizer can explain: the factor rule
+        from .measured import Affine  # here: a call with nothing measured makes no Affine (measured.py)
+
         return Affine(hidden=max(0, math.ceil(r - _exact(prior_slope) * v)), slope=prior_slope)
     slopes = [Fraction(r2 - r1, v2 - v1) for k, (v1, r1) in enumerate(pts) for v2, r2 in pts[k + 1:]
               if abs(v2 - v1) >= MIN_SPREAD_TOKENS]
@@ -237,21 +236,12 @@ def fit_affine(points: Sequence[tuple[int, int]], prior_slope: float) -> Affine 
     slope = _clamped(statistics.median(slopes)) if slopes else _exact(prior_slope)
     v, r = pts[-1]
     hidden = max(Fraction(0), r - slope * v)
+    from .measured import Affine
+
     return Affine(hidden=math.ceil(hidden), slope=float(slope))
 
 
 # ------------------------------------------------------------------------------------------ the sources
-
-
-@dataclass(frozen=True, slots=True)
-class UsagePoint:
-    """Prompt tokens a provider reported for a request recorded in the transcript: the request saw the
-    records before ``position`` (an index into the counts of the context)."""
-
-    position: int
-    prompt_tokens: int
-    line: int
-    source: str
 
 
 class StoredCalibration(Protocol):
@@ -409,6 +399,8 @@ def _calibrated(current: int, model: Affine | None, measured: list[tuple[int, in
         return _factor(current, factor, floor, measured, default, last_source or "state (an earlier request)")
     if stored is not None and same:
         if stored.slope is not None and stored.hidden is not None:
+            from .measured import Affine
+
             return _affine(current, Affine(stored.hidden, stored.slope), None, [], default,
                            "state (hidden part and slope of earlier requests)")
         if stored.factor:

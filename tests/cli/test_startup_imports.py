@@ -26,7 +26,9 @@ HEAVY = ("jsonschema", "tiktoken", "regex", "anthropic", "openai", "asyncio", "c
          "ctxcompact.facts.files", "filelock", "logging", "ctxcompact.cli.tools", "ctxcompact.cli.serve",
          "ctxcompact.tokens.usage", "compiled:injected", "compiled:long_piece",
          # nor what only a compaction writes into a state (the summary, the history entry, the counts)
-         "ctxcompact.state.compacted")
+         "ctxcompact.state.compacted",
+         # nor `clean`'s whole-file read and its result class (api names them on first use)
+         "ctxcompact.clean_file")
 
 # Nor, on a hook's next call (a state, the format known), what only a compaction, a strategy's own figures
 # or another format need: the conversation reader and the facts it reads, masking, the summarizers' types,
@@ -44,6 +46,11 @@ PASS_THROUGH = ("ctxcompact.strategies.base", "ctxcompact.validate")
 # is what the streamed read catches), nor the resume point (no count cache to keep one in, or to take one
 # from: the reading marks no part).
 NO_STATE = ("ctxcompact.covered", "ctxcompact.resume_point")
+# Nor, on a log that records no provider usage (and a state with no fit), what only a measurement makes: the
+# bill recorded (UsagePoint) and the line fitted through bills (Affine), tokens/measured.py.
+UNMEASURED = ("ctxcompact.tokens.measured",)
+# Nor, on any call whose input is streamed (never held in memory), the whole-file JSON reader (document.py).
+STREAMED = ("ctxcompact.document",)
 NEXT_CALL = ("ctxcompact.strategies.conversation", "ctxcompact.strategies.mask", "ctxcompact.strategies.tail",
              "ctxcompact.strategies.sliding_window", "ctxcompact.summarizers", "ctxcompact.facts.handoff",
              "ctxcompact.facts.todos", "ctxcompact.formats.anthropic", "ctxcompact.formats.genai",
@@ -137,14 +144,38 @@ def test_run_below_the_threshold_imports_nothing_heavy(tmp_path: Path, end_on_re
     code, modules = _loaded(args)
     assert code in (0, None)
     assert out.stat().st_size > 0
-    assert _among(modules, HEAVY + PASS_THROUGH + (() if state else NO_STATE)) == []
+    assert _among(modules, HEAVY + PASS_THROUGH + UNMEASURED + STREAMED + (() if state else NO_STATE)) == []
     # (a call with a state keeps a resume point: the check above can see the module it would load)
     assert ("ctxcompact.resume_point" in modules) is state
     if state:  # the second call, on the grown session, too
         _append(src, [{"role": "user", "content": "And the next one?"}])
         code, modules = _loaded(args)
         assert code in (0, None)
-        assert _among(modules, HEAVY + PASS_THROUGH) == []
+        assert _among(modules, HEAVY + PASS_THROUGH + UNMEASURED + STREAMED) == []
+
+
+def test_the_probe_sees_a_measurement(tmp_path: Path) -> None:
+    """A log that records what the provider billed loads what a measurement makes (the check above can see
+    it), below the threshold and without a state too."""
+    src = tmp_path / "session.jsonl"
+    _session(src, 4, False)
+    _append(src, [{"role": "assistant", "content": "Done.", "usage": {"prompt_tokens": 900}}])
+    code, modules = _loaded(["run", str(src), "--window", "1000000", "--no-state", "-o",
+                             str(tmp_path / "out.jsonl")])
+    assert code in (0, None)
+    assert "ctxcompact.tokens.measured" in modules
+
+
+def test_the_probe_sees_a_whole_file_document(tmp_path: Path) -> None:
+    """A transcript stored as one JSON document is held and split into its records: the whole-file reader is
+    loaded then (the check above can see it)."""
+    src = tmp_path / "session.json"
+    messages = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi."}]
+    src.write_text(json.dumps(messages, indent=2))
+    code, modules = _loaded(["run", str(src), "--window", "1000000", "--no-state", "-o",
+                             str(tmp_path / "out.jsonl")])
+    assert code in (0, None)
+    assert "ctxcompact.document" in modules
 
 
 def test_the_next_call_loads_only_what_it_uses(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from ctxcompact.tokens.calibration import (
     DEFAULT_EXACT_FACTOR,
     DEFAULT_HEURISTIC_FACTOR,
     Calibrated,
-    UsagePoint,
     calibrate,
     calibrate_request,
     default_factor_for,
@@ -22,6 +21,7 @@ from ctxcompact.tokens.calibration import (
     narrow,
     not_for_written,
 )
+from ctxcompact.tokens.measured import UsagePoint
 
 DATA = Path(__file__).parent.parent / "data"
 

@@ -4,7 +4,8 @@ request sent with the uncompacted context."""
 
 from __future__ import annotations
 
-from ctxcompact.tokens.calibration import UsagePoint, calibrate_request
+from ctxcompact.tokens.calibration import calibrate_request
+from ctxcompact.tokens.measured import UsagePoint
 
 
 def _cal(usage: list[UsagePoint], at_line: int) -> tuple[int, int]:
