@@ -39,9 +39,10 @@ def test_names_in_finds_what_every_scan_found(text):
 
 
 # what each alternative of _NAME turns on, and what comes before its first capital, digit or "@"
-_NAME_PIECES = st.sampled_from(["a", "f", "v", "z", "A", "Z", "0", "7", "@", "-", "_", ".", "/", "$", " ", "\n",
-                                "é", "É", "١", "٢", "ß", "API_KEY", "fooBar", "FooBar", "v1.2.3", "1.2.3-rc.1",
-                                "spotter-0p7.2", "deadbeef1", "abc1234", "@s/p", "x-1", "ab-cd", "-1"])
+_NAME_PIECES = st.sampled_from([
+    "a", "f", "v", "z", "A", "Z", "0", "7", "@", "-", "_", ".", "/", "$", " ", "\n", "é", "É", "١", "٢", "ß",
+    "API_KEY", "fooBar", "FooBar", "v1.2.3", "1.2.3-rc.1", "spotter-0p7.2", "deadbeef1", "abc1234", "@s/p",
+    "x-1", "ab-cd", "-1"])
 
 
 @settings(max_examples=1000, deadline=None)
