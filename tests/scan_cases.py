@@ -15,6 +15,7 @@ from typing import Any
 from ctxcompact.evaluate import identifiers
 from ctxcompact.facts import files, outcomes, rules, text
 from ctxcompact.facts.calls import Hashes
+from ctxcompact.facts.identifiers import names_in
 from ctxcompact.secrets import scrub_credentials
 from ctxcompact.summarizers import layout
 
@@ -349,6 +350,9 @@ CASES: tuple[Case, ...] = (
          text.strip_injected, 50_000),
     Case("URL in path extraction: a.a.a…", lambda n: "a." * n, files.path_tokens, 100_000),
     Case("URL in eval identifiers: a.a.a…", lambda n: "a." * n, identifiers._urls, 100_000),
+    # the name scan's look-ahead reads a run of lowercase letters and dashes once, from the run's start
+    Case("names: one long run of a-a-a… then a capital", lambda n: "a-" * n + "B", names_in, 100_000),
+    Case("names: many runs of lowercase and dashes", lambda n: " ab-cd-e" * n + " X1", names_in, 20_000),
     Case("path tokens: many distinct files", lambda n: " ".join(f"f{i}.py" for i in range(n)),
          files.path_tokens, 20_000),
     Case("command paths: unclosed escaped quotes", lambda n: 'cat "' + '\\"x' * n, files.command_paths,

@@ -29,8 +29,12 @@ _URL = re.compile(r"\b[a-zA-Z][\w+.-]{0,15}://[^\s<>\"'`)\]}]+")
 # Name-like tokens: a scoped package, an UPPER_SNAKE name, a version, a camelCase or PascalCase name of two
 # humps or more, an id of letters and digits joined by a dash (``spotter-0p7.2``), a hexadecimal id of 7 to 40
 # characters with letters and digits (a commit, a task). Words of prose match none of them.
+# The look-ahead after the look-behind changes no match: every name holds a capital, a digit or an ``@``, and
+# only ``a-z`` and ``-`` come before the first of them (the alternatives below, one by one), so a run of word
+# characters that fails it (most words of a tool's output) is not tried against the seven alternatives (the
+# possessive ``*+`` reads the run once; half the time of the scan over a coding agent's outputs).
 _NAME = re.compile(
-    r"(?<![\w@/.$-])("
+    r"(?<![\w@/.$-])(?=[a-z-]*+[A-Z\d@])("
     r"@[a-z0-9][\w.-]*/[\w.-]*\w"
     r"|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
     r"|v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?"

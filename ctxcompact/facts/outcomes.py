@@ -138,7 +138,9 @@ _ERROR_PARTS = (
     (("Error", "Exception", "error", "ERROR", "fatal", "FATAL"),
      r"^[^\S\n]*(?:[\w.]*(?:Error|Exception)|error|ERROR|fatal|FATAL)(?:\[\w+\])?:"),  # not \s: linear
     (("FAILED",), r"\bFAILED\b"),
-    ((" failed", " error"), r"\b[1-9]\d* (?:failed|errors?)\b"),
+    # (``\b[1-9]`` with the digit read first: a pattern that opens with a character class is searched for
+    # that class in C, not tried at every position; the same matches, half the time on an agent's outputs)
+    ((" failed", " error"), r"[1-9](?<!\w[1-9])\d* (?:failed|errors?)\b"),
     (("exit",), r"\bexit(?:ed with)? (?:code|status):? ?[1-9]\d*\b"),
     (("Exit code",), r"\bExit code:? [1-9]\d*\b"),
     (("command not found",), r"command not found"),

@@ -161,3 +161,23 @@ def test_the_feed_reads_a_claim_once_and_the_prose_names_once(monkeypatch: pytes
     # names: each typed request, each assistant text and each result once, each call's one argument once
     assert counts["names"] == len(records)
     assert facts.claimed_fixed and facts.facts.commands
+
+
+# "N failed" / "N errors" with the digit read before the look-behind (outcomes._ERROR_PARTS): the same spans
+# as the pattern that opened on ``\b``
+_OLD_COUNTED = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b", re.M)
+_COUNTED = next(re.compile(p, re.M) for hints, p in outcomes._ERROR_PARTS if " failed" in hints)
+_COUNTED_BITS = st.sampled_from(["1", "2", "0", "10", "٣", " failed", " errors", " error", " ", "\n", "a",
+                                 "_", "é", ".", "-", "x1 failed", "3 failedx", "(2 errors)"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_COUNTED_BITS, max_size=12).map("".join) | st.text(max_size=40))
+def test_counted_failures_match_as_with_a_word_boundary_first(text: str) -> None:
+    assert [m.span() for m in _COUNTED.finditer(text)] == [m.span() for m in _OLD_COUNTED.finditer(text)]
+
+
+def test_counted_failures_edges() -> None:
+    for text in ("1 failed", "a1 failed", "_1 failed", "é1 failed", " 12 errors.", "x\n3 error", "0 failed"):
+        assert [m.span() for m in _COUNTED.finditer(text)] == [m.span() for m in _OLD_COUNTED.finditer(text)]
+    assert _COUNTED.search("a1 failed") is None and _COUNTED.search("-1 failed") is not None
