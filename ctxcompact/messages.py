@@ -36,7 +36,7 @@ from .atomic import stage
 from .context import Reread
 from .engine import RunResult, run_held
 from .errors import ExitCode, InputError, StateError, UsageError
-from .options import Options
+from .options import LOCK_TIMEOUT, Options
 from .plugins import FORMATS as REGISTERED_FORMATS
 from .plugins import REBUILDS_SDK_OBJECTS, SYSTEM_APART
 from .report import EstimateReport
@@ -266,7 +266,8 @@ class Session:
     kept beside it in ``<path>.history.jsonl``). One session per conversation; sessions share nothing, and
     one session is safe to use from several threads (calls take turns)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout: float = 10.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.path = Path(path) if path is not None else None
         self.lock_timeout = lock_timeout
         self._mutex = threading.RLock()
