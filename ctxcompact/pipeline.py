@@ -210,12 +210,13 @@ def describe(report: EstimateReport, si: StrategyInput) -> None:
     extras = get_strategy(si.opts.strategy).describe(si)
     if "would_compact" in extras:
         report.would_compact = bool(extras.pop("would_compact"))
+    # what the strategy would write counts this, not a summary (mask's tier: Strategy.describe)
+    projected = extras.pop("projected_tokens_after", None)
     report.extras = extras
     if "maskable_tokens" not in extras:  # what --prune would free, whatever the strategy: when asked for
         report.later = lambda: _maskable(si)
-    if extras.get("tier") == "mask" and "tokens_after_mask" in extras:
-        # the mask tier is enough: that, not a summary, is what run would write
-        report.projected_tokens_after = int(extras["tokens_after_mask"])
+    if projected is not None:
+        report.projected_tokens_after = int(projected)
 
 
 def _maskable(si: StrategyInput) -> dict[str, Any]:
