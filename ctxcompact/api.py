@@ -31,7 +31,7 @@ from .engine import (
 from .errors import ExitCode, InputError, Problem, StateError, SummarizerError, UsageError
 from .formats import read_transcript
 from .model import Transcript
-from .options import Options
+from .options import LOCK_TIMEOUT, Options
 from .paths import check_paths, check_writes
 from .progress import bar as progress_bar
 from .progress import set_quiet as quiet_progress
@@ -132,7 +132,7 @@ def state_path(source: Source, opts: Options) -> Path | None:
     return resolve_state_path(source, opts, required=True)
 
 
-def reset_state(path: Path | str, lock_timeout: float = 10.0) -> bool:
+def reset_state(path: Path | str, lock_timeout: float = LOCK_TIMEOUT) -> bool:
     """Delete a state file (the next run starts from scratch), under its lock; True when there was one."""
     if not check_is_state(path):  # before the lock: a slip of the tab key leaves no lock file behind
         return False

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from .budget import Budget
 from .context import Reread
 from .errors import InputError, StateError, UsageError
-from .options import MAX_TOKENS, Options, check_options
+from .options import LOCK_TIMEOUT, MAX_TOKENS, Options, check_options
 from .paths import check_paths, check_side_files, spooled, spooled_fifo
 from .plugins import STRATEGIES
 from .result import RunResult, Warn, output_format
@@ -147,7 +147,7 @@ def run_held(data: bytes, opts: Options, state: State | None, *, path: Path | No
 # calibrate
 
 
-def record_real_tokens(state_path: Path, prompt_tokens: int, lock_timeout: float = 10.0) -> State:
+def record_real_tokens(state_path: Path, prompt_tokens: int, lock_timeout: float = LOCK_TIMEOUT) -> State:
     """``ctxcompact calibrate``: store what the provider reported for the last request (after-model hook)."""
     if not 0 <= prompt_tokens <= MAX_TOKENS:
         raise UsageError(f"--prompt-tokens must be between 0 and {MAX_TOKENS:,}, got {prompt_tokens}")

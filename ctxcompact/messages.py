@@ -36,7 +36,9 @@ from .atomic import stage
 from .context import Reread
 from .engine import RunResult, run_held
 from .errors import ExitCode, InputError, StateError, UsageError
-from .options import Options
+from .formats import get_format
+from .formats.base import Format
+from .options import LOCK_TIMEOUT, Options
 from .plugins import FORMATS as REGISTERED_FORMATS
 from .plugins import REBUILDS_SDK_OBJECTS, SYSTEM_APART
 from .report import EstimateReport
@@ -46,8 +48,6 @@ from .tokens.usage import PromptUsage, as_plain, prompt_tokens
 
 #: the names ``compact(format=…)`` takes → the engine's format (each format's entry names its own)
 FORMATS = {"auto": "auto", **REGISTERED_FORMATS.message_names()}
-#: OpenAI Responses input items are read by the Codex format (its ``response_item`` payloads are those items)
-_RESPONSES = FORMATS["responses"]
 #: the state's key for what the session needs to recognise its own output next time
 _KEY = "x-messages"
 HISTORY_SUFFIX = ".history.jsonl"
@@ -144,11 +144,13 @@ def _encode(messages: Sequence[Any], system: Any, fmt: str) -> _Encoded:
         objects.insert(0, {"role": "system", "content": system})
     lines: list[bytes] = []
     shift = 1 if system is not None else 0
+    # a format that reads its list's messages in a shape of its own (Codex: Responses items), else as given
+    shaped = fmt != "auto" and type(get_format(fmt)).from_list_item is not Format.from_list_item
     for i, obj in enumerate(objects):
         try:
             line = orjson.dumps(obj, default=_default)
-            if fmt == _RESPONSES:
-                line = orjson.dumps(_response_item(orjson.loads(line)))
+            if shaped:
+                line = orjson.dumps(get_format(fmt).from_list_item(orjson.loads(line)))
         except TypeError as exc:
             raise UsageError(f"{_where(i, shift)}: not JSON data ({exc})") from None
         if not line.startswith(b"{"):
@@ -163,28 +165,11 @@ def _where(i: int, shift: int) -> str:
     return "system" if i < shift else f"messages[{i - shift}]"
 
 
-def _response_item(item: Any) -> Any:
-    """A Responses "easy" input message (``{"role", "content": "text"}``, no ``type``) as the message item it
-    stands for; every other item as it is."""
-    if isinstance(item, dict) and "type" not in item and "role" in item:
-        content = item.get("content")
-        if isinstance(content, str):
-            kind = "output_text" if item["role"] == "assistant" else "input_text"
-            content = [{"type": kind, "text": content}]
-        return {**item, "type": "message", "content": content}
-    return item
-
-
-def _unwrap(obj: Any) -> Any:
-    # a line the Codex format wrote is an envelope around the Responses item
-    if isinstance(obj, dict) and obj.get("type") == "response_item" and isinstance(obj.get("payload"), dict):
-        return obj["payload"]
-    return obj
-
-
 def output_messages(result: RunResult) -> list[Any]:
-    """The output lines as message objects (Responses items out of their envelope)."""
-    return [_unwrap(orjson.loads(line)) for line in result.lines()]
+    """The output lines as message objects (``Format.to_list_item``: Responses items out of their
+    envelope)."""
+    item = get_format(result.output_format).to_list_item
+    return [item(orjson.loads(line)) for line in result.lines()]
 
 
 def _sdk_class(messages: Sequence[Any], fmt: str) -> Callable[[Any], Any] | None:
@@ -266,7 +251,8 @@ class Session:
     kept beside it in ``<path>.history.jsonl``). One session per conversation; sessions share nothing, and
     one session is safe to use from several threads (calls take turns)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout: float = 10.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.path = Path(path) if path is not None else None
         self.lock_timeout = lock_timeout
         self._mutex = threading.RLock()

@@ -10,6 +10,10 @@ from typing import Any, cast
 
 from .plugins import STRATEGIES, SUMMARIZERS, Option
 
+#: how long a call waits for a state's lock before exit 3: ``Options.lock_timeout``, and every entry that
+#: locks a state without one (``calibrate``, ``state reset``, a file ``Session``)
+LOCK_TIMEOUT = 10.0
+
 
 def declared_default(name: str) -> Any:
     """A built-in strategy option's default, from its one declaration (plugins.STRATEGIES)."""
@@ -39,7 +43,7 @@ class Options:
     state_dir: Path | None = None  # states named after their input in this folder (paths.state_path_in)
     use_state: bool = True
     reset_state: bool = False
-    lock_timeout: float = 10.0
+    lock_timeout: float = LOCK_TIMEOUT
     # cleaning (docs/reference/cli.md#ctxcompact-clean-file): a transcript never ends on a tool result
     # ("Understood." is appended) unless this is set, for a before-model hook called right after tools ran
     # (the model's next turn answers them)

@@ -17,6 +17,7 @@ from .budget import Budget, make_budget
 from .context import Context
 from .model import Origin, Record, Transcript
 from .options import MAX_TOKENS, Options
+from .plugins import PROVIDER_COUNTERS
 from .progress import progress
 from .report import ContextStats, EstimateReport, context_stats, make_report
 from .state import State
@@ -82,11 +83,11 @@ def calibrate_context(ctx: Context, counts: Counts, opts: Options, state: State 
                       usage: list[UsagePoint] | None = None) -> Calibrated:
     """The context's tokens in the provider's space (docs/concepts/calibration.md#calibration). ``usage``:
     the context's :func:`usage_points`, when gathered as its records were counted."""
-    if opts.exact == "anthropic":
+    if opts.exact in PROVIDER_COUNTERS:  # a provider's own count (check_exact: one with an endpoint)
         current = sum(counts.base)
-        real = _anthropic_count(ctx.transcript, opts)
+        real = _provider_count(ctx.transcript, opts)
         return calibrate(current, real=real, last_estimate=current, default_factor=_default(opts, counts),
-                         source="anthropic count_tokens")
+                         source=f"{opts.exact} count_tokens")
     if usage is None:
         usage = usage_points(ctx.transcript.records)
     return calibrate_counts(counts, usage, opts, state)
@@ -129,13 +130,12 @@ def ignored_usage_warning(cal: Calibrated) -> str | None:
             "#usage-that-is-not-for-the-written-context)")
 
 
-def _anthropic_count(transcript: Transcript, opts: Options) -> int:
-    from .tokens.provider import anthropic_count_tokens_for_transcript
+def _provider_count(transcript: Transcript, opts: Options) -> int:
+    from .tokens.provider import count_transcript_tokens
 
-    with progress("counting tokens with Anthropic"):
-        return anthropic_count_tokens_for_transcript(
-            transcript, model=opts.model, api_key=opts.api_key, base_url=opts.base_url, timeout=opts.timeout
-        )
+    with progress(f"counting tokens with {opts.exact}"):
+        return count_transcript_tokens(transcript, opts.exact, opts.model, api_key=opts.api_key,
+                                       base_url=opts.base_url, timeout=opts.timeout)
 
 
 def counter(ctx: Context, counts: Counts, opts: Options, cache: CountCache | None,
@@ -210,12 +210,13 @@ def describe(report: EstimateReport, si: StrategyInput) -> None:
     extras = get_strategy(si.opts.strategy).describe(si)
     if "would_compact" in extras:
         report.would_compact = bool(extras.pop("would_compact"))
+    # what the strategy would write counts this, not a summary (mask's tier: Strategy.describe)
+    projected = extras.pop("projected_tokens_after", None)
     report.extras = extras
     if "maskable_tokens" not in extras:  # what --prune would free, whatever the strategy: when asked for
         report.later = lambda: _maskable(si)
-    if extras.get("tier") == "mask" and "tokens_after_mask" in extras:
-        # the mask tier is enough: that, not a summary, is what run would write
-        report.projected_tokens_after = int(extras["tokens_after_mask"])
+    if projected is not None:
+        report.projected_tokens_after = int(projected)
 
 
 def _maskable(si: StrategyInput) -> dict[str, Any]:

@@ -276,8 +276,10 @@ STRATEGIES: Registry[Any] = Registry("strategy", [
 LOCAL_COUNTERS = ("tiktoken", "none")
 PROVIDER_COUNTERS = {"anthropic": True, "openai": False}
 COUNTERS = (*LOCAL_COUNTERS, *PROVIDER_COUNTERS)
-#: the tiktoken encodings ``--encoding`` names (tokens.exact holds their patterns and ranks' hashes)
-ENCODINGS = ("o200k_base", "cl100k_base")
+#: the tiktoken encodings ``--encoding`` names (tokens.exact holds their patterns and ranks' hashes), and the
+#: one a model not known to use another is counted with (tokens.exact.encoding_for_model)
+DEFAULT_ENCODING = "o200k_base"
+ENCODINGS = (DEFAULT_ENCODING, "cl100k_base")
 
 #: a summarizer trait: it runs offline with nothing to configure (no key, no server, none of the provider
 #: options), so ``run`` does not load it to check its configuration before any work

@@ -59,6 +59,7 @@ from .pipeline import (
     calibrate_counts,
     make_estimate_report,
 )
+from .plugins import PROVIDER_COUNTERS
 from .reader import decode_line
 from .report import EstimateReport
 from .state import State
@@ -118,7 +119,7 @@ def may_stream(path: Path | None, opts: Options, state: State | None, from_bytes
     """Whether ``estimate`` (or ``run``, at any size: ``from_bytes=0``) of ``path`` may stream, before
     reading it (``path`` None: stdin, not yet read; all but its size). ``gathers``: ``run``'s pass 1 gathers
     what the strategy decides by (``strategies.run_gathers``), which would otherwise need the context."""
-    if opts.exact == "anthropic" or (estimate_needs_context(opts.strategy, opts) and not gathers):
+    if opts.exact in PROVIDER_COUNTERS or (estimate_needs_context(opts.strategy, opts) and not gathers):
         return False
     if state is not None and state.holds_sections() and not reapplies_each(state):
         return False  # layers to apply again a record at a time by no code of their own (a plugin's)

@@ -67,6 +67,23 @@ def test_every_cli_default_is_the_library_default(command: str) -> None:
     assert checked >= (1 if command in ("validate", "clean") else 3)
 
 
+def test_the_defaults_a_flags_help_names_are_the_librarys() -> None:
+    """A default the help text names, where the flag shows none (a None the library resolves later), is the
+    constant the library resolves it to."""
+    from ctxcompact.budget import DEFAULT_WINDOW
+    from ctxcompact.summarizers import anthropic, openai
+    from ctxcompact.tokens.calibration import DEFAULT_EXACT_FACTOR, DEFAULT_HEURISTIC_FACTOR
+    from ctxcompact.tokens.counts import encoding_name
+
+    run = {n: p.help or "" for n, p in _params("run").items() if isinstance(p, click.Option)}
+    assert f"(default {DEFAULT_WINDOW})" in run["window"]
+    factors = f"(default {DEFAULT_HEURISTIC_FACTOR} heuristic, {DEFAULT_EXACT_FACTOR} exact;"
+    assert factors in run["default_factor"]
+    assert f"else {encoding_name(Options())})" in run["encoding"]
+    windows = f"else {anthropic.DEFAULT_CONTEXT_WINDOW} / {openai.DEFAULT_CONTEXT_WINDOW})"
+    assert windows in run["summary_window"]
+
+
 @pytest.mark.parametrize("kind", sorted(REGISTRIES))
 def test_every_builtin_loads_and_is_what_its_name_says(kind: str) -> None:
     registry = REGISTRIES[kind]

@@ -13,7 +13,7 @@ import click
 
 from ..errors import EXIT_MEANINGS, UsageError
 from ..options import Options, limits
-from ..plugins import COUNTERS, ENCODINGS, FORMATS, STRATEGIES, SUMMARIZERS
+from ..plugins import COUNTERS, DEFAULT_ENCODING, ENCODINGS, FORMATS, STRATEGIES, SUMMARIZERS
 from ..secrets import scrub_credentials
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -145,7 +145,7 @@ def estimate_options(f: F) -> F:
     f = opt(
         "--encoding",
         type=click.Choice(list(ENCODINGS)),
-        help="tiktoken encoding (default: from --model, else o200k_base).",
+        help=f"tiktoken encoding (default: from --model, else {DEFAULT_ENCODING}).",
     )(f)
     f = opt(
         "--exact",

@@ -11,6 +11,7 @@ import click
 
 from ..errors import ExitCode, UsageError
 from ..options import Options
+from ..sdk import PROVIDERS
 from .commands import cli
 from .options import (
     DEFAULTS,
@@ -303,7 +304,7 @@ def _estimate_row(row: Any, as_json: bool, totals: Any) -> None:
 @opt("-r", "--recursive", is_flag=True, help="Directories: also their subdirectories.")
 @opt(
     "--judge",
-    type=click.Choice(["anthropic", "openai"]),
+    type=click.Choice(list(PROVIDERS)),
     help="Ask this provider each probe's question against the compacted context (needs --summary-model).",
 )
 @opt(

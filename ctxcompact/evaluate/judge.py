@@ -64,12 +64,18 @@ def _ask_anthropic(opts: Options, prompt: str) -> str:
     return "".join(getattr(b, "text", "") for b in message.content)
 
 
+#: how each provider is asked, by its name in ``sdk.PROVIDERS`` (the names ``--judge`` takes)
+ASK = {"anthropic": _ask_anthropic, "openai": _ask_openai}
+
+
 def judge(provider: str, probes: Sequence[Probe], context: str, opts: Options) -> dict[str, Any]:
     """Each probe with a question, asked against ``context``; correct when the answer holds ``expect``
     (case-insensitive) or matches ``expect_regex``."""
+    ask = ASK.get(provider)
+    if ask is None:
+        raise UsageError(f"judge {provider!r}: expected one of {', '.join(ASK)}")
     if not opts.summary_model:
         raise UsageError(f"--judge {provider} needs --summary-model MODEL")
-    ask = _ask_openai if provider == "openai" else _ask_anthropic
     answers = []
     for p in probes:
         if not p.question:

@@ -175,6 +175,15 @@ class Format(abc.ABC):
         Default: as they are."""
         return objs
 
+    def from_list_item(self, obj: Any) -> Any:
+        """A message of a list given to the message-list API (``messages.compact``, as plain JSON) as the
+        line this format reads. Default: the message is the line (a format overriding it is called)."""
+        return obj
+
+    def to_list_item(self, obj: Any) -> Any:
+        """A line this format wrote, as the message the message-list API hands back. Default: the line."""
+        return obj
+
     def dump_record(self, record: Record) -> Any:
         """The JSON object to write for a record that changed or was made by ctxcompact."""
         if record.message is None:

@@ -540,6 +540,23 @@ class CodexFormat(Format):
                               data={"timestamp": stamp, "type": "event_msg", "payload": meter}))
         return out
 
+    def from_list_item(self, obj: Any) -> Any:
+        """A list of OpenAI Responses input items (the message-list API's ``format="responses"``) is read as
+        bare ``response_item`` payloads: an "easy" message (``{"role", "content": "text"}``, no ``type``) as
+        the message item it stands for; every other item as it is."""
+        if isinstance(obj, dict) and "type" not in obj and "role" in obj:
+            content = obj.get("content")
+            if isinstance(content, str):
+                kind = "output_text" if obj["role"] == "assistant" else "input_text"
+                content = [{"type": kind, "text": content}]
+            return {**obj, "type": "message", "content": content}
+        return obj
+
+    def to_list_item(self, obj: Any) -> Any:
+        """A line this format wrote around a Responses item (its ``response_item`` envelope) as the item."""
+        wrapped = isinstance(obj, dict) and obj.get("type") == "response_item"
+        return obj["payload"] if wrapped and isinstance(obj.get("payload"), dict) else obj
+
     def dump_messages(self, message: Message) -> list[Any]:
         """The rollout lines for a message from another format (``--to codex``): a rollout item holds one
         thing, so the text goes in a ``message`` item and every call and result gets its own

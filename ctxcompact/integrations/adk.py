@@ -38,6 +38,7 @@ from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.plugins.base_plugin import BasePlugin
 from google.genai import types
 
+from ..budget import DEFAULT_WINDOW
 from ..messages import CompactResult, Session, acompact
 
 #: how many ADK sessions (each agent of each) one adapter keeps state for; the oldest unused is dropped
@@ -163,7 +164,7 @@ class CtxcompactSummarizer(BaseEventsSummarizer):
     def __init__(self, *, window: int | None = None, model: str | None = None,
                  max_sessions: int = MAX_SESSIONS, **options: Any) -> None:
         # a summary is what was asked for: compact whatever the size (threshold 1 token)
-        self.kwargs: dict[str, Any] = {"window": window or 200_000, "model": model, "format": "gemini",
+        self.kwargs: dict[str, Any] = {"window": window or DEFAULT_WINDOW, "model": model, "format": "gemini",
                                        "threshold": "1", **options}
         self.conversations: OrderedDict[str, _Conversation] = OrderedDict()
         self.max_sessions = max_sessions

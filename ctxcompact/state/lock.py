@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..atomic import output_error
 from ..errors import StateError
+from ..options import LOCK_TIMEOUT
 from ..paths import check_side_files
 
 try:
@@ -37,7 +38,7 @@ _BUSY = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES})
 
 
 @contextlib.contextmanager
-def state_lock(path: str | os.PathLike[str], timeout: float = 10.0) -> Iterator[None]:
+def state_lock(path: str | os.PathLike[str], timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """Hold ``<state>.lock`` for the duration of a read-modify-write of the state.
 
     Waits up to ``timeout`` seconds (0: try once), then raises StateError. The lock is advisory and

@@ -121,7 +121,10 @@ class Strategy(Protocol):
         (the same list) when there is nothing of it."""
 
     def describe(self, si: StrategyInput) -> dict[str, Any]:
-        """Extra keys for ``estimate --json``: what the strategy would do now."""
+        """Extra keys for ``estimate --json``: what the strategy would do now. Two keys are the report's own
+        instead, taken out of them (``pipeline.describe``): ``would_compact`` (a strategy that decides by its
+        own rule says whether ``run`` would act) and ``projected_tokens_after`` (what its output would count,
+        when that is not a summary's projection: mask's tier)."""
 
     def apply(self, si: StrategyInput) -> Outcome | None:
         """Compact (or mask) the context, or None to pass it through."""

@@ -505,7 +505,10 @@ class MaskStrategy:
                 "summary" if si.report.would_compact else "none")
         masking = si.state.section(Masking) if si.state is not None else None
         previous = masking.results if masking else None
+        # the mask tier is enough: that, not a summary, is what run would write (the report's projection)
+        projected = {"projected_tokens_after": after} if tier == "mask" else {}
         return {
+            **projected,
             "would_compact": tier != "none",
             "maskable_tokens": freed,
             "maskable_results": len(results),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..model import Record, Role, token_text
 from ..options import Options
-from ..plugins import LOCAL_COUNTERS, PROVIDER_COUNTERS
+from ..plugins import DEFAULT_ENCODING, LOCAL_COUNTERS, PROVIDER_COUNTERS
 from ..reader import line_digest
 from . import heuristic
 from .cache import CountCache
@@ -45,12 +45,13 @@ class Counts:
 
 
 def encoding_name(opts: Options) -> str:
-    """The tiktoken encoding: ``--encoding``, else the one for ``--model``, else o200k_base."""
+    """The tiktoken encoding: ``--encoding``, else the one for ``--model``, else the default
+    (``plugins.DEFAULT_ENCODING``)."""
     if opts.encoding:
         return opts.encoding
     from .exact import encoding_for_model
 
-    return encoding_for_model(opts.model) if opts.model else "o200k_base"
+    return encoding_for_model(opts.model) if opts.model else DEFAULT_ENCODING
 
 
 def check_exact(opts: Options) -> None:

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING
 
 from ctxcompact.errors import InputError, UsageError
 from ctxcompact.model import Message, token_text
+from ctxcompact.plugins import DEFAULT_ENCODING
 from ctxcompact.tokens import bpe
 
 if TYPE_CHECKING:
     import tiktoken
 
-DEFAULT_ENCODING = "o200k_base"
 
 # SHA-256 of each decompressed rank file: the `expected_hash=` that tiktoken_ext/openai_public.py (tiktoken
 # 0.14) passes to load_tiktoken_bpe for the same encoding. Copied so that a tampered or corrupted file in

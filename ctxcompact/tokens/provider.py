@@ -208,18 +208,3 @@ def count_transcript_tokens(
     messages, system = anthropic_payload(transcript)
     return anthropic_count_tokens(messages, system, model or "", api_key=api_key, base_url=base_url,
                                   timeout=timeout, max_retries=max_retries)
-
-
-
-def anthropic_count_tokens_for_transcript(
-    transcript: Transcript | list[Record],
-    *,
-    model: str | None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    timeout: float = 30.0,
-    max_retries: int = 2,
-) -> int:
-    """``count_transcript_tokens(transcript, "anthropic", …)``: the entry point the pipeline calls."""
-    return count_transcript_tokens(transcript, "anthropic", model, api_key=api_key, base_url=base_url,
-                                   timeout=timeout, max_retries=max_retries)

@@ -267,6 +267,24 @@ def test_judge_asks_each_question_against_the_compacted_context(
     assert "What must never be deleted?" in prompt and RULE in prompt  # the compacted context was sent
 
 
+def test_the_judges_are_the_sdks_providers() -> None:
+    """--judge offers each provider of the one SDK boundary (sdk.PROVIDERS), and the library's ``judge=``
+    refuses any other name instead of asking another provider."""
+    import click
+
+    from ctxcompact import sdk
+    from ctxcompact.cli.commands import cli
+    from ctxcompact.errors import UsageError
+    from ctxcompact.evaluate.judge import ASK, judge
+
+    cmd = cli.get_command(click.Context(cli), "eval")
+    assert cmd is not None
+    choice = next(p.type for p in cmd.params if p.name == "judge")
+    assert isinstance(choice, click.Choice) and list(choice.choices) == list(sdk.PROVIDERS) == list(ASK)
+    with pytest.raises(UsageError, match="judge 'gemini': expected one of anthropic, openai"):
+        judge("gemini", [], "context", api.Options(summary_model="m"))
+
+
 def test_eval_takes_every_option_run_takes_that_shapes_the_result() -> None:
     """eval compacts "exactly as run would": every run option but where and how run writes is eval's too."""
     import click

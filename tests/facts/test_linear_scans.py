@@ -1,4 +1,6 @@
-"""Every text scan of the facts is linear (issue 19, "quadratic paths"), and side files are read with a bound.
+"""Every text scan and counter is linear (issue 19, "quadratic paths"; issue 25 item 3: the counting paths on
+one long pre-token), and side files are read with a bound. The cases are tests/scan_cases.py's, from every
+package (facts, tokens, formats, the cleaner, the sliding window, whole runs), not only the facts'.
 
 The scaling tests double the input and check that the time at most about doubles (the best of 3 at n;
 2n timed once, and again only when over the bound: 2.5×; a quadratic scan gives 4×, and at these sizes the

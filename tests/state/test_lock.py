@@ -117,3 +117,19 @@ def test_two_locks_in_one_process_exclude_each_other(tmp_path: Path) -> None:
         pass
     with state_lock(tmp_path / "s.json", timeout=0):  # released by both
         pass
+
+
+def test_every_entry_that_locks_a_state_waits_as_long_as_run() -> None:
+    """``calibrate``, ``state reset`` and a file ``Session`` take no ``Options``: they wait the same
+    ``Options.lock_timeout`` default (one constant, ``options.LOCK_TIMEOUT``)."""
+    import inspect
+
+    from ctxcompact import api, engine, messages
+    from ctxcompact.options import Options
+
+    def default(fn: object, name: str) -> object:
+        return inspect.signature(fn).parameters[name].default  # type: ignore[arg-type]
+
+    waits = {default(state_lock, "timeout"), default(api.reset_state, "lock_timeout"),
+             default(engine.record_real_tokens, "lock_timeout"), default(messages.Session, "lock_timeout")}
+    assert waits == {Options().lock_timeout}

@@ -415,6 +415,7 @@ def test_mask_strategy_masks_records_state_and_keeps_calibration(tmp_path: Path)
     log.write_bytes(jsonl(objs))
     est = api.estimate(log, opts(strategy="mask"))
     assert est.would_compact and est.extras["tier"] == "mask" and est.extras["maskable_tokens"] > 5000
+    assert est.projected_tokens_after == est.extras["tokens_after_mask"]  # the masked context, not a summary
     r = api.run(log, opts(strategy="mask"), output=tmp_path / "o.jsonl")
     assert r.compacted and r.outcome.tier == "mask" and r.outcome.exit_code == ExitCode.OK
     assert r.outcome.tokens_after < r.estimate.budget.threshold
@@ -467,7 +468,10 @@ def test_prune_tiers(tmp_path: Path, case: str) -> None:
     log = tmp_path / "s.jsonl"
     log.write_bytes(jsonl(objs))
     tier = {"mask suffices": "mask", "mask then summarize": "summary", "nothing to mask": "summary"}[case]
-    assert api.estimate(log, opts(prune=True)).extras["tier"] == tier
+    est = api.estimate(log, opts(prune=True))
+    assert est.extras["tier"] == tier and "projected_tokens_after" not in est.extras  # (the report's own)
+    if tier == "mask":  # run would write the masked context, not a summary: that is the projection
+        assert est.projected_tokens_after == est.extras["tokens_after_mask"] < est.calibrated.tokens
     r = api.run(log, opts(prune=True), output=tmp_path / "o.jsonl")
     assert r.compacted and r.outcome.tier == tier
     state = api.load_state(Path(str(log) + ".ctxstate.json"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -183,10 +184,21 @@ def test_count_reply_without_input_tokens(env: pytest.MonkeyPatch, server: Provi
                                 max_retries=0)
 
 
-def test_pipeline_entry_point(env: pytest.MonkeyPatch, server: ProviderServer) -> None:
-    from ctxcompact.tokens.provider import anthropic_count_tokens_for_transcript
+def test_estimate_calibrates_to_the_providers_count(env: pytest.MonkeyPatch, server: ProviderServer,
+                                                    tmp_path: Path) -> None:
+    """The pipeline asks the provider ``--exact`` names (plugins.PROVIDER_COUNTERS) for the whole context and
+    takes its count as the real figure; the file is read held (the count needs the context)."""
+    from helpers import SAMPLES
 
-    server.push(count_tokens_reply(99))
-    assert anthropic_count_tokens_for_transcript(transcript(), model="m", api_key="k", base_url=server.url,
-                                                 timeout=5.0) == 99
+    from ctxcompact import api
+
+    log = tmp_path / "t.jsonl"
+    log.write_bytes((SAMPLES / "anthropic-session.jsonl").read_bytes())
+    opts = api.Options(exact="anthropic", model="m", window=8000, api_key="k", base_url=server.url,
+                       timeout=5.0)
+    server.push(count_tokens_reply(99), count_tokens_reply(98))
+    report = api.estimate(log, opts)
+    assert report.calibrated.source == "anthropic count_tokens" and report.calibrated.real == 99
     assert server.received[0].body["model"] == "m"
+    ran = api.run(log, opts, output=tmp_path / "out.jsonl")  # (run of a file streams when it may)
+    assert ran.estimate.calibrated.source == "anthropic count_tokens" and ran.estimate.calibrated.real == 98
