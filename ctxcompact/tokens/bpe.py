@@ -41,7 +41,8 @@ import time
 import unicodedata
 import zlib
 from collections.abc import Callable, Sequence
-from itertools import accumulate
+from itertools import accumulate, compress, repeat
+from operator import not_
 from pathlib import Path
 from typing import Any
 
@@ -329,16 +330,49 @@ def classify(text: str) -> str | None:
     of it is the piece of ``text`` at the same place), or None when this path is not sure of ``text``: a
     character Python's tables do not assign (where the ``\\p{…}`` classes of the engines, of several Unicode
     versions, could disagree) or one whose class changed since."""
+    found = _classify(text)
+    return found[0] if found is not None else None
+
+
+def _classify(text: str) -> tuple[str, bool] | None:
+    """:func:`classify`'s copy, and whether ``text`` is mostly ASCII (then only its runs beyond ASCII were
+    looked at: see :data:`SPARSE_SHIFT`)."""
     table = _stand_in
     category = unicodedata.category
-    for c in set(text):
+    sparse = len(text.encode("utf-8", "surrogatepass")) - len(text) <= len(text) >> SPARSE_SHIFT
+    parts = _runs_beyond_ascii(text) if sparse else [text]  # [ASCII, a run beyond it, ASCII, ...]
+    beyond = parts[1::2] if sparse else parts
+    for c in set("".join(beyond)):
         if ord(c) not in table:
             cat = category(c)
             if cat == "Cn" or c in _CHANGED:
                 return None
             table[ord(c)] = (_SPACE if c in _NON_ASCII_WHITE else c if c in _KEEP
                              else _CLASS_OF.get(cat, _OTHER))
-    return text.translate(table)
+    if not sparse:
+        return text.translate(table), False
+    parts[1::2] = map(str.translate, beyond, repeat(table, len(beyond)))
+    return "".join(parts), True
+
+
+SPARSE_SHIFT = 5
+"""A text whose UTF-8 bytes beyond its length are at most 1/2**SPARSE_SHIFT of it is mostly ASCII, which
+stands for itself: only its runs beyond ASCII are translated (``str.translate`` of a text beyond ASCII looks
+each of its characters up in the table, ~400 instructions a character), and only its pieces beyond ASCII
+are sliced back from it (:meth:`Counter._findall`). A text with more pays both for every character, in C."""
+
+
+def _runs_beyond_ascii(text: str) -> list[str]:
+    """``text`` split around its runs of characters beyond ASCII (``re.split`` with the run as a group)."""
+    global _split_runs
+    if _split_runs is None:  # (compiled on first use: most texts are ASCII, and never classified)
+        import re
+
+        _split_runs = re.compile(r"([^\x00-\x7f]+)").split
+    return _split_runs(text)
+
+
+_split_runs: Callable[[str], list[str]] | None = None
 
 
 class Counter:
@@ -369,13 +403,21 @@ class Counter:
             if not text.isascii() and classify(text) is None:
                 return None
             return self._split(text)
-        classified = classify(text)
-        if classified is None:
+        found = _classify(text)
+        if found is None:
             return None
-        ends = list(accumulate(map(len, self._split(classified))))
+        classified, sparse = found
+        pieces = self._split(classified)
+        ends = list(accumulate(map(len, pieces)))
         if (ends[-1] if ends else 0) != len(text):  # the pattern covers every character; never trust less
             return None
-        return list(map(text.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+        if not sparse:
+            return list(map(text.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+        # a piece of ASCII is the text's own (ASCII stands for itself in the classified copy): only the
+        # others, with a stand-in, are sliced back from the text at the same place
+        for i in compress(range(len(pieces)), map(not_, map(str.isascii, pieces))):
+            pieces[i] = text[ends[i] - len(pieces[i]):ends[i]]
+        return pieces
 
     def count(self, text: str) -> int | None:
         """``len(encode_ordinary(text))``, or None when this path is not sure of ``text``."""

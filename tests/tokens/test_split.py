@@ -61,6 +61,47 @@ def test_every_character_class_in_context(split) -> None:
             assert counter._findall(text) == engine.findall(text), (hex(cp), form)
 
 
+_ASCII = "".join(map(chr, range(128)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ascii_text=st.text(alphabet=_ASCII + "  aaaa", min_size=200, max_size=600),
+       beyond=st.lists(st.tuples(st.integers(0, 600), st.text(alphabet=_TRICKY, min_size=1, max_size=3)),
+                       max_size=4))
+def test_a_mostly_ascii_text_splits_as_the_regex_module(split, ascii_text: str,
+                                                        beyond: list[tuple[int, str]]) -> None:
+    """A text with a few characters beyond ASCII has only those runs translated and only the pieces that
+    hold one sliced back (bpe.SPARSE_SHIFT): its pieces are still the regex module's, and they are the
+    text's own characters, not the stand-ins."""
+    counter, engine = split
+    text = ascii_text
+    for at, run in beyond:
+        text = text[:at] + run + text[at:]
+    found = bpe._classify(text)
+    if any(c in bpe._CHANGED for c in text):
+        assert found is None and counter._findall(text) is None
+        return
+    assert found is not None and found[1] == (len(text.encode("utf-8", "surrogatepass")) - len(text)
+                                             <= len(text) >> bpe.SPARSE_SHIFT)
+    assert found[0] == "".join(bpe._stand_in.get(ord(c), c) if not c.isascii() else c  # type: ignore[misc]
+                               for c in text)
+    assert counter._findall(text) == engine.findall(text)
+
+
+def test_a_mostly_ascii_text_takes_the_runs_path() -> None:
+    """The sparse path is taken where it should be, and gives back the text's own characters."""
+    counter = bpe.Counter(exact._SPEC["o200k_base"][0], lambda b: None)
+    text = "drwxr-xr-x 12 src/queue.py\n" * 20 + "Let me check δelta 😀 ſo, déjà vu.\n" + "x = 1\n" * 20
+    found = bpe._classify(text)
+    assert found is not None and found[1]
+    pieces = counter._findall(text)
+    assert pieces is not None and "".join(pieces) == text
+    assert [p for p in pieces if not p.isascii()] == [" δelta", " 😀", " ſo", " déjà"]
+    dense = "δ" * 40 + " x"
+    found = bpe._classify(dense)
+    assert found is not None and not found[1] and "".join(counter._findall(dense) or []) == dense
+
+
 def test_the_translation_writes_out_every_class() -> None:
     for name in exact.ENCODINGS:
         out = bpe.translate(exact._SPEC[name][0])
