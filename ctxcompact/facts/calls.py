@@ -259,7 +259,9 @@ def is_shell_call(call: ToolCall) -> bool:
 
 
 
+@lru_cache(maxsize=512)
 def is_content_tool(name: str) -> bool:
+    # (per tool name, as squash: the names are few, and every result of a call asks)
     n = name.lower()
     return any(w in n for w in _CONTENT_TOOL_WORDS) and squash(name) not in SHELL_TOOLS
 
@@ -271,11 +273,18 @@ _WRITE_TOOL_WORDS = ("edit", "write", "patch", "create", "replace", "insert")
 def writes_files(call: ToolCall) -> bool:
     """A call that changes files: a tool named for it (Edit, MultiEdit, Write, NotebookEdit, apply_patch,
     str_replace…) or a shell ``apply_patch`` (Codex)."""
-    name = squash(call.name)
-    if any(w in name for w in _WRITE_TOOL_WORDS) and name not in SHELL_TOOLS:
+    if _writer_name(call.name):
         return True
     cmd = command_of(call)
     return cmd is not None and cmd.lstrip().startswith("apply_patch")
+
+
+@lru_cache(maxsize=512)
+def _writer_name(name: str) -> bool:
+    """A tool named for changing files (:func:`writes_files`), worked out once per name: the names are few,
+    and several scans ask it of every call."""
+    name = squash(name)
+    return any(w in name for w in _WRITE_TOOL_WORDS) and name not in SHELL_TOOLS
 
 
 def quoted_spans(cmd: str) -> list[tuple[int, int]]:

@@ -7,6 +7,7 @@ import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..model import Record, ToolCall
 from .calls import command_of, decode_args, per_call, quoted_spans, strings, writes_files
@@ -172,6 +173,7 @@ _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.M)
 _SEARCH_WORDS = ("grep", "glob", "search", "find", "list")
 
 
+@lru_cache(maxsize=512)
 def _searches(name: str) -> bool:
     """A tool that searches or lists folders (Grep, Glob, LS, list_dir, find_files…), not one that reads a
     file."""
@@ -201,7 +203,10 @@ def _paths_of_call(call: ToolCall) -> list[str]:
                         and not (searches and not is_file_name(v)):
                     found.setdefault(v)
         for key in ("patch", "input", "diff"):
-            for v in strings(args.get(key)):
+            value = args.get(key)
+            if value is None:  # (most calls carry no patch)
+                continue
+            for v in strings(value):
                 found.update(dict.fromkeys(_PATCH_FILE.findall(v)))
     elif isinstance(args, str):
         found.update(dict.fromkeys(_PATCH_FILE.findall(args)))

@@ -104,6 +104,7 @@ class FactFeed:
         #: what the scans read of each call (its command, paths, keys: ``calls.per_call``), kept from the
         #: call's record to its results' while the index holds the call (then dropped with it)
         self.memo: Memo = {}
+        self.block = once_per_call(self.memo)  # (entered for every record: made once)
         if bounded:
             self.commands.ids = set()
 
@@ -126,7 +127,7 @@ class FactFeed:
             steps = self.routes[view.kind] = self._steps(kind_of(view.kind))
         memo = self.memo
         held = len(memo)
-        with once_per_call(memo):
+        with self.block:
             for step in steps:
                 step(view)
         if view.results:
@@ -138,8 +139,9 @@ class FactFeed:
             # (a record's memo, and those of the calls answered, go)
             if memo and (answered or len(memo) != held):
                 calls = index.calls
-                self.memo = {k: v for k, v in memo.items()
-                             if type(v[0]) is ToolCall and calls.get(v[0].id) is v[0]}
+                for k in [k for k, v in memo.items()
+                          if type(v[0]) is not ToolCall or calls.get(v[0].id) is not v[0]]:
+                    del memo[k]  # (in place: the block above works in this one memo)
         else:
             memo.clear()
         if self.bounded:
@@ -174,9 +176,10 @@ class FactFeed:
             self.subagent_lines = True
 
     def _trim(self, at: int) -> None:
-        if at < max(self.last_at, 0):
+        if at < self.last_at:  # (never below 0, where it starts)
             self.ordered = False  # merge orders by position: what was dropped may have been kept
-        self.last_at = max(self.last_at, at)
+            return
+        self.last_at = at
         if not self.ordered:
             return
         if len(self.timeline.out) >= 4 * MAX_TIMELINE:

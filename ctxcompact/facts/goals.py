@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from . import store
 from .calls import Hashes
 from .rules import rules_in_text
 
@@ -54,9 +55,7 @@ class Requests:
     def last_kept() -> int:
         """How many of the latest goals merge may need: its last ``MAX_GOALS - 1``, past the at most
         ``MAX_GOALS + 1`` an earlier store holds (its goals and latest request) and the latest request."""
-        from . import store  # (read when asked: tests make the cap small)
-
-        return 2 * store.MAX_GOALS + 4
+        return 2 * store.MAX_GOALS + 4  # (read when asked: tests make the cap small)
 
     def add(self, text: str) -> None:
         n, self.n, self.last = self.n, self.n + 1, text

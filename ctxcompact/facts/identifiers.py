@@ -145,7 +145,10 @@ class IdentifierScan:
                 written += all_strings(args)
                 if isinstance(args, dict):
                     for key in _DIR_KEYS:
-                        for d in strings(args.get(key)):
+                        value = args.get(key)
+                        if value is None:  # (most calls name no directory)
+                            continue
+                        for d in strings(value):
                             if d.startswith(("/", "~")) and len(d) <= MAX_URL_CHARS and "\n" not in d:
                                 urls[d.rstrip("/")] = at
             for url in urls_in(prose):

@@ -436,7 +436,7 @@ class ErrorScan:
             if failed:
                 self._add(ErrorSeen(name, command_of(call) if call else None, error_text(res),
                                     call_key(call, name), rec.n, at=rec.rec.index))
-            elif call is not None:
+            elif call is not None and (self.open_by_key or self.open_by_file):  # (else nothing to resolve)
                 for key in success_keys(call):
                     self._resolve(self.open_by_key.pop(key, ()))
                     if key.startswith(_ANY_TOOL_FILE):

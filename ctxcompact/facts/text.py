@@ -167,12 +167,12 @@ def strip_injected(text: str) -> str:
     """The text with injected elements (``<system-reminder>…</system-reminder>`` etc.) removed and its
     outer whitespace stripped; "" when the whole text is injected."""
     stripped = text.lstrip()
-    if any(stripped.startswith(p) for p in _INJECTED_PREFIXES) or _is_machine_text(stripped):
+    if stripped.startswith(_INJECTED_PREFIXES) or _is_machine_text(stripped):
         return ""
     if "<" not in text:
         return text.strip()
     rest = _remove_injected(text).strip()
-    if rest and (any(rest.startswith(p) for p in _INJECTED_PREFIXES) or _is_machine_text(rest)):
+    if rest and (rest.startswith(_INJECTED_PREFIXES) or _is_machine_text(rest)):
         return ""
     return rest
 
