@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # The tests live in folders that mirror the package (tests/formats/ for ctxcompact/formats/, ...); the shared
 # helpers (helpers.py, providers.py, scan_cases.py) stay here and are imported by name from every folder.
@@ -19,6 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # their own. XDG_CACHE_HOME rather than CTXCOMPACT_CACHE_DIR, because the CLI helpers start the CLI without
 # the CTXCOMPACT_ variables of the test environment.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ctxcompact-test-cache-")
+
+# Property tests are not timed (no timed tests: docs/measurements holds the speed): hypothesis's default
+# deadline of 200 ms an example, and its health check on slow data generation, are wall-clock bounds that a
+# loaded machine breaks (a worker niced beside 8-14 busy processes waits seconds for a core). A test's own
+# ``settings`` still sets what it names; these are the defaults under it.
+settings.register_profile("ctxcompact", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ctxcompact")
 
 
 @pytest.fixture(autouse=True, scope="module")

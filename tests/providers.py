@@ -200,6 +200,9 @@ class ProviderServer:
         self.received: list[Received] = []  # POST requests
         self.get_routes: dict[str, Reply] = {}  # GET path → its reply (/v1/models); others 404
         self.gets: list[str] = []  # GET paths asked for
+        #: the POST requests answered whole: a timeout test asserts its call returned before a slow reply
+        #: was sent (not a bound on the time it took, which a loaded machine breaks)
+        self.answered = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -265,9 +268,11 @@ class ProviderServer:
                     reply = dataclasses.replace(reply, body=reply.body(request))
                 if reply.delay and server._stop.wait(reply.delay):
                     return  # shutting down: drop the connection instead of answering
-                self._answer(reply)
+                if self._answer(reply):
+                    with server._lock:
+                        server.answered += 1
 
-            def _answer(self, reply: Reply) -> None:
+            def _answer(self, reply: Reply) -> bool:
                 if isinstance(reply.body, (bytes, str)):
                     data = reply.body.encode() if isinstance(reply.body, str) else reply.body
                 else:
@@ -280,8 +285,10 @@ class ProviderServer:
                         self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(data)
+                    self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
+                    return False  # the client gave up (timeout test)
+                return True
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

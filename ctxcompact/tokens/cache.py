@@ -37,6 +37,10 @@ _NONE = -1  # no exact count kept
 SPILL_LINES = 1 << 16
 #: the bytes of a spilled column read back at once (a multiple of every width)
 SPILL_CHUNK = 1 << 20
+#: marshal's version for the head: 3 and later flag an object whose reference count is over 1 and write it
+#: again as a back-reference, so the same values gave other bytes as the run's garbage was collected before
+#: the save or after; 2 writes no references (any version reads it)
+_HEAD_MARSHAL = 2
 
 
 class _Spill:
@@ -477,7 +481,8 @@ class CountCache:
                               "widths": widths + [c.itemsize for c in text_columns],
                               "settled": self.settled, "settled_sha256": self.settled_sha256,
                               "resume_at": self.resume_at, "resume_sha256": self.resume_sha256,
-                              "resume": self.resume, "resume_lengths": [len(c) for c in resume]})
+                              "resume": self.resume, "resume_lengths": [len(c) for c in resume]},
+                             _HEAD_MARSHAL)
 
         def body() -> Iterator[bytes | memoryview]:
             yield len(head).to_bytes(8, "little")

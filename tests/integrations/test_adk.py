@@ -11,8 +11,9 @@ next call; two ADK sessions never share state; the async path leaves the event l
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import orjson
@@ -183,9 +184,22 @@ def test_two_sessions_never_share_state() -> None:
 def test_the_event_loop_is_not_blocked() -> None:
     """While before_model compacts with an LLM summarizer (an OpenAI-compatible server on 127.0.0.1 that takes
     0.3 s to answer), the loop keeps running other tasks: the work is in a worker thread."""
+    ticks: list[float] = []
+
+    def after_ticks(body: Any) -> Callable[[Any], Any]:
+        def answer(request: Any) -> Any:
+            # (the reply also waits for 10 ticks of the loop after the request came, not on 0.3 s alone: a
+            # loaded machine may not run the loop's thread 10 times in 0.3 s; a blocked loop never ticks)
+            came, seen = time.perf_counter(), len(ticks)
+            while sum(t >= came for t in ticks[seen:]) < 10 and time.perf_counter() < came + 30:
+                time.sleep(0.005)
+            return body
+        return answer
+
     with ProviderServer() as server:
         reply = f"## User goals and rules\n- {RULE}\n"
-        server.push(*(openai_completion(reply, delay=0.3) for _ in range(20)))
+        server.push(*(dataclasses.replace(r, body=after_ticks(r.body))
+                      for r in (openai_completion(reply, delay=0.3) for _ in range(20))))
         opts = Options(keep_trailing_results=True, summarizer="openai", summary_model="gpt-test",
                        base_url=server.openai_url, api_key="k", max_retries=0)
         model = ScriptedGemini(seen=[], sizes=[])
@@ -199,7 +213,6 @@ def test_the_event_loop_is_not_blocked() -> None:
 
         runner = InMemoryRunner(agent=_agent(model, before_model_callback=timed,
                                              after_model_callback=compaction.after_model), app_name="t")
-        ticks: list[float] = []
 
         async def main() -> None:
             done = asyncio.Event()

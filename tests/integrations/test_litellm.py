@@ -261,10 +261,15 @@ def test_the_loop_keeps_running_while_it_compacts(provider_server: ProviderServe
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     real = ctxcompact.messages.compact
     windows: list[tuple[float, float, int]] = []
+    ticks: list[float] = []
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         start = time.monotonic()
-        time.sleep(0.05)
+        # (held until the loop has ticked 3 times, not for a fixed 50 ms: a loaded machine may not run the
+        # loop's thread within 50 ms; a loop that stopped while this runs never ticks, and the check fails)
+        seen, give_up = len(ticks), start + 30
+        while sum(t >= start for t in ticks[seen:]) < 3 and time.monotonic() < give_up:
+            time.sleep(0.005)
         out = real(*args, **kwargs)
         windows.append((start, time.monotonic(), threading.get_ident()))
         return out
@@ -272,7 +277,6 @@ def test_the_loop_keeps_running_while_it_compacts(provider_server: ProviderServe
     monkeypatch.setattr(ctxcompact.messages, "compact", slow)
     Upstream(provider_server)
     callbacks.append(Compaction(window=WINDOW))
-    ticks: list[float] = []
 
     async def main() -> int:
         async def ticker() -> None:

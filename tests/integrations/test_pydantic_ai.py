@@ -190,19 +190,23 @@ def test_two_sessions_in_one_process_share_nothing() -> None:
 
 
 def test_the_loop_keeps_running_while_it_compacts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compaction runs in a worker thread: while it works (here slowed to 50 ms) the loop ticks."""
+    """The compaction runs in a worker thread: while it works (held here until then) the loop ticks."""
     real = ctxcompact.messages.compact
     windows: list[tuple[float, float, int]] = []
+    ticks: list[float] = []
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         start = time.monotonic()
-        time.sleep(0.05)
+        # (held until the loop has ticked 3 times, not for a fixed 50 ms: a loaded machine may not run the
+        # loop's thread within 50 ms; a loop that stopped while this runs never ticks, and the check fails)
+        seen, give_up = len(ticks), start + 30
+        while sum(t >= start for t in ticks[seen:]) < 3 and time.monotonic() < give_up:
+            time.sleep(0.005)
         out = real(*args, **kwargs)
         windows.append((start, time.monotonic(), threading.get_ident()))
         return out
 
     monkeypatch.setattr(ctxcompact.messages, "compact", slow)
-    ticks: list[float] = []
 
     async def main() -> int:
         loop_thread = threading.get_ident()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -302,11 +301,10 @@ def test_529_overloaded_fails(env: pytest.MonkeyPatch, server: ProviderServer) -
 
 
 def test_slow_response_times_out(env: pytest.MonkeyPatch, server: ProviderServer) -> None:
-    server.push(anthropic_message("late", delay=2.0))
-    started = time.monotonic()
+    server.push(anthropic_message("late", delay=60.0))  # (woken at teardown)
     with pytest.raises(SummarizerError, match="timed out"):
         anth(server, timeout=0.5, max_retries=0).summarize(request())
-    assert time.monotonic() - started < 1.9  # gave up at the timeout, did not wait for the reply
+    assert server.answered == 0  # gave up at the timeout, did not wait for the reply
 
 
 def test_connection_refused_fails(env: pytest.MonkeyPatch) -> None:
@@ -462,11 +460,10 @@ def test_openai_500_twice_fails(env: pytest.MonkeyPatch, server: ProviderServer)
 
 
 def test_openai_timeout(env: pytest.MonkeyPatch, server: ProviderServer) -> None:
-    server.push(openai_completion("late", delay=2.0))
-    started = time.monotonic()
+    server.push(openai_completion("late", delay=60.0))  # (woken at teardown)
     with pytest.raises(SummarizerError, match="timed out"):
         oai(server, timeout=0.5, max_retries=0).summarize(request())
-    assert time.monotonic() - started < 1.9
+    assert server.answered == 0  # gave up at the timeout, did not wait for the reply
 
 
 def test_openai_over_budget_reply_cut_and_length_flagged(env: pytest.MonkeyPatch,

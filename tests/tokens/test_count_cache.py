@@ -106,3 +106,37 @@ def test_a_large_transcripts_cache_is_read_past_the_fixed_limit(
     cache_of_small.write_bytes((tmp_path / "True" / "s.json.counts").read_bytes())  # far over its bound
     assert state_cache.load_counts(cache_of_small, None, small.stat().st_size).key == ()  # empty: ignored
     assert reads == [16 * 1024 + 4 * small.stat().st_size]
+
+
+
+def _resume_point(beside: list[object] | None) -> dict[str, object]:
+    """A resume point as ``streaming`` keeps one, its objects made afresh (no constant of this file, which
+    its code would hold): referenced by the point alone, unless also put in ``beside`` (as a live object of
+    the run, or a garbage cycle not yet collected, may hold them)."""
+    calls, chars, name = int("989"), int("221799"), "".join(["ba", "sh"])
+    messages = {"system": int("1"), "tool": calls}
+    if beside is not None:
+        beside += [calls, chars, messages, name]
+    return {"ids": {"names": [name], "given": calls},
+            "totals": {"messages": messages, "tool_calls": calls, "chars": chars}}
+
+
+def test_the_bytes_written_are_a_function_of_what_is_kept_not_of_who_else_holds_it() -> None:
+    """marshal's versions 3 and 4 flag an object held elsewhere (its reference count over 1) and write it
+    again as a back-reference: one head had other bytes as a garbage cycle holding the run's totals was
+    collected before the save or after it (a spilled and a held cache of one log differed, once, under
+    load). The head is written at version 2, with no references: the same values, the same bytes."""
+    beside: list[object] = []
+    caches = []
+    for held in (None, beside):
+        cache = CountCache(key=("openai", None))
+        cache.put(0, 7, 3, None)
+        cache.settled, cache.settled_sha256 = 10, b"\1" * 32
+        cache.resume_at, cache.resume_sha256 = 5, b"\2" * 32
+        cache.resume = _resume_point(held)
+        caches.append(cache)
+    assert len(beside) == 4  # (held while the second is written)
+    raw = caches[0].to_bytes()
+    assert raw == caches[1].to_bytes()
+    loaded = from_bytes(raw, ("openai", None))
+    assert loaded is not None and loaded.resume == caches[1].resume
