@@ -54,6 +54,16 @@ def _run(n: int, t: int, command: str, output: str) -> list[Record]:
             _rec(n + 1, Role.TOOL, [ToolResult(f"c{t}", [TextBlock(output)])])]
 
 
+def _scanned(records: list[Record]) -> outcomes.ErrorScan:
+    """An error scan fed ``records`` in order, as the feed gives them."""
+    scan = outcomes.ErrorScan(call_index(records))
+    for n, rec in enumerate(records):
+        view = Seen(rec)
+        view.n = n
+        scan.feed(view)
+    return scan
+
+
 def test_the_error_scan_looks_up_no_success_keys_with_no_error_open(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = {"keys": 0}
     keys = outcomes.success_keys
@@ -62,20 +72,10 @@ def test_the_error_scan_looks_up_no_success_keys_with_no_error_open(monkeypatch:
         asked["keys"] += 1
         return keys(call)
     monkeypatch.setattr(outcomes, "success_keys", counted)
-    ok = _run(0, 0, "make", "built") + _run(2, 1, "make test", "12 passed")
-    scan = outcomes.ErrorScan(call_index(ok))
-    for n, rec in enumerate(ok):
-        view = Seen(rec)
-        view.n = n
-        scan.feed(view)
+    scan = _scanned(_run(0, 0, "make", "built") + _run(2, 1, "make test", "12 passed"))
     assert asked["keys"] == 0 and scan.result() == []
     # an error open: the next success of the same command looks its keys up and resolves it
-    session = _run(0, 0, "make", "Error: no rule to make target") + _run(2, 1, "make", "built")
-    scan = outcomes.ErrorScan(call_index(session))
-    for n, rec in enumerate(session):
-        view = Seen(rec)
-        view.n = n
-        scan.feed(view)
+    scan = _scanned(_run(0, 0, "make", "Error: no rule to make target") + _run(2, 1, "make", "built"))
     errors = scan.result()
     assert asked["keys"] == 1 and len(errors) == 1 and errors[0].resolved
     assert not scan.open_by_key and not scan.open_by_file
