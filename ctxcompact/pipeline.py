@@ -135,7 +135,8 @@ def _provider_count(transcript: Transcript, opts: Options) -> int:
 
     with progress(f"counting tokens with {opts.exact}"):
         return count_transcript_tokens(transcript, opts.exact, opts.model, api_key=opts.api_key,
-                                       base_url=opts.base_url, timeout=opts.timeout)
+                                       base_url=opts.base_url, timeout=opts.timeout,
+                                       max_retries=opts.max_retries)
 
 
 def counter(ctx: Context, counts: Counts, opts: Options, cache: CountCache | None,

@@ -202,3 +202,24 @@ def test_estimate_calibrates_to_the_providers_count(env: pytest.MonkeyPatch, ser
     assert server.received[0].body["model"] == "m"
     ran = api.run(log, opts, output=tmp_path / "out.jsonl")  # (run of a file streams when it may)
     assert ran.estimate.calibrated.source == "anthropic count_tokens" and ran.estimate.calibrated.real == 98
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_run_asks_the_provider_as_often_as_max_retries_says(env: pytest.MonkeyPatch, server: ProviderServer,
+                                                             tmp_path: Path, retries: int) -> None:
+    """``run --exact anthropic --max-retries N``: the count is asked once and retried N times (it was
+    always retried twice, whatever the option said)."""
+    from helpers import SAMPLES
+
+    from ctxcompact import api
+
+    log = tmp_path / "t.jsonl"
+    log.write_bytes((SAMPLES / "anthropic-session.jsonl").read_bytes())
+    opts = api.Options(exact="anthropic", model="m", window=8000, api_key="k", base_url=server.url,
+                       timeout=10.0, max_retries=retries)
+    server.push(*[anthropic_error(529, "overloaded", retry_after="0") for _ in range(4)])
+    with pytest.raises(ProviderCountError, match=r"token count failed.*overloaded") as err:
+        api.run(log, opts, output=tmp_path / "out.jsonl")
+    assert len(server.requests_to(COUNT_TOKENS)) == retries + 1
+    assert (f"after {retries} retr" in str(err.value)) == (retries > 0)  # (the error says how often)
+    assert not (tmp_path / "out.jsonl").exists()
