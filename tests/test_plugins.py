@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import pkgutil
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -251,3 +254,32 @@ def test_the_states_required_sections_are_the_strategies_declarations() -> None:
     assert got == {"kept": {}} and got["kept"] is not toy.required_sections()["kept"]  # a copy each time
     assert model.REQUIRED_SECTIONS == plugins.STRATEGIES.required_sections() == {"events": []}
     assert new_state("openai").to_json()["events"] == []
+
+
+# -- docs/DESIGN.md's Traits table: every trait, what holds it, and who reads it -----------------------------
+
+def _traits_table() -> list[tuple[str, str, list[str]]]:
+    """(trait constant, kind, readers) of each row of DESIGN.md's traits table."""
+    text = (Path(__file__).parent.parent / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    section = text.split("\n**Traits** (`plugins.py`)", 1)[1].split("\n\n", 2)[1]
+    rows = [line.split("|")[1:-1] for line in section.splitlines()[2:]]
+    return [(cells[0].strip().strip("`"), cells[1].strip(), re.findall(r"`([\w.]+)`", cells[3]))
+            for cells in rows]
+
+
+def test_the_design_traits_table_is_the_registrys_traits_and_their_readers() -> None:
+    """Each trait a built-in declares has its row (the kind whose registry declares it), each row names a
+    trait, and each reader it names exists and reads that trait: the table cannot drift from the code."""
+    registries = {"format": plugins.FORMATS, "strategy": plugins.STRATEGIES,
+                  "summarizer": plugins.SUMMARIZERS}
+    declared = {(name, kind) for kind, reg in registries.items() for name in dir(plugins)
+                if name.isupper() and isinstance(getattr(plugins, name), str)
+                and any(reg.has(b, getattr(plugins, name)) for b in reg.builtin_names())}
+    rows = _traits_table()
+    assert {(trait, kind) for trait, kind, _ in rows} == declared
+    for trait, _kind, readers in rows:
+        assert readers, f"{trait}: no reader named"
+        for ref in readers:
+            module, _, name = ref.rpartition(".")
+            source = inspect.getsource(getattr(importlib.import_module(f"ctxcompact.{module}"), name))
+            assert trait in source, f"{ref} does not read {trait}"
