@@ -102,6 +102,18 @@ def _whole() -> ctxcompact.Session:
     return s
 
 
+def _kept_and_whole(turns: int, exact: str
+                    ) -> tuple[list[Any], Options, ctxcompact.Session, ctxcompact.Session]:
+    """A conversation of ``turns`` turns, the options of the counting tests, a session that keeps its read
+    and one that reads whole (to compare with)."""
+    opts = Options(window=1_000_000, exact=exact, keep_trailing_results=True)
+    return conversation(["turn"] * turns), opts, ctxcompact.Session(), _whole()
+
+
+def _counter_fails(*_: Any, **__: Any) -> Any:
+    raise RuntimeError("the counter failed")
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=3, max_size=30),
        splits=st.lists(st.integers(1, 9), min_size=1, max_size=12),
@@ -213,13 +225,7 @@ def test_a_call_that_fails_while_counting_leaves_the_next_call_exact() -> None:
     on from (they are of another offset), and gives what a session reading whole gives, count cache too."""
     from ctxcompact import stream_totals
 
-    msgs = conversation(["turn"] * 50)
-    opts = Options(window=1_000_000, exact="none", keep_trailing_results=True)
-    session, whole = ctxcompact.Session(), _whole()
-
-    def fails(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("the counter failed")
-
+    msgs, opts, session, whole = _kept_and_whole(50, "none")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Cleaner, "FIRST_TRY", 3)
         for end in (21, 41, 61, 81):  # (the first two read whole: the format is detected, then kept)
@@ -228,7 +234,7 @@ def test_a_call_that_fails_while_counting_leaves_the_next_call_exact() -> None:
         kept = session._reread.at
         assert session._reread.tally is not None and session._reread.tally["at"] == kept
         with pytest.MonkeyPatch.context() as failing:
-            failing.setattr(stream_totals, "count_records", fails)
+            failing.setattr(stream_totals, "count_records", _counter_fails)
             with pytest.raises(RuntimeError, match="counter failed"):
                 ctxcompact.compact(msgs[:121], session=session, options=opts)
         assert session._reread.at > kept  # (the read moved on; its counts were not kept)
@@ -299,13 +305,7 @@ def test_counts_kept_before_an_edit_are_never_taken_after_it() -> None:
     length, then a call that fails while counting: its read moved on to that offset, no counts kept)."""
     from ctxcompact import stream_totals
 
-    msgs = conversation(["turn"] * 30)
-    opts = Options(window=1_000_000, exact="tiktoken", keep_trailing_results=True)
-    session, whole = ctxcompact.Session(), _whole()
-
-    def fails(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("the counter failed")
-
+    msgs, opts, session, whole = _kept_and_whole(30, "tiktoken")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Cleaner, "FIRST_TRY", 3)
         for end in (41, 81, 101):
@@ -315,7 +315,7 @@ def test_counts_kept_before_an_edit_are_never_taken_after_it() -> None:
         edited = [msgs[0], _edited(msgs[1]), *msgs[2:]]  # (the same length: the lines' offsets stay)
         ctxcompact.compact(edited[:101], session=session, options=opts)  # (read whole, its start kept)
         with pytest.MonkeyPatch.context() as failing:
-            failing.setattr(stream_totals, "count_records", fails)
+            failing.setattr(stream_totals, "count_records", _counter_fails)
             with pytest.raises(RuntimeError, match="counter failed"):
                 ctxcompact.compact(edited[:101], session=session, options=opts)
         assert session._reread.at == at  # (read on from the start to where the first read had settled)
