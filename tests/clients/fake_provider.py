@@ -10,7 +10,9 @@ It speaks just enough of two wire protocols for a client to finish a turn:
   ``OPENAI_BASE_URL``), streamed as ``response.created``, ``response.output_item.added``/``.done``,
   ``response.output_text.delta`` and ``response.completed`` events.
 
-Every request is recorded (method, path, parsed JSON body) in :attr:`FakeProvider.received`. Each answer is
+Every request is recorded (method, path, parsed JSON body) in :attr:`FakeProvider.received`. A request whose
+tool calls and results do not pair (:func:`orphans`) is refused with a 400 and its reason kept in
+:attr:`FakeProvider.rejected`, as both real APIs refuse it. Each answer is
 one short text; the usage it reports is a plain estimate of the request's own size (its JSON bytes / 4), so
 a client's meter, which reads the last usage in its log, shows the size of what it actually sent.
 Anything else gets a 404 (recorded too), so a client never waits on a route the fake does not know.
@@ -38,6 +40,45 @@ class Request:
     size: int  # bytes of the body
 
 
+def orphans(path: str, body: Any) -> list[str]:
+    """What a real API refuses in a request's tool calls and results, as the Messages and Responses APIs
+    say it: a ``tool_use`` not answered by a ``tool_result`` in the next message, a ``tool_result`` whose
+    ``tool_use_id`` is not a call of the message before it (Messages); a call without its output, an output
+    whose ``call_id`` no call before it has (Responses). Empty when they pair."""
+    if not isinstance(body, dict):
+        return []
+    found: list[str] = []
+    if path.endswith("/messages") and isinstance(body.get("messages"), list):
+        msgs = [m if isinstance(m, dict) else {} for m in body["messages"]]
+        calls = [_block_ids(m, "tool_use", "id") for m in msgs]
+        results = [_block_ids(m, "tool_result", "tool_use_id") for m in msgs]
+        for i in range(len(msgs)):
+            unanswered = calls[i] - (results[i + 1] if i + 1 < len(msgs) else set())
+            found += [f"messages.{i}: tool_use {c}, no tool_result after it" for c in sorted(unanswered)]
+            stray = results[i] - (calls[i - 1] if i else set())
+            found += [f"messages.{i}: tool_result for {c}, no tool_use before it" for c in sorted(stray)]
+    elif path.endswith("/responses") and isinstance(body.get("input"), list):
+        called: set[Any] = set()
+        answered: set[Any] = set()
+        for n, item in enumerate(i for i in body["input"] if isinstance(i, dict)):
+            kind = item.get("type")
+            if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+                called.add(item.get("call_id"))
+            elif kind in ("function_call_output", "custom_tool_call_output"):
+                if item.get("call_id") not in called:
+                    found.append(f"input.{n}: {kind} for {item.get('call_id')}, no call before it")
+                answered.add(item.get("call_id"))
+        found += [f"no tool output found for function call {c}" for c in sorted(called - answered, key=str)]
+    return found
+
+
+def _block_ids(message: dict[str, Any], kind: str, key: str) -> set[str]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return set()
+    return {str(b.get(key)) for b in content if isinstance(b, dict) and b.get("type") == kind}
+
+
 def _sse(event: str, data: dict[str, Any]) -> bytes:
     return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
@@ -48,6 +89,7 @@ class FakeProvider:
     def __init__(self, reply: str = REPLY_TEXT) -> None:
         self.reply = reply
         self.received: list[Request] = []
+        self.rejected: list[str] = []  # the reasons of the requests refused with a 400 (:func:`orphans`)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         fake = self
@@ -80,7 +122,13 @@ class FakeProvider:
             def do_POST(self) -> None:
                 req = self._record()
                 path = self.path.split("?")[0]
-                if path.endswith("/messages/count_tokens"):
+                refused = orphans(path, req.body)
+                if refused:
+                    with fake._lock:
+                        fake.rejected += refused
+                    error = {"type": "invalid_request_error", "message": "; ".join(refused)}
+                    self._send(400, orjson.dumps({"type": "error", "error": error}))
+                elif path.endswith("/messages/count_tokens"):
                     self._send(200, orjson.dumps({"input_tokens": max(1, req.size // 4)}))
                 elif path.endswith("/messages"):
                     fake._anthropic(self, req)
