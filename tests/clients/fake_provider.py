@@ -15,7 +15,10 @@ tool calls and results do not pair (:func:`orphans`) is refused with a 400 and i
 :attr:`FakeProvider.rejected`, as both real APIs refuse it. Each answer is
 one short text; the usage it reports is a plain estimate of the request's own size (its JSON bytes / 4), so
 a client's meter, which reads the last usage in its log, shows the size of what it actually sent.
-Anything else gets a 404 (recorded too), so a client never waits on a route the fake does not know.
+Codex's WebSocket handshake (``GET /v1/responses``) gets a 426 (Upgrade Required), on which Codex 0.169 falls
+back to HTTPS at once: to a 404 it retried five times with a backoff first (about 6.5 s of every Codex run;
+``[features] responses_websockets = false`` does not stop it). Anything else gets a 404 (recorded too), so a
+client never waits on a route the fake does not know.
 """
 
 from __future__ import annotations
@@ -114,6 +117,9 @@ class FakeProvider:
 
             def do_GET(self) -> None:
                 self._record()
+                if self.path.split("?")[0].endswith("/responses"):  # Codex's WebSocket: use HTTPS
+                    self._send(426, b'{"error":{"message":"upgrade required: use HTTPS"}}')
+                    return
                 self._send(404, b'{"error":{"message":"not here"}}')
 
             def do_HEAD(self) -> None:
