@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,8 @@ import orjson
 import pytest
 
 from ctxcompact.formats.claude_code import COMPACT_SUMMARY_OPENING
-from tests.clients.fake_provider import COMPACTION_BLOB, REPLY_TEXT, FakeProvider
-from tests.clients.harness import Home, Unavailable, ctxcompact, install, lines_of
+from tests.clients.fake_provider import COMPACTION_BLOB, REPLY_TEXT
+from tests.clients.harness import Home, ctxcompact, lines_of
 
 pytestmark = pytest.mark.clients
 
@@ -42,20 +41,6 @@ STRATEGIES = {
     # the token trigger alone (the logs hold two requests each): the kept tail is as long as fits
     "sliding-window": ["--strategy", "sliding-window", "--invocation-threshold", "10"],
 }
-
-
-@pytest.fixture(scope="session")
-def clients() -> tuple[Path, Path]:
-    try:
-        return install()
-    except Unavailable as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture
-def home(tmp_path: Path, clients: tuple[Path, Path]) -> Iterator[Home]:
-    with FakeProvider() as provider:
-        yield Home(tmp_path / "home", provider, *clients)
 
 
 def compact_in_place(session: Path, *args: str) -> dict[str, Any]:

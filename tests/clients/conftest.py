@@ -1,0 +1,26 @@
+"""The fixtures of the real-client suite: the clients, installed once, and a temporary HOME with the recording
+fake provider for each test (tests/clients/harness.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.clients.fake_provider import FakeProvider
+from tests.clients.harness import Home, Unavailable, install
+
+
+@pytest.fixture(scope="session")
+def clients() -> tuple[Path, Path]:
+    try:
+        return install()
+    except Unavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def home(tmp_path: Path, clients: tuple[Path, Path]) -> Iterator[Home]:
+    with FakeProvider() as provider:
+        yield Home(tmp_path / "home", provider, *clients)
