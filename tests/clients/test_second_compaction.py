@@ -68,19 +68,27 @@ def compact_with_state(session: Path, state: Path, *args: str) -> dict[str, Any]
     return dict(report)
 
 
+def split_summary(summary: str) -> tuple[str, str]:
+    """A summary's facts and its continuation (the last one: an earlier summary quoted in a summary holds
+    its own)."""
+    facts, _, continuation = summary.rpartition(CONTINUATION_MARKER)
+    assert facts, summary[-2000:]
+    return facts, continuation
+
+
 def latest_request_of(summary: str) -> str:
     """The request a summary's continuation quotes (the text after "quoted verbatim:")."""
-    tail = summary.split(CONTINUATION_MARKER, 1)[1]
-    return tail.split("quoted verbatim:\n\n", 1)[1].split("\n\n", 1)[0]
+    return split_summary(summary)[1].split("quoted verbatim:\n\n", 1)[1].split("\n\n", 1)[0]
 
 
 def assert_second_summary(summary: str, first: str) -> None:
     """The second summary, not the first: it carries the first one's request, the rule said only after the
     first resume, and quotes the latest request in its continuation."""
     assert summary != first
-    assert RULE not in first and RULE in summary.split(CONTINUATION_MARKER, 1)[0]
+    facts = split_summary(summary)[0]
+    assert RULE not in first and RULE in facts
     assert latest_request_of(summary) == REQUEST
-    assert latest_request_of(first) in summary.split(CONTINUATION_MARKER, 1)[0]
+    assert latest_request_of(first) in facts
 
 
 # -- Claude Code ---------------------------------------------------------------------------------------
