@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 import pytest
 
+from ctxcompact.facts.text import SUMMARY_MARKER
 from ctxcompact.formats.claude_code import COMPACT_SUMMARY_OPENING
 from tests.clients.fake_provider import COMPACTION_BLOB, REPLY_TEXT
 from tests.clients.harness import Home, ctxcompact, lines_of
@@ -343,6 +344,27 @@ def assert_codex_meter(r: dict[str, Any]) -> None:
     assert counts[-1]["total_token_usage"] == counts[-2]["total_token_usage"]
 
 
+def assert_codex_context_resent(sent: list[dict[str, Any]]) -> None:
+    """What Codex 0.169 does on resuming a ``compacted`` line it did not write: it sends its instructions (the
+    developer messages) and the environment again after the history, so the ones ``replacement_history``
+    holds (those Codex wrote into the log before ctxcompact compacted it) reach the model twice. After its
+    own compaction it sends neither again (its ``compacted`` line carries ``replacement_history_metadata``,
+    and a ``world_state`` and a ``turn_context`` line follow it). Recorded, not changed:
+    docs/guides/claude-code-codex.md."""
+    messages = [i for i in sent if i.get("type") == "message"]
+    cut = next(n for n, i in enumerate(messages) if any(SUMMARY_MARKER in t for t in texts(i["content"])))
+    kept, resent = messages[:cut], messages[cut:]
+
+    def developer(items: list[dict[str, Any]]) -> list[str]:
+        return [t for i in items if i.get("role") == "developer" for t in texts(i["content"])]
+
+    def environments(items: list[dict[str, Any]]) -> int:
+        return sum(t.startswith("<environment_context>") for i in items for t in texts(i["content"]))
+
+    assert developer(kept) and [t for t in developer(kept) if t in developer(resent)] == developer(kept)
+    assert environments(kept) == environments(resent) == 1
+
+
 def test_codex_resumes_a_threshold_compaction(home: Home) -> None:
     r = run_codex(home, "threshold", "--window", "40000")
     sent = codex_items(r["bodies"][-1])
@@ -364,6 +386,7 @@ def test_codex_resumes_a_threshold_compaction(home: Home) -> None:
         if not t.lstrip().startswith("<")
     ]
     assert grown_requests[-1] in flat[:at]
+    assert_codex_context_resent(sent)
     assert_no_invented_codex_turn(r)
     assert_codex_meter(r)
     read_back(home)

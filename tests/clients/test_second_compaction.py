@@ -31,6 +31,7 @@ from tests.clients.harness import Home, ctxcompact, lines_of
 from tests.clients.test_real_clients import (
     CLAUDE_LOG,
     CODEX_LOG,
+    assert_codex_context_resent,
     claude_assistant_texts,
     claude_ids,
     claude_meter,
@@ -223,20 +224,6 @@ def test_codex_resumes_a_second_compaction_with_a_state(home: Home) -> None:
     assert not [t for t in said if RULE in t and t is not summaries[0]] and said.count(REQUEST) == 1
     assert REPLY_TEXT not in codex_assistant_texts(sent)
     assert users[-1] == "Once more."
-    # What Codex 0.169 does on resuming a compacted line it did not write: it sends its instructions (the
-    # developer messages) and the environment again after the history, so the ones replacement_history
-    # holds, which Codex wrote into the log after the first resume, are sent twice. After its own
-    # compaction it sends neither again (its compacted line carries replacement_history_metadata, and a
-    # world_state and turn_context follow it). Recorded, not changed: docs/guides/claude-code-codex.md.
-    cut = next(n for n, i in enumerate(messages) if summaries[0] in texts(i["content"]))
-    kept, resent = messages[:cut], messages[cut:]
-
-    def developer(items: list[dict[str, Any]]) -> list[str]:
-        return [t for i in items if i.get("role") == "developer" for t in texts(i["content"])]
-
-    def environments(items: list[dict[str, Any]]) -> int:
-        return sum(t.startswith("<environment_context>") for i in items for t in texts(i["content"]))
-
-    assert developer(kept) and [t for t in developer(kept) if t in developer(resent)] == developer(kept)
-    assert environments(kept) == environments(resent) == 1
+    # Codex sends its instructions and environment again after the history (assert_codex_context_resent)
+    assert_codex_context_resent(sent)
     read_back(home)
