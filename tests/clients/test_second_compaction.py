@@ -1,7 +1,7 @@
 """A hook's usual life with the real clients: ctxcompact compacts a session, the client resumes it and works
 on (its own turns appended to the compacted log), ctxcompact compacts the grown log again with the same state
 (the second compaction starts after the prefix the state's summary covers, its watermark), and the client
-resumes that (docs/guides/claude-code-codex.md, "Again, later").
+resumes that (docs/guides/claude-code-codex.md, "With a state: a hook's second compaction").
 
 Each call is the recipe's: ``-o`` to a new file, the original kept as a backup, the output put in the
 session file's place; the same ``--state`` file both times, and the same options, as a hook runs the same
