@@ -80,7 +80,7 @@ def _call(work: Path, hold: bool, window: int, place: bool = True, **kw: Any) ->
     rep = r.estimate
     return (re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', written), comparable_state(kept), r.exit_code,
             r.compacted, r.tokens_before, r.tokens_after, rep.records, rep.covered, rep.calibrated.tokens,
-            r.warnings, said, [str(x) for x in r.repairs], cache_path(kept).read_bytes())
+            r.warnings, said, [str(x) for x in r.repairs], r.records_written(), cache_path(kept).read_bytes())
 
 
 def _but_cache(calls: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
