@@ -328,3 +328,32 @@ def test_a_log_that_grew_without_our_compaction_takes_the_held_route(tmp_path: P
     streamed = _held_second(tmp_path, routes, base, more, window, place=False)
     assert routes[1] == [(fmt, True), ("held", False)]
     assert not streamed[1][0].startswith(streamed[0][0])  # (the output is the input's, not the output's)
+
+
+def test_a_prefix_changed_between_the_passes_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         routes: list[Any]) -> None:
+    """The prefix's bytes changed after pass 1 proved them (same length): the second compaction stops with
+    the file changed, leaves the output and the state as they were (compaction_stream.take_prefix hashes
+    what it reads)."""
+    log = _compacted_once(tmp_path, "claude-code-generated")
+    work = tmp_path / "once-claude-code-generated"
+    _append(work / "t.jsonl", _more("claude-code", log))
+    state = Path(f"{work / 't.jsonl'}.ctxstate.json")
+    before, out = state.read_bytes(), (work / "out.jsonl").read_bytes()
+    real = compaction_stream.take_prefix
+
+    def changed(path: Path, *a: Any) -> None:
+        data = path.read_bytes()
+        at = data.index(b"Please do task 0")
+        path.write_bytes(data[:at] + b"PLEASE" + data[at + 6:])
+        real(path, *a)
+
+    monkeypatch.setattr(compaction_stream, "take_prefix", changed)
+    summarized: list[Any] = []  # (found before the summary is made: not only when the output is written)
+    monkeypatch.setattr(route_file, "apply_strategy", lambda *a, **k: summarized.append(a))
+    routes.clear()
+    got = _call(work, False, 6_000)
+    assert summarized == []
+    assert got[:2] == ("error", "InputError") and "changed while it was read" in got[3], got
+    assert routes == [("claude-code", True)]
+    assert (work / "out.jsonl").read_bytes() == out and state.read_bytes() == before  # (as they were)
