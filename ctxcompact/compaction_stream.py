@@ -22,7 +22,9 @@ an append-only log's lines copied then what ``Format.compaction_appended`` makes
 streamed one cannot give exactly what it gives
 (:class:`~.errors.Unstreamable`): a compaction that would not make the context smaller
 (the context is then written whole), a subagent's lines or a result before its call (the facts read over
-the whole list), a work in flight that fits nowhere (the whole conversation is summarized again).
+the whole list), a work in flight that fits nowhere (the whole conversation is summarized again), an
+append-only log's compaction after a covered prefix that no line after it makes history only
+(:func:`take_prefix`).
 """
 
 from __future__ import annotations
@@ -186,7 +188,8 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
                       source=counted.source, state=counted.layers)
     gathered = Gathering(covered, taken)
     reading.parsed = gathered.parsed
-    if taken is not None and covered is not None:  # (the prefix's lines first: told once the read starts)
+    if taken is not None and covered is not None:
+        # the prefix's lines first: told when the read starts (at once after a covered prefix, its scan done)
         reading.started = lambda fmt: take_prefix(path, covered, reading.finish, taken)
     changed = f"{path} changed while it was read; run again"
     at, line = begin(covered, None)
@@ -202,8 +205,6 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
     if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
         raise InputError(changed)
-    if taken is not None and covered is not None and reading.finish is None:
-        raise Unstreamable("nothing read after the covered prefix")  # (its lines were not taken)
     return gathered.result(path, counted, reading.records, lines.count)
 
 
