@@ -1,12 +1,12 @@
 """An append-only log compacted a second time (issue 25): the recipe's rounds
 (docs/guides/claude-code-codex.md) with a state: compact, put the output in the input's place, let the
-client continue it, compact again. The
-second compaction covers the state's prefix, whose lines the compaction copies and takes (``Format.
-compaction_seen``) with the lines after it; it is made in pass 2 without holding the file
-(``route_file.compact_streamed``, ``compaction_stream.take_prefix``) where the state says every line of the
-prefix is one the compaction copies (``Fingerprint.history``) and a line after it makes every message before
-it history only (our compact_boundary, our compacted line). Either way the output, the state, the count
-cache, the report, the warnings and the exit code are the held route's, byte for byte."""
+client continue it, compact again. The second compaction covers the state's prefix, whose lines the
+compaction copies and takes (``Format.compaction_seen``) with the lines after it; it is made in pass 2
+without holding the file (``route_file.compact_streamed``, ``compaction_stream.take_prefix``) where the
+state says every line of the prefix is one the compaction copies (``Fingerprint.history``) and a line after
+it makes every message before it history only (our compact_boundary, our compacted line). Either way the
+output, the state, the report, the warnings and the exit code are the held route's, byte for byte, and the
+count cache the one the streamed route kept when it left this compaction to the held route."""
 
 from __future__ import annotations
 
@@ -150,12 +150,12 @@ def _append(path: Path, lines: list[bytes]) -> None:
 
 
 @pytest.fixture
-def routes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+def routes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every compaction pass 2 made: (format, after a covered prefix); and every held read is one too
     (``("held", False)``), so that the route each call took is known."""
     from ctxcompact import source
 
-    made: list[tuple[str, bool]] = []
+    made: list[Any] = []
     real = compaction_stream.read_conversation
     monkeypatch.setattr(route_file, "read_conversation",
                         lambda p, counted, *a: made.append((counted.format, counted.covered is not None))
@@ -169,7 +169,7 @@ def routes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
 CASES = {
     # (the base, the window: the first call compacts it, the second compacts what follows)
     "claude-code-generated": (lambda: b"".join(_session(turns=40)), 6_000),
-    "claude-code-real": (lambda: CC_REAL.read_bytes(), 30000),
+    "claude-code-real": (lambda: CC_REAL.read_bytes(), 30_000),
     "codex-real": (lambda: CODEX_REAL.read_bytes(), 60_000),
 }
 
