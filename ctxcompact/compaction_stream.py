@@ -22,7 +22,9 @@ an append-only log's lines copied then what ``Format.compaction_appended`` makes
 streamed one cannot give exactly what it gives
 (:class:`~.errors.Unstreamable`): a compaction that would not make the context smaller
 (the context is then written whole), a subagent's lines or a result before its call (the facts read over
-the whole list), a work in flight that fits nowhere (the whole conversation is summarized again).
+the whole list), a work in flight that fits nowhere (the whole conversation is summarized again), an
+append-only log's compaction after a covered prefix that no line after it makes history only
+(:func:`take_prefix`).
 """
 
 from __future__ import annotations
@@ -34,14 +36,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .budget import Budget
 from .context import Context
-from .errors import InputError, Unstreamable
+from .errors import InputError, LineError, Unstreamable
 from .formats import get_format
+from .formats.base import Finish
 from .hashed_lines import Hashing, lines_at
 from .model import Record, Role, Transcript
 from .options import Options
 from .paths import open_input
 from .plugins import COMPACTS_LOGS_STREAMED, COMPACTS_STREAMED, STRATEGIES, SUMMARIZERS, SUMMARIZES_STREAMED
-from .reader import iter_lines_at
+from .reader import decode_line, iter_lines_at
 from .strategies import has_trait
 from .streaming import Counted, Held, Reading, begin
 
@@ -185,6 +188,9 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
                       source=counted.source, state=counted.layers)
     gathered = Gathering(covered, taken)
     reading.parsed = gathered.parsed
+    if taken is not None and covered is not None:
+        # the prefix's lines first: told when the read starts (at once after a covered prefix, its scan done)
+        reading.started = lambda fmt: take_prefix(path, covered, reading.finish, taken)
     changed = f"{path} changed while it was read; run again"
     at, line = begin(covered, None)
     with open_input(path) as stream:
@@ -200,6 +206,29 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
     if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
         raise InputError(changed)
     return gathered.result(path, counted, reading.records, lines.count)
+
+
+def take_prefix(path: Path, covered: Covered, finish: Finish | None, taken: Any) -> None:
+    """An append-only log's compaction after the state's covered prefix, each of whose lines the state says
+    was read as a record the compaction copies (``Fingerprint.history``, ``route_file.compact_streamed``):
+    ``taken`` (``Format.compaction_seen``) is given each line of the prefix as
+    ``formats.jsonl.history_lines`` gives it, the line and its JSON decoded (what the format's reader keeps
+    as the record's data), without parsing it as a record. Only where a line after the prefix makes every
+    message before it history only (``finish``, after its scan: ``Finish.hides_all``), so that no line
+    appended since has made a line of the prefix a result without its call; else
+    :class:`~.errors.Unstreamable`. The bytes must be those pass 1 proved (else an InputError: the file
+    changed)."""
+    if finish is None or not finish.hides_all:
+        raise Unstreamable("no line after the covered prefix makes it history only")
+    with open_input(path) as stream:
+        hashing = Hashing(stream, covered.at)
+        try:
+            for lineno, _offset, raw in iter_lines_at(hashing):  # type: ignore[arg-type]
+                taken.add(decode_line(raw, lineno), raw)
+        except LineError:
+            hashing.nbytes = -1  # (a line pass 1 proved good no longer reads: the file changed)
+    if hashing.nbytes != covered.at or hashing.digest() != covered.hash.digest():
+        raise InputError(f"{path} changed while it was read; run again")
 
 
 def input_lines(path: Path, counted: Counted) -> Iterator[bytes]:

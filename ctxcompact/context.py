@@ -391,3 +391,17 @@ def _parse_prefix_line(fmt: Format, data: Spans, span: tuple[int, int], index: i
                          "use --reset-state to start over")
     rec.offset = offset
     return rec
+
+
+def copies_history(ctx: Context, state: State | None) -> bool | None:
+    """:attr:`~.state.Fingerprint.history` of a fingerprint made of what ``ctx`` read: for an append-only
+    log (``Format.compaction_seen``; None for other formats), whether every line read was a record its
+    compaction copies as history (``formats.jsonl.history_lines``): no line dropped, no result repaired as
+    one without its call, and, after the state's covered prefix, the same said of that prefix (unknown in
+    a state older than the key: false). Both routes decide by it, on the same context's figures (pass 1's
+    on the streamed one). What lines appended later may change (a fork that leaves a call off the branch)
+    is the reader's to rule out: ``compaction_stream.take_prefix``."""
+    if get_format(ctx.input_format).compaction_seen() is None:
+        return None
+    earlier = state.fingerprint.history if state is not None and ctx.covered else True
+    return bool(earlier) and ctx.dropped == 0 and not any(r.kind == "orphan_result" for r in ctx.repairs)

@@ -129,8 +129,10 @@ def compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Opti
     seen = fmt.compaction_seen()  # an append-only log: what its compaction takes of its lines
     if seen is not None and any(r.kind == "orphan_result" for r in counted.repairs):
         return None  # (a result no line's call answers is not copied: formats.jsonl.history_lines)
-    if seen is not None and counted.covered is not None:
-        return None  # (what an append-only log's compaction takes of its lines includes the covered prefix's)
+    if seen is not None and counted.covered is not None and (state is None or not state.fingerprint.history):
+        # what its compaction takes of its lines includes the covered prefix's: taken in pass 2 only where the
+        # state says each of them is a line the compaction copies (compaction_stream.take_prefix)
+        return None
     said: list[str] = []  # told only if this route writes: the held route says it all again otherwise
     ignored = ignored_usage_warning(report.calibrated)
     if ignored is not None:

@@ -221,6 +221,12 @@ class Finish:
 
     #: a line the read reaches hides lines before it (a Codex or ADK compaction line, found by :meth:`scan`)
     hides = False
+    #: a line the read reaches (found by :meth:`scan`) makes every message before it history only in
+    #: :meth:`Format.finish` over the whole file, whatever the lines before it are (Claude Code's
+    #: compact_boundary, Codex's compacted line; not an ADK compaction, which hides a range of timestamps):
+    #: no line before where the read starts can then be a tool result without its call, read or not
+    #: (``compaction_stream.take_prefix``)
+    hides_all = False
     #: the offset of the record :meth:`late_usage` is for (a reader notes where it lands in the context)
     target: int | None = None
 

@@ -107,7 +107,7 @@ class StreamFinish(Finish):
     def _scan(self, stream: BinaryIO, at: int, limit: int | None, size: int = 1 << 20) -> None:
         for offset, line in marked_lines(stream, at, limit, _MARK, size):
             if _is_boundary(line):
-                self.boundary, self.met = offset, False
+                self.boundary, self.met, self.hides_all = offset, False, True
 
     def __call__(self, rec: Record) -> None:
         if len(self.window) >= 2 * WINDOW:

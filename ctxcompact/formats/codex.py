@@ -306,7 +306,7 @@ class _Finish(Finish):
             for offset, line in marked_lines(stream, at, limit, b'"compacted"'):
                 try:
                     if _is_compacted(orjson.loads(line)):
-                        self.last, self.hides = offset, True
+                        self.last, self.hides, self.hides_all = offset, True, True
                 except orjson.JSONDecodeError:
                     pass  # (not a record: the reader leaves the file to the held route)
 

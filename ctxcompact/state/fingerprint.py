@@ -138,12 +138,14 @@ def prefix_fingerprint(path_or_stream: Source, nbytes: int, *, chunk_size: int =
 
 def make_fingerprint(source: Source, *, records: int, nbytes: int, format: str,
                      system_lines: Iterable[tuple[int, int]] = (),
-                     tokens: TokenCache | None = None, lines: int | None = None) -> Fingerprint:
+                     tokens: TokenCache | None = None, lines: int | None = None,
+                     history: bool | None = None) -> Fingerprint:
     """The fingerprint of the first ``records`` records, which are the first ``nbytes`` bytes (``lines``
-    physical lines) of ``source`` (the input as read: a path, bytes or a stream at its start)."""
+    physical lines) of ``source`` (the input as read: a path, bytes or a stream at its start).
+    ``history``: :attr:`Fingerprint.history`."""
     return Fingerprint(records=records, nbytes=nbytes, sha256=prefix_fingerprint(source, nbytes),
                        format=format, tokens=tokens, system_lines=[(int(o), int(n)) for o, n in system_lines],
-                       lines=lines)
+                       lines=lines, history=history)
 
 
 def check_fingerprint(state: State, input_path_or_bytes: Source, *, format: str | None = None,

@@ -50,6 +50,10 @@ class Fingerprint:
     tokens: TokenCache | None = None
     system_lines: list[tuple[int, int]] = field(default_factory=list)
     lines: int | None = None  # physical lines of the prefix (blank ones too), for line numbers after it
+    #: an append-only log's prefix (``Format.compaction_seen``; None for other formats, and in a state older
+    #: than it): every line of it was read as a record its compaction copies as history, none dropped and
+    #: no result without its call (``context.copies_history``)
+    history: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"records": self.records, "bytes": self.nbytes}
@@ -59,6 +63,8 @@ class Fingerprint:
         if self.tokens is not None:
             d["tokens"] = self.tokens.to_json()
         d["system_lines"] = [[off, n] for off, n in self.system_lines]
+        if self.history is not None:  # (only an append-only log's: the other states' bytes as they were)
+            d["history"] = self.history
         return d
 
     @classmethod
@@ -66,7 +72,8 @@ class Fingerprint:
         tokens = d.get("tokens")
         return cls(records=d["records"], nbytes=d["bytes"], sha256=d["sha256"], format=d["format"],
                    tokens=_token_cache(tokens) if tokens is not None else None,
-                   system_lines=[(int(off), int(n)) for off, n in d["system_lines"]], lines=d.get("lines"))
+                   system_lines=[(int(off), int(n)) for off, n in d["system_lines"]], lines=d.get("lines"),
+                   history=d.get("history"))
 
 
 @dataclass(slots=True)

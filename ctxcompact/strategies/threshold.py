@@ -17,7 +17,7 @@ import dataclasses
 from typing import Any
 
 from ..budget import Budget
-from ..context import Context
+from ..context import Context, copies_history
 from ..facts.handoff import request_status
 from ..facts.text import (
     IN_PROGRESS,
@@ -210,15 +210,17 @@ def _commit(state: State, written: Written, summary: SummaryResult, latest: str 
     exact = sum(counts.exact[:n]) if counts.exact is not None else None
     tokens = TokenCache(heuristic=sum(counts.heuristic[:n]), exact=exact, encoding=counts.encoding)
     start = tail.start
+    history = copies_history(ctx, state)  # (the state as the run found it: its fingerprint the earlier one)
     if start is not None:
         fingerprint = make_fingerprint(written.data, records=start.index, nbytes=start.offset,
                                        lines=start.line - 1, format=ctx.input_format,
                                        system_lines=[(o, k) for o, k in ctx.system_spans
-                                                     if o + k <= start.offset], tokens=tokens)
+                                                     if o + k <= start.offset], tokens=tokens,
+                                       history=history)
     else:
         fingerprint = make_fingerprint(written.data, records=ctx.input_records, nbytes=ctx.input_bytes,
                                        lines=ctx.input_lines, format=ctx.input_format,
-                                       system_lines=ctx.system_spans, tokens=tokens)
+                                       system_lines=ctx.system_spans, tokens=tokens, history=history)
     # every masked record is now inside the summary; a trimmed result of the tail stays trimmed
     state.set_section(mask.merge_masking(None, tail.trimmed, input_records=start.index, thinking_before=0)
                       if tail.trimmed and start is not None else None, Masking.KEY)
