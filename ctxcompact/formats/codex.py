@@ -32,7 +32,8 @@ Rules:
   (``meta["inactive"] = "compacted"``) and the compacted line carries the summary as an injected user
   message.
 - Output is writable: response_item lines (plus the session_meta kept as system message) are what Codex
-  replays on ``codex resume``.
+  replays on ``codex resume``. A compaction leaves out the context Codex writes at a turn's start (its
+  instructions, its environment): Codex 0.169 sends it afresh after resuming (``_Seen.resent``).
 """
 
 from __future__ import annotations
