@@ -121,3 +121,19 @@ def test_resent_is_a_block_of_context_items_that_holds_an_environment_or_tools(k
                 expected[start:end] = [True] * (end - start)
             start = end + 1
     assert [seen.resent(r) for r in raws] == expected
+
+
+def test_the_streamed_and_the_held_route_leave_out_the_same(tmp_path: Path) -> None:
+    # the file is compacted without holding it (compaction_stream feeds _Seen line by line), the bytes held
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes((DATA / "agentlogs-codex-crud.jsonl").read_bytes())
+    outs = []
+    for n, source in enumerate((path, path.read_bytes())):
+        buf = io.BytesIO()
+        res = api.run(source, Options(state_path=tmp_path / f"{n}.json", window=8000, strategy="threshold"),
+                      output=buf, warn=lambda m: None)
+        outs.append((res.streamed is not None, buf.getvalue()))
+    assert [streamed for streamed, _ in outs] == [True, False]
+    assert outs[0][1] == outs[1][1]
+    history = orjson.loads(outs[0][1].splitlines()[-2])["payload"]["replacement_history"]
+    assert history and not developer(history)
