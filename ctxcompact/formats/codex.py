@@ -292,7 +292,7 @@ class _Seen:
         ``compacted`` line it did not write: a developer message, the ``<environment_context>``, the injected
         instructions, of a block of them holding an environment or ``additional_tools`` (a block Codex
         writes at the start of a turn). A developer message on its own (mid-turn, or a user's) is not."""
-        self._close()
+        self._close()  # (a block the log ends on)
         return raw is not None and _digest(raw) in self.context
 
     def meter(self, post_tokens: int | None) -> dict[str, Any] | None:
@@ -550,11 +550,11 @@ class CodexFormat(Format):
 
         ``replacement_history`` is the context up to the last summary (all of it for a masking), session_meta
         aside, as response items, laid out as Codex 0.169 lays out its own: the user's latest request as its
-        own user message (unless it is kept after the summary), then the summary and its continuation.
-        Without the context Codex writes at a turn's start (:meth:`_Seen.resent`):
-        Codex 0.169 sends its own afresh after resuming a ``compacted`` line it did not write, so a copy here
-        would reach the model twice (tests/clients). ``message`` is the summary text
-        ("" for a masking, as Codex's remote compaction writes). ``latest_token_usage_record`` is the input's
+        own user message (unless it is kept after the summary), then the summary and its continuation. The
+        context Codex writes at a turn's start (:meth:`_Seen.resent`) is left out, there and after it: Codex
+        0.169 sends its own afresh after resuming a ``compacted`` line it did not write, so a copy would reach
+        the model twice (tests/clients). ``message`` is the summary text ("" for a masking, as Codex's
+        remote compaction writes). ``latest_token_usage_record`` is the input's
         last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
         after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
         ``total_tokens``, the size of the compacted context (``post_tokens``)."""
