@@ -32,11 +32,13 @@ Rules:
   (``meta["inactive"] = "compacted"``) and the compacted line carries the summary as an injected user
   message.
 - Output is writable: response_item lines (plus the session_meta kept as system message) are what Codex
-  replays on ``codex resume``.
+  replays on ``codex resume``. A compaction leaves out the context Codex writes at a turn's start (its
+  instructions, its environment): Codex 0.169 sends it afresh after resuming (``_Seen.resent``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -78,6 +80,8 @@ _OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "lo
                            "web_search_call"})
 _INJECTED_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
                       "<turn_aborted>", "<user_shell_command>", "<permissions instructions>")
+#: the injected user messages Codex writes with its instructions at a turn's start (a context block)
+_CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "developer": Role.SYSTEM, "system": Role.SYSTEM}
 
 
@@ -224,15 +228,19 @@ def _usage(payload: dict[str, Any]) -> Usage | None:
 
 class _Seen:
     """What a Codex compaction (``jsonl.compaction_output``) takes from the input's lines: the last
-    timestamp, the user's latest request (raw line, payload), the latest ``<environment_context>`` item, the
-    last usage record and the last ``token_count`` info."""
+    timestamp, the user's latest request (raw line, payload), the context items Codex re-sends on resume
+    (:meth:`resent`), the last usage record and the last ``token_count`` info."""
 
     def __init__(self) -> None:
         self.stamp: str | None = None
         self.request: tuple[bytes, dict[str, Any]] | None = None
-        self.environment: dict[str, Any] | None = None
         self.usage_record: Any = None
         self.info: dict[str, Any] | None = None
+        #: digests of the lines of the context blocks closed so far, and of the block being read (marked:
+        #: it holds an ``<environment_context>`` or ``additional_tools`` item)
+        self.context: set[bytes] = set()
+        self.block: list[bytes] = []
+        self.marked = False
 
     def add(self, data: Any, raw: bytes) -> None:
         if not isinstance(data, dict):
@@ -247,14 +255,45 @@ class _Seen:
             self.usage_record = p
         elif kind == "event_msg" and p.get("type") == "token_count" and isinstance(p.get("info"), dict):
             self.info = p["info"]
-        elif kind == "response_item" and p.get("type") == "message" and p.get("role") == "user":
-            parts = p.get("content")
-            text = "".join(c.get("text", "") for c in parts if isinstance(c, dict)
-                           and isinstance(c.get("text"), str)) if isinstance(parts, list) else ""
-            if text.lstrip().startswith("<environment_context>"):
-                self.environment = p
-            elif text.strip() and not text.lstrip().startswith(_INJECTED_PREFIXES):
-                self.request = (raw, p)
+        elif kind in ("response_item", "compacted"):
+            context = kind == "response_item" and self._context(p)
+            if context:
+                self.block.append(_digest(raw))
+                self.marked = self.marked or context == "marker"
+                return
+            self._close()
+            if kind == "response_item" and p.get("type") == "message" and p.get("role") == "user":
+                text = _text(p)
+                if text.strip() and not text.lstrip().startswith(_INJECTED_PREFIXES):
+                    self.request = (raw, p)
+
+    @staticmethod
+    def _context(p: dict[str, Any]) -> str | None:
+        """``marker`` for the items only Codex writes into a context block (its environment, its tools),
+        ``item`` for the others a block holds (developer messages, injected instructions), None otherwise."""
+        if p.get("type") == "additional_tools":
+            return "marker"
+        if p.get("type") != "message":
+            return None
+        if p.get("role") in ("developer", "system"):
+            return "item"
+        text = _text(p).lstrip()
+        if text.startswith("<environment_context>"):
+            return "marker"
+        return "item" if p.get("role") == "user" and text.startswith(_CONTEXT_PREFIXES) else None
+
+    def _close(self) -> None:
+        if self.marked:
+            self.context.update(self.block)
+        self.block, self.marked = [], False
+
+    def resent(self, raw: bytes | None) -> bool:
+        """Whether the line ``raw`` is one of the context items Codex 0.169 sends afresh after resuming a
+        ``compacted`` line it did not write: a developer message, the ``<environment_context>``, the injected
+        instructions, of a block of them holding an environment or ``additional_tools`` (a block Codex
+        writes at the start of a turn). A developer message on its own (mid-turn, or a user's) is not."""
+        self._close()  # (a block the log ends on)
+        return raw is not None and _digest(raw) in self.context
 
     def meter(self, post_tokens: int | None) -> dict[str, Any] | None:
         """The ``token_count`` event Codex writes after its own compaction, or None without a size or an
@@ -267,6 +306,16 @@ class _Seen:
                                        "reasoning_output_tokens")}
         info = {**self.info, "last_token_usage": {**zero, "total_tokens": post_tokens}}
         return {"type": "token_count", "info": info, "rate_limits": None}
+
+
+def _digest(raw: bytes) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+def _text(p: dict[str, Any]) -> str:
+    parts = p.get("content")
+    return "".join(c.get("text", "") for c in parts if isinstance(c, dict)
+                   and isinstance(c.get("text"), str)) if isinstance(parts, list) else ""
 
 
 def _is_compacted(obj: Any) -> bool:
@@ -500,10 +549,12 @@ class CodexFormat(Format):
         (docs/guides/claude-code-codex.md).
 
         ``replacement_history`` is the context up to the last summary (all of it for a masking), session_meta
-        aside, as response items, laid out as Codex 0.169 lays out its own: the instructions first, the user's
-        latest request as its own user message (unless it is kept after the summary), the latest
-        ``<environment_context>``, then the summary and its continuation. ``message`` is the summary text
-        ("" for a masking, as Codex's remote compaction writes). ``latest_token_usage_record`` is the input's
+        aside, as response items, laid out as Codex 0.169 lays out its own: the user's latest request as its
+        own user message (unless it is kept after the summary), then the summary and its continuation. The
+        context Codex writes at a turn's start (:meth:`_Seen.resent`) is left out, there and after it: Codex
+        0.169 sends its own afresh after resuming a ``compacted`` line it did not write, so a copy would reach
+        the model twice (tests/clients). ``message`` is the summary text ("" for a masking, as Codex's
+        remote compaction writes). ``latest_token_usage_record`` is the input's
         last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
         after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
         ``total_tokens``, the size of the compacted context (``post_tokens``)."""
@@ -511,19 +562,17 @@ class CodexFormat(Format):
             return None
         made = self._made(records)
         end = made[-1] + 1 if made else len(records)
-        kept = [r for r in records[end:] if r.raw is not None and r.message is not None]
+        kept = [r for r in records[end:] if r.raw is not None and r.message is not None
+                and not seen.resent(r.raw)]
         kept_raw = {r.raw for r in kept}
         replacement: list[Any] = []
         for rec in records[:end]:
             msg = rec.message
-            if msg is None or rec.meta.get("type") == "session_meta":
-                continue
-            if made and rec is records[made[0]]:
-                # Codex's own order: the request and the fresh context before the summary
-                if seen.request is not None and seen.request[0] not in kept_raw:
-                    replacement.append(seen.request[1])
-                if seen.environment is not None:
-                    replacement.append(seen.environment)
+            if msg is None or rec.meta.get("type") == "session_meta" or seen.resent(rec.raw):
+                continue  # (Codex sends its instructions and environment afresh after the history)
+            if made and rec is records[made[0]] and seen.request is not None \
+                    and seen.request[0] not in kept_raw:
+                replacement.append(seen.request[1])  # Codex's own order: the request before the summary
             data = rec.data if isinstance(rec.data, dict) else None
             payload = data.get("payload") if data is not None and not rec.dirty else None
             replacement.append(payload if isinstance(payload, dict) else self._item(msg))

@@ -31,7 +31,7 @@ from tests.clients.harness import Home, ctxcompact, lines_of
 from tests.clients.test_real_clients import (
     CLAUDE_LOG,
     CODEX_LOG,
-    assert_codex_context_resent,
+    assert_codex_context_once,
     claude_assistant_texts,
     claude_ids,
     claude_meter,
@@ -224,6 +224,6 @@ def test_codex_resumes_a_second_compaction_with_a_state(home: Home) -> None:
     assert not [t for t in said if RULE in t and t is not summaries[0]] and said.count(REQUEST) == 1
     assert REPLY_TEXT not in codex_assistant_texts(sent)
     assert users[-1] == "Once more."
-    # Codex sends its instructions and environment again after the history (assert_codex_context_resent)
-    assert_codex_context_resent(sent)
+    # Codex's instructions and environment once (assert_codex_context_once)
+    assert_codex_context_once(sent)
     read_back(home)
