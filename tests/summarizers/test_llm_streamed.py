@@ -271,3 +271,35 @@ def test_memory_of_an_llm_compaction_does_not_grow_with_the_file(tmp_path: Path,
         held = (_peak(small, True, server.openai_url) - _peak(fewer, True, server.openai_url)) / (n - n // 3)
     assert streamed < 128, f"{streamed:.0f} B per record (held: {held:.0f})"
     assert held > 8 * 128, held
+
+
+def test_a_file_changed_before_the_summary_is_an_error_and_nothing_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A byte changed after pass 2 read the conversation: the records read again for the prompt do not
+    hash as pass 1's, so the run fails (exit 1) before any request, and writes nothing."""
+    from ctxcompact import engine, route_file
+    from ctxcompact.errors import CtxCompactError
+    from ctxcompact.options import Options
+
+    path, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
+    path.write_bytes((SAMPLES / "openai-long.jsonl").read_bytes())
+    real = route_file.read_conversation
+
+    def then_rewrite(*a: Any, **k: Any) -> Any:
+        got = real(*a, **k)
+        data = bytearray(path.read_bytes())
+        i = data.index(b'"content":"') + 11
+        data[i] = ord("Q") if data[i] != ord("Q") else ord("R")  # same length: only the digest tells
+        path.write_bytes(bytes(data))
+        return got
+
+    monkeypatch.setattr(route_file, "read_conversation", then_rewrite)
+    out.write_bytes(b"before\n")
+    with ProviderServer() as server:
+        opts = Options(window=3_000, use_state=False, summarizer="openai", summary_model="m",
+                       base_url=server.openai_url, max_retries=0)
+        with pytest.raises(CtxCompactError, match="changed while it was read") as err:
+            engine.run(path, opts, output=out, hold=False, warn=lambda m: None)
+        assert err.value.exit_code == 1
+        assert server.received == []
+    assert out.read_bytes() == b"before\n"
