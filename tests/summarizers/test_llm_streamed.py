@@ -239,7 +239,7 @@ def _peak(path: Path, hold: bool, url: str) -> int:
     tracemalloc.start()
     try:
         r = engine.run(path, Options(window=20_000, use_state=False, exact="none", summarizer="openai",
-                                     summary_model="m", base_url=url, summary_window=16_000, max_retries=0),
+                                     summary_model="m", base_url=url, summary_window=64_000, max_retries=0),
                        output=path.with_suffix(".out"), hold=hold, warn=lambda m: None)
         assert r.compacted and r.summary is not None and r.summary.summarizer == "openai"
         return tracemalloc.get_traced_memory()[1]
@@ -249,7 +249,7 @@ def _peak(path: Path, hold: bool, url: str) -> int:
 
 def test_memory_of_an_llm_compaction_does_not_grow_with_the_file(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Peak traced memory of a compaction with the openai summarizer (its pieces fitted to a 16k window) on
+    """Peak traced memory of a compaction with the openai summarizer (its pieces fitted to a 64k window) on
     N and 4N lines: the streamed run's grows by little per added record (pass 1's counts, the tool names
     by call id the prompt names results by), the held run's by the records (so the test can fail). Pass 1
     counts in batches of 256 records (not 4,096), so both files fill a batch (test_run_streamed's
