@@ -59,9 +59,9 @@ def placed(rec: Record) -> tuple[str, list[Record]]:
 @dataclass(slots=True)
 class Summarized:
     """The first ``count`` records :func:`placed` says are summarized, read again from the cleaned context's
-    parts (``parts()``: the file read again, ``compaction_stream.read_again``) at each iteration: what a held
-    run's ``Conversation.before`` gives, without holding it. The parts are read to their end, so the reading
-    checks the file did not change (unless the caller stops early)."""
+    parts (``parts()``: the file read again, ``compaction_stream.read_conversation``) at each iteration:
+    what a held run's ``Conversation.before`` gives, without holding it. The parts are read to their end, so
+    the reading checks the file did not change (unless the caller stops early)."""
 
     parts: Callable[[], Iterator[list[Record]]]
     count: int

@@ -444,7 +444,8 @@ def _split_until_whole(chunk: list[Record], first: bool, request: SummaryRequest
                        carried: str) -> Iterator[list[Record]]:
     """The sizes above are estimates; the prompt decides. A piece whose prompt would still drop a record is
     halved until none does (a record alone is shrunk, never dropped), so no record is lost silently.
-    ``first``: the piece is the first (it carries the request's prior summary, the others ``carried``)."""
+    ``first``: ``chunk`` begins the conversation (its first piece carries the request's prior summary, the
+    others ``carried``)."""
     pending = [chunk]
     while pending:
         piece = pending.pop()
