@@ -10,11 +10,13 @@ given that conversation instead of a held context: the same ``threshold.compact`
 same commit. Its output (the system records, the summary and continuation, the work in flight) is small.
 
 The sliding window's events are made here too (its own gatherer in pass 1, the planner on
-``sliding_window_input.Streamed``, which reads the file again by :func:`reread`): the extractive summarizer,
-a format whose output is the context itself. Otherwise taken for what declares it may be
+``sliding_window_input.Streamed``, which reads the file again by :func:`reread`): a summarizer that declares
+it may, a format whose output is the context itself. Otherwise taken for what declares it may be
 (:func:`may_compact_streamed`, the registry's traits: ``plugins.COMPACTS_STREAMED`` and
 ``SUMMARIZES_STREAMED``): the default path, ``--strategy threshold`` without
-``--prune``, the extractive summarizer, a format whose compaction output is the compacted context itself or
+``--prune``, the extractive or an LLM summarizer (the records a summary covers read again from the file as
+often as it iterates them: :func:`read_conversation`, ``strategies.conversation.Summarized``), a format
+whose compaction output is the compacted context itself or
 an append-only log's lines copied then what ``Format.compaction_appended`` makes of what
 ``Format.compaction_seen`` took of them line by line (Codex, ADK events, Claude Code: :func:`input_lines`;
 ``plugins.COMPACTS_LOGS_STREAMED``), no
@@ -182,16 +184,36 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
         found, records, nlines = counted.gathered
         if not isinstance(found, Gathering):  # a strategy's own (the sliding window's: _read_again)
             return _read_again(found, path, counted, opts, records, nlines)
-        return found.result(path, counted, records, nlines)
+        ctx, conv, positions = found.result(path, counted, records, nlines)
+    else:
+        gathered = Gathering(counted.covered, taken)
+        reading = _conversation_reading(path, counted, opts)
+        reading.parsed = gathered.parsed
+        covered = counted.covered
+        if taken is not None and covered is not None:
+            # the prefix's lines first, told when the read starts (at once after a covered prefix)
+            reading.started = lambda fmt: take_prefix(path, covered, reading.finish, taken)
+        lines: list[int] = []
+        for part in _conversation_parts(path, counted, reading, lines):
+            gathered.add(part)
+        ctx, conv, positions = gathered.result(path, counted, reading.records, lines[0])
+    # an LLM summarizer reads the records a summary covers: read again, as often as it iterates them
+    conv.again = lambda: _conversation_parts(path, counted, _conversation_reading(path, counted, opts))
+    return ctx, conv, positions
+
+
+def _conversation_reading(path: Path, counted: Counted, opts: Options) -> Any:  # (a Reading)
+    """Pass 2's reading of the conversation: from the start or the state's covered prefix, as pass 1 read."""
+    return Reading(path, opts, counted.format, schema=False, covered=counted.covered, limit=counted.nbytes,
+                   source=counted.source, state=counted.layers)
+
+
+def _conversation_parts(path: Path, counted: Counted, reading: Any,
+                        lines_read: list[int] | None = None) -> Iterator[list[Record]]:
+    """The cleaned context's parts, ``reading`` the bytes pass 1 read (after the covered prefix, its lead
+    first); read to the end, they must be the same (else an InputError: the file changed). ``lines_read``:
+    given the number of physical lines read, at the end."""
     covered = counted.covered
-    reading = Reading(path, opts, counted.format, schema=False, covered=covered, limit=counted.nbytes,
-                      source=counted.source, state=counted.layers)
-    gathered = Gathering(covered, taken)
-    reading.parsed = gathered.parsed
-    if taken is not None and covered is not None:
-        # the prefix's lines first: told when the read starts (at once after a covered prefix, its scan done)
-        reading.started = lambda fmt: take_prefix(path, covered, reading.finish, taken)
-    changed = f"{path} changed while it was read; run again"
     at, line = begin(covered, None)
     with open_input(path) as stream:
         stream.seek(at)
@@ -199,13 +221,13 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
         hashing = Hashing(lines, counted.nbytes, at,  # type: ignore[arg-type]
                           covered.hash.copy() if covered is not None else None)
         try:
-            for part in reading.parts(lines_at(hashing, at, line)):
-                gathered.add(part)
+            yield from reading.parts(lines_at(hashing, at, line))
         except Held as held:
             raise InputError(f"{path} changed while it was read ({held}); run again") from None
     if hashing.nbytes != counted.nbytes or hashing.digest() != counted.digest:
-        raise InputError(changed)
-    return gathered.result(path, counted, reading.records, lines.count)
+        raise InputError(f"{path} changed while it was read; run again")
+    if lines_read is not None:
+        lines_read.append(lines.count)
 
 
 def take_prefix(path: Path, covered: Covered, finish: Finish | None, taken: Any) -> None:

@@ -286,8 +286,10 @@ ENCODINGS = (DEFAULT_ENCODING, "cl100k_base")
 #: (run_setup.check_summarizer)
 OFFLINE = "offline"
 
-#: a summarizer trait: its summary is made from the fact store alone, so a compaction made without holding the
-#: file (pass 2, fed by ``facts.gather.FactFeed``) may use it (compaction_stream.may_compact_streamed)
+#: a summarizer trait: it summarizes a conversation not held, from the fact store (pass 2's
+#: ``facts.gather.FactFeed``) and the records read again from the file as often as it iterates them
+#: (``SummaryRequest.records``, ``strategies.conversation.Summarized``), so a compaction made without holding
+#: the file may use it (compaction_stream.may_compact_streamed)
 SUMMARIZES_STREAMED = "summarizes-streamed"
 
 #: a summarizer trait: its summary is the extracted facts themselves, written by no model, so it is not
@@ -298,8 +300,8 @@ EXTRACTS = "extracts"
 SUMMARIZERS: Registry[Any] = Registry("summarizer", [
     Builtin("extractive", _Z + "extractive:ExtractiveSummarizer",
             traits=frozenset({OFFLINE, SUMMARIZES_STREAMED, EXTRACTS})),
-    Builtin("anthropic", _Z + "anthropic:AnthropicSummarizer"),
-    Builtin("openai", _Z + "openai:OpenAISummarizer"),
+    Builtin("anthropic", _Z + "anthropic:AnthropicSummarizer", traits=frozenset({SUMMARIZES_STREAMED})),
+    Builtin("openai", _Z + "openai:OpenAISummarizer", traits=frozenset({SUMMARIZES_STREAMED})),
 ], default="extractive")
 
 #: what a summary falls back to when the chosen summarizer fails (summarizers.fallback.summarize)

@@ -3,7 +3,7 @@ ready for :func:`.store.merge`: ``merge(old, gather(records, …))`` is the stor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..model import SUBAGENT_MESSAGE, Message, Record, Role, ToolCall
@@ -43,7 +43,7 @@ DECISION_CHARS = 2000
 TIMELINE_CHARS = 160
 ACTION_CHARS = 500
 
-def gather(records: Sequence[Record], latest_request: str | None = None,
+def gather(records: Iterable[Record], latest_request: str | None = None,
            todos: Sequence[Todo] | None = None, prior_summary: str | None = None) -> NewFacts:
     """What ``records`` say. ``latest_request``: the last thing a person typed, when the caller knows it
     better (else the last typed message here); ``todos``: open todos from ``--todos`` (else the last todo

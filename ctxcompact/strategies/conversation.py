@@ -7,7 +7,9 @@ the rest. :class:`Reader` takes the cleaned context's records in order and keeps
 and opaque records, the latest request's record, the open todos, and a *window* of the last records. The
 records before the window go to the fact feed (:class:`~ctxcompact.facts.gather.FactFeed`) and are dropped,
 so a streamed run holds the window and the facts, not the file. A held run keeps every record as well (an
-LLM summarizer reads them) and reads the same window: the one code path either way.
+LLM summarizer reads them) and reads the same window: the one code path either way. A streamed run gives an
+LLM summarizer the records before the window read again from the file (:class:`Summarized`, as often as it
+iterates them), the same records a held run keeps (:func:`placed`).
 
 **The window.** :func:`~ctxcompact.facts.handoff.request_status` and
 :func:`~ctxcompact.facts.handoff.in_flight_start` read back from the end and stop at records of a kind: the
@@ -22,7 +24,7 @@ never separates a tool call from its result: the work in flight is read whole fr
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,6 +44,37 @@ def _wall(view: Seen) -> bool:
     return not turn_goes_on(view.rec) and not (view.role is Role.ASSISTANT and view.calls)
 
 
+def placed(rec: Record) -> tuple[str, list[Record]]:
+    """Where :class:`Reader` puts ``rec``: ``"carried"`` (a summary or continuation of an earlier
+    compaction), ``"system"``, ``"opaque"`` (an encrypted earlier summary kept as it is) or ``"summarized"``
+    (what a summary covers), with the encrypted parts it keeps of it (``facts.earlier.opaque_of``)."""
+    if rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
+        return "carried", []
+    if rec.message is not None and rec.message.role is Role.SYSTEM:
+        return "system", []
+    kept = opaque_of(rec)
+    return ("opaque" if kept and kept[0] is rec else "summarized"), kept
+
+
+@dataclass(slots=True)
+class Summarized:
+    """The first ``count`` records :func:`placed` says are summarized, read again from the cleaned context's
+    parts (``parts()``: the file read again, ``compaction_stream.read_conversation``) at each iteration:
+    what a held run's ``Conversation.before`` gives, without holding it. The parts are read to their end, so
+    the reading checks the file did not change (unless the caller stops early)."""
+
+    parts: Callable[[], Iterator[list[Record]]]
+    count: int
+
+    def __iter__(self) -> Iterator[Record]:
+        n = 0
+        for part in self.parts():
+            for rec in part:
+                if n < self.count and placed(rec)[0] == "summarized":
+                    n += 1
+                    yield rec
+
+
 @dataclass(slots=True)
 class Conversation:
     """What a compaction reads of a context (:class:`Reader`)."""
@@ -56,13 +89,19 @@ class Conversation:
     #: ``feed``
     records: list[Record] | None = None
     feed: FactFeed | None = None
+    #: the records the reader took that a summary covers (``len(records)`` when held)
+    taken: int = 0
+    #: a streamed run: the cleaned context's parts read again (the records before the window, for
+    #: :class:`Summarized`); None: none are given (only the feed)
+    again: Callable[[], Iterator[list[Record]]] | None = None
 
-    def before(self, at: int) -> tuple[list[Record], FactFeed | None]:
+    def before(self, at: int) -> tuple[list[Record] | Summarized, FactFeed | None]:
         """The conversation before ``window[at]``, to summarize: its records (held), or the feed of its
-        facts (streamed: fed the window's records before ``at``, once; :class:`Unstreamable` when asked
-        again, or when the feed's facts would not be :func:`~ctxcompact.facts.gather.gather`'s)."""
+        facts and those records read again (streamed: the feed fed the window's records before ``at``, once;
+        :class:`Unstreamable` when asked again, or when the feed's facts would not be
+        :func:`~ctxcompact.facts.gather.gather`'s)."""
+        cut = self.taken - len(self.window) + at
         if self.records is not None:
-            cut = len(self.records) - len(self.window) + at
             return self.records[:cut], None
         feed, self.feed = self.feed, None
         if feed is None:
@@ -71,7 +110,7 @@ class Conversation:
             feed.feed(rec)
         if not feed.complete:
             raise Unstreamable("a subagent's lines, or a result read before its call")
-        return [], feed
+        return (Summarized(self.again, cut) if self.again is not None else []), feed
 
 
 @dataclass(slots=True)
@@ -95,6 +134,7 @@ class Reader:
     dropped: Callable[[Record], None] = lambda rec: None
     last_stop: int = -1  # position in the window of the last record status_stops
     last_unskipped: int = -1  # of the last record flight_skips does not pass
+    taken: int = 0  # records a summary covers (Conversation.taken)
 
     def add(self, rec: Record) -> None:
         if self._add(rec):
@@ -102,17 +142,17 @@ class Reader:
 
     def _add(self, rec: Record) -> bool:
         """Take ``rec``; whether the window's start may move."""
-        if rec.origin in (Origin.SUMMARY, Origin.CONTINUATION):
+        where, kept = placed(rec)
+        if where == "carried":
             self.carried.append(rec)
             return False
-        if rec.message is not None and rec.message.role is Role.SYSTEM:
+        if where == "system":
             self.system.append(rec)
             return False
-        kept = opaque_of(rec)
-        if kept:
-            self.opaque.extend(kept)
-            if kept[0] is rec:
-                return False  # kept as it is: not part of what is summarized
+        self.opaque.extend(kept)
+        if where == "opaque":
+            return False  # kept as it is: not part of what is summarized
+        self.taken += 1
         view = Seen(rec)
         if view.typed is not None:
             if self.latest is not None and not any(r is self.latest for r in self.window):
@@ -156,7 +196,8 @@ class Reader:
         return Conversation(
             system=self.system, opaque=self.opaque, carried=self.carried, latest_record=self.latest,
             window=self.window, todos=[t for t in self.todos.result() or [] if is_open(t)],
-            records=self.records if self.hold else None, feed=None if self.hold else self.feed)
+            records=self.records if self.hold else None, feed=None if self.hold else self.feed,
+            taken=self.taken)
 
 
 def _feed() -> FactFeed:

@@ -21,7 +21,8 @@ integers the planner reads kept per record, each rendering a counting pass with 
 state's layers, whose records (the output) are held only within twice the window. What it cannot answer
 without holding more (a rendering over that, where the work in flight begins lying before the latest
 request), a state with layers besides the events, an agent's own log (its compaction is written after its
-lines) and any summarizer but the extractive one take the held route (``errors.Unstreamable``).
+lines) and a summarizer that does not declare it may (``plugins.SUMMARIZES_STREAMED``) take the held route
+(``errors.Unstreamable``). A window's records are a list the summarizer reads (an LLM's prompt too).
 """
 
 from __future__ import annotations

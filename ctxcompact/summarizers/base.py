@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class SummaryRequest:
-    records: list[Record]  # what to summarize, oldest first (message records; others may be present)
+    #: what to summarize, oldest first (message records; others may be present): a list, or records read
+    #: again from the file at each iteration (a streamed run: ``strategies.conversation.Summarized``), so a
+    #: summarizer iterates them as often as it needs and holds no more of them than it must
+    records: Iterable[Record]
     budget_tokens: int  # the summary must fit this (buffer x 0.5), in the window's tokens as ``cost`` counts
     prior_summary: str | None = None  # the previous compaction's summary text, carried forward
     prior_facts: dict[str, Any] | None = None  # structured facts of the previous extractive summary
@@ -38,8 +41,8 @@ class SummaryRequest:
     #: the assistant's answer to the latest request, quoted in the message written after the summary (the
     #: request was answered): the summary does not repeat it under its findings
     answer_in_continuation: str | None = None
-    #: the facts of the records to summarize, read as they came (a streamed run: ``records`` is then empty
-    #: and only the extractive summarizer takes the request)
+    #: the facts of the records to summarize, read as they came (a streamed run; a held run's are gathered
+    #: from ``records``)
     feed: FactFeed | None = None
 
 

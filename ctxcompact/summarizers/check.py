@@ -22,6 +22,7 @@ the status on the same line).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +95,7 @@ def sections_in(text: str) -> list[str]:
 _PROMPT_WORDS = frozenset(w.lower() for w in _WORD.findall(SYSTEM_PROMPT))
 
 
-def distinctive_terms(records: list[Record], facts: dict[str, Any]) -> set[str]:
+def distinctive_terms(records: Iterable[Record], facts: dict[str, Any]) -> set[str]:
     """Terms a summary of this conversation would name: identifiers and file names, and words of six
     letters or more that people and the assistant wrote, leaving out the prompt's own vocabulary."""
     terms: set[str] = set()
@@ -191,7 +192,7 @@ def pinned_block(missing: dict[str, Any], budget_tokens: int) -> tuple[str, list
     return text, files
 
 
-def check_summary(text: str, facts: dict[str, Any], records: list[Record],
+def check_summary(text: str, facts: dict[str, Any], records: Iterable[Record],
                   budget_tokens: int) -> tuple[SummaryCheck, str | None]:
     """Check an LLM's summary ``text`` against ``facts`` (:func:`.extractive.extract_facts` of the same
     request). Returns the verdict and, when facts are missing, the pinned-facts block to append."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..model import (
@@ -385,51 +386,77 @@ def build_user_prompt(request: SummaryRequest, input_budget_tokens: int) -> tupl
 
 
 def chunk_records(request: SummaryRequest, input_budget_tokens: int) -> list[list[Record]]:
+    """:func:`chunks` as a list."""
+    return list(chunks(request, input_budget_tokens))
+
+
+def chunks(request: SummaryRequest, input_budget_tokens: int) -> Iterator[list[Record]]:
     """The conversation in pieces, oldest first, each fitting ``input_budget_tokens`` together with the
     summary carried from the pieces before it (docs/guides/local-models.md#requests-that-fit-and-chunks): one
     piece when it all fits. A record too large for a piece on its own is a piece by itself
-    (:func:`build_user_prompt` then shrinks it)."""
-    records = [r for r in request.records if r.message is not None]
+    (:func:`build_user_prompt` then shrinks it).
+
+    ``request.records`` is iterated three times (the tool names, the sizes, the pieces) and never held:
+    a piece is made when the one before it was taken, so what is held is a piece (a streamed run's records
+    are read again from the file at each iteration, ``strategies.conversation.Summarized``)."""
     budget_chars = max(0, input_budget_tokens) * INPUT_CHARS_PER_TOKEN
-    names = {c.id: c.name for r in records for c in r.message.tool_calls() if c.id}  # type: ignore[union-attr]
-    sizes = [len(_render_record(i + 1, r, TOOL_RESULT_CHARS, names).text) + 1 for i, r in enumerate(records)]
+    names = {c.id: c.name for r in request.records if r.message is not None
+             for c in r.message.tool_calls() if c.id}
 
     def overhead(prior: str | None) -> int:
         empty = dataclasses.replace(request, records=[], prior_summary=prior)
         return len(build_user_prompt(empty, input_budget_tokens)[0]) + 80  # + the omitted-entries note
 
-    if not records or overhead(request.prior_summary) + sum(sizes) <= budget_chars:
-        return [records]
     # later pieces carry a summary of up to the output budget (the prior summary is capped to a share)
     carried = max(len(request.prior_summary or ""), request.budget_tokens * OUTPUT_CHARS_PER_TOKEN)
     room = budget_chars - overhead("x" * min(carried, max(200, budget_chars // 4)))
-    chunks: list[list[Record]] = [[]]
-    used = 0
-    for record, size in zip(records, sizes, strict=True):
-        if chunks[-1] and used + size > room:
-            chunks.append([])
+    # the pieces' ends by the estimated sizes (a record's rendering at its first limit), and their total
+    ends: list[int] = []
+    used = total = n = 0
+    for record in _messages(request.records):
+        size = len(_render_record(n + 1, record, TOOL_RESULT_CHARS, names).text) + 1
+        if n and used + size > room:
+            ends.append(n)
             used = 0
-        chunks[-1].append(record)
         used += size
-    return _split_until_whole(chunks, request, input_budget_tokens, "x" * carried)
+        total += size
+        n += 1
+    if not n or overhead(request.prior_summary) + total <= budget_chars:
+        yield list(_messages(request.records))
+        return
+    ends.append(n)
+    chunk: list[Record] = []
+    k = 0
+    for record in _messages(request.records):
+        chunk.append(record)
+        if len(chunk) == ends[k] - (ends[k - 1] if k else 0):
+            yield from _split_until_whole(chunk, k == 0, request, input_budget_tokens, "x" * carried)
+            chunk = []
+            k += 1
 
 
-def _split_until_whole(chunks: list[list[Record]], request: SummaryRequest, input_budget_tokens: int,
-                       carried: str) -> list[list[Record]]:
+def _messages(records: Iterable[Record]) -> Iterator[Record]:
+    """The message records (the others are not summarized)."""
+    return (r for r in records if r.message is not None)
+
+
+def _split_until_whole(chunk: list[Record], first: bool, request: SummaryRequest, input_budget_tokens: int,
+                       carried: str) -> Iterator[list[Record]]:
     """The sizes above are estimates; the prompt decides. A piece whose prompt would still drop a record is
-    halved until none does (a record alone is shrunk, never dropped), so no record is lost silently."""
-    out: list[list[Record]] = []
-    pending = list(reversed(chunks))
+    halved until none does (a record alone is shrunk, never dropped), so no record is lost silently.
+    ``first``: ``chunk`` begins the conversation (its first piece carries the request's prior summary, the
+    others ``carried``)."""
+    pending = [chunk]
     while pending:
-        chunk = pending.pop()
-        prior = request.prior_summary if not out else carried
-        probe = dataclasses.replace(request, records=chunk, prior_summary=prior)
-        if len(chunk) > 1 and build_user_prompt(probe, input_budget_tokens)[1].records_dropped:
-            half = len(chunk) // 2
-            pending.extend([chunk[half:], chunk[:half]])
+        piece = pending.pop()
+        prior = request.prior_summary if first else carried
+        probe = dataclasses.replace(request, records=piece, prior_summary=prior)
+        if len(piece) > 1 and build_user_prompt(probe, input_budget_tokens)[1].records_dropped:
+            half = len(piece) // 2
+            pending.extend([piece[half:], piece[:half]])
             continue
-        out.append(chunk)
-    return out
+        first = False
+        yield piece
 
 
 # --- shared by the LLM summarizers --------------------------------------------------------------------

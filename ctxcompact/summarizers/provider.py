@@ -20,7 +20,7 @@ from ..secrets import redact, scrub  # re-exported: the one scrubber lives in th
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .prompt import (
     build_user_prompt,
-    chunk_records,
+    chunks,
     estimate_input_tokens,
     input_budget,
     min_input_budget,
@@ -235,7 +235,8 @@ class ProviderSummarizer(Summarizer):
 
     def _summarize_within(self, window: int, request: SummaryRequest, key: str) -> SummaryResult:
         """Summarize ``request`` in requests that each fit ``window``: one when the conversation fits,
-        else chunks, oldest first, each carrying the summary so far as the prior summary."""
+        else chunks, oldest first, each carrying the summary so far as the prior summary (the first, the
+        request's)."""
         output = min(request.budget_tokens, max(MIN_OUTPUT_TOKENS, window // OUTPUT_WINDOW_DIVISOR))
         if output < request.budget_tokens:  # a small model's window: ask for a shorter summary
             request = dataclasses.replace(request, budget_tokens=output)
@@ -244,12 +245,11 @@ class ProviderSummarizer(Summarizer):
             raise SummarizerError(
                 f"{self.name}: the summarizer window ({window:,} tokens) leaves no room for input "
                 f"after the {request.budget_tokens:,}-token summary budget")
-        chunks = chunk_records(request, budget)
         carried = request.prior_summary
         results: list[SummaryResult] = []
-        for records in chunks:
-            part = request if len(chunks) == 1 else dataclasses.replace(
-                request, records=records, prior_summary=carried)
+        # one piece at a time: a streamed run's records are read again as the pieces are made, not held
+        for records in chunks(request, budget):
+            part = dataclasses.replace(request, records=records, prior_summary=carried)
             prompt, stats = build_user_prompt(part, budget)
             self.last_stats = stats
             result = self._send_within_deadline(key, prompt, request.budget_tokens)
