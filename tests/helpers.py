@@ -85,6 +85,23 @@ def grown_session(splits: list[int]) -> list[bytes]:
     return [jsonl(msgs[:end]) for end in ends]
 
 
+def tool_loop_log(path: Path, n: int) -> Path:
+    """``n`` OpenAI lines of a tool loop over a few files and commands (as a real session repeats them),
+    written to ``path``."""
+    lines = [orjson.dumps({"role": "system", "content": "be brief"}),
+             orjson.dumps({"role": "user", "content": "fix the build; never touch setup.py"})]
+    for i in range(n // 3):
+        args = orjson.dumps({"command": f"pytest tests/test_m{i % 40}.py -q"}).decode()
+        lines += [orjson.dumps({"role": "assistant", "content": f"Running the tests of m{i % 40}.",
+                                "tool_calls": [{"id": f"call_{i}", "type": "function",
+                                                "function": {"name": "bash", "arguments": args}}]}),
+                  orjson.dumps({"role": "tool", "tool_call_id": f"call_{i}",
+                                "content": f"{i % 7} passed in 0.{i % 10}s\n" * 8}),
+                  orjson.dumps({"role": "assistant", "content": f"Module m{i % 40} is fine."})]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
 def ctxcompact(
     *args: str, input: bytes | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:

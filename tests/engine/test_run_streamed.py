@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import SAMPLES, comparable_state
+from helpers import SAMPLES, comparable_state, tool_loop_log
 
 from ctxcompact import engine, route_file
 from ctxcompact.errors import CtxCompactError
@@ -175,7 +175,7 @@ def test_a_file_changed_between_the_passes_is_an_error_not_a_mixed_output(tmp_pa
 def _in_flight_log(path: Path) -> Path:
     """A tool loop that ends on a result: a compaction keeps the work in flight, so the state covers less
     than the file (its fingerprint is of a shorter prefix than the passes read)."""
-    _agent_log(path, 300)
+    tool_loop_log(path, 300)
     call = {"id": "call_x", "type": "function",
             "function": {"name": "bash", "arguments": '{"command": "pytest"}'}}
     with path.open("ab") as f:
@@ -293,22 +293,6 @@ def test_a_compaction_streams_where_it_may(tmp_path: Path, monkeypatch: pytest.M
     assert streamed == _run(codex, tmp_path / "codex-h", True, 8_000)
 
 
-def _agent_log(path: Path, n: int) -> Path:
-    """``n`` lines of a tool loop over a few files and commands (as a real session repeats them)."""
-    lines = [orjson.dumps({"role": "system", "content": "be brief"}),
-             orjson.dumps({"role": "user", "content": "fix the build; never touch setup.py"})]
-    for i in range(n // 3):
-        args = orjson.dumps({"command": f"pytest tests/test_m{i % 40}.py -q"}).decode()
-        lines += [orjson.dumps({"role": "assistant", "content": f"Running the tests of m{i % 40}.",
-                                "tool_calls": [{"id": f"call_{i}", "type": "function",
-                                                "function": {"name": "bash", "arguments": args}}]}),
-                  orjson.dumps({"role": "tool", "tool_call_id": f"call_{i}",
-                                "content": f"{i % 7} passed in 0.{i % 10}s\n" * 8}),
-                  orjson.dumps({"role": "assistant", "content": f"Module m{i % 40} is fine."})]
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    return path
-
-
 def _peak_compacting(path: Path, hold: bool) -> int:
     gc.collect()
     tracemalloc.start()
@@ -337,8 +321,8 @@ def test_memory_of_a_compaction_does_not_grow_with_the_file(tmp_path: Path, smal
     little per added record (pass 1's counts, the ids of the calls answered), the held run's by the records
     (so the test can fail); and both write the same."""
     n = small_batches
-    small, big = _agent_log(tmp_path / "small.jsonl", n), _agent_log(tmp_path / "big.jsonl", 4 * n)
-    fewer = _agent_log(tmp_path / "fewer.jsonl", n // 3)
+    small, big = tool_loop_log(tmp_path / "small.jsonl", n), tool_loop_log(tmp_path / "big.jsonl", 4 * n)
+    fewer = tool_loop_log(tmp_path / "fewer.jsonl", n // 3)
     _peak_compacting(fewer, False)  # warm: imports, compiled patterns, caches that do not depend on the file
     streamed = (_peak_compacting(big, False) - _peak_compacting(small, False)) / (3 * n)
     # the held run (which grows by its records from the first) on N/3 and N: that the measure sees growth
@@ -500,7 +484,7 @@ def test_memory_after_a_compaction_does_not_grow_with_the_records(tmp_path: Path
 
 
 def _codex_log(path: Path, n: int) -> Path:
-    """A Codex rollout of ``n`` items of a tool loop (``_agent_log``'s, as rollout items)."""
+    """A Codex rollout of ``n`` items of a tool loop (``helpers.tool_loop_log``'s, as rollout items)."""
     def item(payload: dict[str, Any]) -> bytes:
         return orjson.dumps({"timestamp": "2026-01-01T00:00:00.000Z", "type": "response_item",
                              "payload": payload})
@@ -523,7 +507,7 @@ def _codex_log(path: Path, n: int) -> Path:
 
 
 def _adk_log(path: Path, n: int) -> Path:
-    """ADK events of ``n`` records of a tool loop (``_agent_log``'s, as events with timestamps)."""
+    """ADK events of ``n`` records of a tool loop (``helpers.tool_loop_log``'s, as events with timestamps)."""
     def event(i: int, role: str, parts: list[dict[str, Any]]) -> bytes:
         return orjson.dumps({"author": "agent" if role == "model" else "user", "invocationId": f"e-{i // 3}",
                              "id": f"ev-{i}", "timestamp": 1_700_000_000 + i, "actions": {},

@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from helpers import SAMPLES, runs_on_one_file
+from helpers import SAMPLES, runs_on_one_file, tool_loop_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from providers import (
@@ -215,22 +214,6 @@ def test_a_piece_is_given_before_the_next_is_read() -> None:
     assert read == [1, 2, 3, 4, 5, 6]
 
 
-def _tool_loop(path: Path, n: int) -> Path:
-    """``n`` lines of a tool loop (tests/engine/test_run_streamed.py's shape)."""
-    lines = [orjson.dumps({"role": "system", "content": "be brief"}),
-             orjson.dumps({"role": "user", "content": "fix the build; never touch setup.py"})]
-    for i in range(n // 3):
-        args = orjson.dumps({"command": f"pytest tests/test_m{i % 40}.py -q"}).decode()
-        lines += [orjson.dumps({"role": "assistant", "content": f"Running the tests of m{i % 40}.",
-                                "tool_calls": [{"id": f"call_{i}", "type": "function",
-                                                "function": {"name": "bash", "arguments": args}}]}),
-                  orjson.dumps({"role": "tool", "tool_call_id": f"call_{i}",
-                                "content": f"{i % 7} passed in 0.{i % 10}s\n" * 8}),
-                  orjson.dumps({"role": "assistant", "content": f"Module m{i % 40} is fine."})]
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    return path
-
-
 def _peak(path: Path, hold: bool, url: str) -> int:
     from ctxcompact import engine
     from ctxcompact.options import Options
@@ -258,8 +241,8 @@ def test_memory_of_an_llm_compaction_does_not_grow_with_the_file(tmp_path: Path,
 
     monkeypatch.setattr(stream_totals.Totals, "BATCH_RECORDS", 256)
     n = 2_001
-    small, big = _tool_loop(tmp_path / "small.jsonl", n), _tool_loop(tmp_path / "big.jsonl", 4 * n)
-    fewer = _tool_loop(tmp_path / "fewer.jsonl", n // 3)
+    small, big = tool_loop_log(tmp_path / "small.jsonl", n), tool_loop_log(tmp_path / "big.jsonl", 4 * n)
+    fewer = tool_loop_log(tmp_path / "fewer.jsonl", n // 3)
     with ProviderServer() as server:
         def forgetful(r: Any) -> Any:  # (the server keeps no request: its memory is not the run's)
             server.received.clear()
