@@ -234,6 +234,31 @@ def _reparent(log: bytes, chunk: bytes) -> bytes:
     return chunk
 
 
+def _client_lines(case: Case, rng: random.Random) -> list[bytes]:
+    """One or two appends of lines the client writes after it resumes a compacted log
+    (tests/state/test_resume_second_compaction.py's generators), for a Claude Code or a Codex seed."""
+    sys.path.insert(0, str(REPO / "tests" / "state"))
+    from test_resume_own_compaction import _Log
+    from test_resume_second_compaction import _codex_more
+
+    if "codex" in case.seed_file:
+        more = _codex_more(rng.randint(3, 30), rng.randrange(100))
+    elif "claude-code" in case.seed_file:
+        log = _Log(rng.randrange(100))
+        log.n, log.tip = 10**6, "tip"  # (uuids apart from the session's; chained on the tip by _reparent)
+        log.user("Carry on from the summary.")
+        for t in range(rng.randint(2, 40)):
+            log.turn(log.rnd.choice([1, 2]))
+            if t % 3 == 2:
+                log.reply()
+                log.user(f"Next, step {t}.")
+        more = log.lines
+    else:
+        return []
+    at = rng.randrange(1, len(more)) if len(more) > 1 and rng.random() < 0.5 else len(more)
+    return [p for p in (b"".join(more[:at]), b"".join(more[at:])) if p]
+
+
 def recipe(parts: list[bytes], work: Path, kw: dict[str, Any], hold: bool,
            cold: bool = False) -> tuple[list[tuple[Any, ...]], list[list[str]]]:
     """docs/guides/claude-code-codex.md's rounds: compact ``parts[0]`` with a state, put the output in the
@@ -273,6 +298,8 @@ def check_recipe(case: Case, kw: dict[str, Any], work: Path, rng: random.Random)
         return []
     cuts = sorted(rng.sample(range(1, len(lines)), min(len(lines) - 1, rng.randint(1, 3))))
     parts = [b"".join(lines[a:b]) for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    if rng.random() < 0.4:  # then what the client writes after resuming (the suite's generators)
+        parts += _client_lines(case, rng)
     _spy_routes()
     cold, _ = recipe(parts, work / "W", kw, True, cold=True)
     found = []
