@@ -236,18 +236,29 @@ def _reparent(log: bytes, chunk: bytes) -> bytes:
 
 def _client_lines(case: Case, rng: random.Random) -> list[bytes]:
     """One or two appends of lines the client writes after it resumes a compacted log
-    (tests/state/test_resume_second_compaction.py's generators), for a Claude Code or a Codex seed."""
+    (tests/state/test_resume_second_compaction.py's generators), for a Claude Code or a Codex seed; some
+    with the client's own compaction among them (a compact_boundary, a compacted line)."""
     sys.path.insert(0, str(REPO / "tests" / "state"))
     from test_resume_own_compaction import _Log
     from test_resume_second_compaction import _codex_more
 
+    own = rng.randint(-20, 30)  # the client's own compaction after that many rounds (if >= 0)
     if "codex" in case.seed_file:
         more = _codex_more(rng.randint(3, 30), rng.randrange(100))
+        if 0 <= own < len(more) // 4:
+            history = [{"type": "message", "role": "user", "content": [{"type": "input_text",
+                                                                        "text": "Carry on."}]}]
+            more.insert(2 + 4 * own, json.dumps({
+                "timestamp": "2026-12-01T11:00:00.000Z", "type": "compacted",
+                "payload": {"message": "", "replacement_history": history}}, separators=(",", ":")).encode()
+                + b"\n")
     elif "claude-code" in case.seed_file:
         log = _Log(rng.randrange(100))
         log.n, log.tip = 10**6, "tip"  # (uuids apart from the session's; chained on the tip by _reparent)
         log.user("Carry on from the summary.")
         for t in range(rng.randint(2, 40)):
+            if t == own:
+                log.boundary()
             log.turn(log.rnd.choice([1, 2]))
             if t % 3 == 2:
                 log.reply()
@@ -549,7 +560,11 @@ def run_case(args: tuple[int, int, list[str]]) -> tuple[list[Finding], dict[str,
     number, seed, only = args
     seeds = _SEEDS
     RECIPE_ROUTES.clear()
-    case = make_case(seeds, seed, number)
+    if _PLAIN:  # the seed as it is: the options and the recipe's cuts alone
+        name, data = random.Random(f"routes:{seed}:{number}").choice(seeds)
+        case = Case(number, name, [], data)
+    else:
+        case = make_case(seeds, seed, number)
     rng = random.Random(f"opts:{seed}:{number}")
     work = Path(tempfile.mkdtemp(prefix=f"fr{number}-"))
     found: list[Finding] = []
@@ -579,10 +594,11 @@ def run_case(args: tuple[int, int, list[str]]) -> tuple[list[Finding], dict[str,
 
 
 _SEEDS: list[tuple[str, bytes]] = []
+_PLAIN = False
 
 
 def main() -> int:
-    global _SEEDS
+    global _SEEDS, _PLAIN
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mutants", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
@@ -595,7 +611,9 @@ def main() -> int:
     ap.add_argument("--max-lines", type=int, default=LIMITS.max_lines,
                     help="the seed logs cut to this many lines (0: whole; the recipe's later compactions "
                          "need logs longer than the default)")
+    ap.add_argument("--plain", action="store_true", help="the seed logs as they are, no mutation")
     a = ap.parse_args()
+    _PLAIN = a.plain
     _SEEDS = [s for s in harness.load_seeds(dataclasses.replace(LIMITS, max_lines=a.max_lines or None))
               if not a.logs or any(t in s[0] for t in a.logs)]
     only = a.only or ["routes", "recipe", "cli", "files"]
