@@ -307,6 +307,9 @@ def check_recipe(case: Case, kw: dict[str, Any], work: Path, rng: random.Random)
     lines = case.data.splitlines(keepends=True)
     if len(lines) < 4:
         return []
+    if kw["strategy"] != "threshold" and rng.random() < 0.5:  # (only the threshold compacts a log streamed)
+        kw = {k: v for k, v in kw.items() if k not in ("invocation_threshold", "overlap")} | {
+            "strategy": "threshold"}
     cuts = sorted(rng.sample(range(1, len(lines)), min(len(lines) - 1, rng.randint(1, 3))))
     parts = [b"".join(lines[a:b]) for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
     if rng.random() < 0.4:  # then what the client writes after resuming (the suite's generators)
