@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import importlib
 import os
 import re
@@ -231,8 +232,9 @@ class ProviderSummarizer(Summarizer):
         """One ``_send`` under the wall-clock deadline of ``--timeout`` (:func:`call_with_deadline`). The
         SDK is imported first, outside the deadline: loading it is not the server's time."""
         kept = REPLIES.get()
+        # (the prompt by its hash: a streamed run holds no piece's prompt after it is sent)
         asked = (type(self).__name__, self.model, self.base_url, self.instructions, self.context_window,
-                 prompt, budget_tokens)
+                 hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest(), budget_tokens)
         if kept is not None and asked in kept:  # (sent already in this run: replies_kept)
             if isinstance(kept[asked], BaseException):
                 raise kept[asked]
