@@ -15,6 +15,14 @@ Each mutant gets a few option sets (window small/large, each strategy, --prune, 
   route gives with the cache removed (docs/concepts/state.md: "any split of appends gives what a call from
   scratch gives"; a call on the whole file without the state is not promised: the state's calibration
   remembers requests the file no longer shows, e.g. before a Claude Code compact_boundary);
+- ``recipe``: docs/guides/claude-code-codex.md's rounds: the file cut at random lines, the first part
+  compacted with a state, the output put in the input's place, the next part appended (chained on the
+  compacted log's tip), compacted again, ...; each call as a new process, on both routes with the count
+  cache kept: each call gives what the held route gives with the cache removed (a second compaction after
+  a covered prefix streams: seen14); ``--logs claude-code --logs codex`` keeps to the append-only logs;
+- ``llm`` (only when asked: ``--only llm``): the recipe's rounds, or one call, with ``--summarizer openai``
+  or ``anthropic`` against tests/providers.py's loopback server: the same requests (bodies byte for byte)
+  and results on both routes (llm14);
 - ``cli``: ``ctxcompact run`` on the file and on stdin (``-``, spooled), ``--json`` with ``-o``: the same
   output and exit code; no traceback; an exit code documented (docs/reference/exit-codes.md); an exit 1
   names a line; nothing in the folder written but the output and the state (names, bytes and mtimes before
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import multiprocessing
@@ -173,6 +182,197 @@ def check_routes(case: Case, kw: dict[str, Any], work: Path, rng: random.Random)
                                          f"call {i + 1} (cold held / warm): {_diff(a, b)}"))
                     break
     return found
+
+
+# ------------------------------------------------------------------------------------------------- recipe
+
+def _forget() -> None:
+    """As a new process: no memo of conforming lines, no in-process count cache (tests/state/conftest.py)."""
+    from ctxcompact.formats import jsonl
+    from ctxcompact.state import cache as state_cache
+
+    jsonl._CONFORMING.clear()
+    state_cache._memo.clear()
+
+
+_TAKEN: list[str] = []  # the route of each compaction pass 2 made since the last clear
+
+
+def _spy_routes() -> None:
+    """Note which route each call's compaction took (as tests/state/test_resume_second_compaction.py's
+    ``routes``): "prefix" a compaction after a covered prefix made in pass 2 (seen14's new route)."""
+    from ctxcompact import compaction_stream, route_file, source
+
+    if getattr(route_file, "_fuzz_spied", False):
+        return
+    real = compaction_stream.read_conversation
+
+    def read(p: Any, counted: Any, *a: Any) -> Any:
+        _TAKEN.append("prefix" if counted.covered is not None else "streamed")
+        return real(p, counted, *a)
+
+    load = source.InputData.load.__func__  # type: ignore[attr-defined]
+    route_file.read_conversation = read  # type: ignore[assignment]
+    source.InputData.load = classmethod(lambda cls, s: _TAKEN.append("held") or load(cls, s))  # type: ignore
+    route_file._fuzz_spied = True  # type: ignore[attr-defined]
+
+
+def _reparent(log: bytes, chunk: bytes) -> bytes:
+    """The client's next lines after a compacted log (tests/state/test_resume_second_compaction.py's
+    ``_append``): a Claude Code line chained on the line that was the log's last is chained on its last
+    line now (the client continues the compacted log from its tip)."""
+    import orjson
+
+    try:
+        first = orjson.loads(chunk.split(b"\n", 1)[0])
+        tip = orjson.loads(log.splitlines()[-1]).get("uuid") if log.strip() else None
+    except orjson.JSONDecodeError:
+        return chunk
+    if isinstance(first, dict) and isinstance(first.get("parentUuid"), str) and isinstance(tip, str):
+        chunk = chunk.replace(b'"parentUuid":"%s"' % first["parentUuid"].encode(),
+                              b'"parentUuid":"%s"' % tip.encode())
+    return chunk
+
+
+def _client_lines(case: Case, rng: random.Random) -> list[bytes]:
+    """One or two appends of lines the client writes after it resumes a compacted log
+    (tests/state/test_resume_second_compaction.py's generators), for a Claude Code or a Codex seed; some
+    with the client's own compaction among them (a compact_boundary, a compacted line)."""
+    sys.path.insert(0, str(REPO / "tests" / "state"))
+    from test_resume_own_compaction import _Log
+    from test_resume_second_compaction import _codex_more
+
+    own = rng.randint(-20, 30)  # the client's own compaction after that many rounds (if >= 0)
+    if "codex" in case.seed_file:
+        more = _codex_more(rng.randint(3, 30), rng.randrange(100))
+        if 0 <= own < len(more) // 4:
+            history = [{"type": "message", "role": "user", "content": [{"type": "input_text",
+                                                                        "text": "Carry on."}]}]
+            more.insert(2 + 4 * own, json.dumps({
+                "timestamp": "2026-12-01T11:00:00.000Z", "type": "compacted",
+                "payload": {"message": "", "replacement_history": history}}, separators=(",", ":")).encode()
+                + b"\n")
+    elif "claude-code" in case.seed_file:
+        log = _Log(rng.randrange(100))
+        log.n, log.tip = 10**6, "tip"  # (uuids apart from the session's; chained on the tip by _reparent)
+        log.user("Carry on from the summary.")
+        for t in range(rng.randint(2, 40)):
+            if t == own:
+                log.boundary()
+            log.turn(log.rnd.choice([1, 2]))
+            if t % 3 == 2:
+                log.reply()
+                log.user(f"Next, step {t}.")
+        more = log.lines
+    else:
+        return []
+    at = rng.randrange(1, len(more)) if len(more) > 1 and rng.random() < 0.5 else len(more)
+    return [p for p in (b"".join(more[:at]), b"".join(more[at:])) if p]
+
+
+def recipe(parts: list[bytes], work: Path, kw: dict[str, Any], hold: bool,
+           cold: bool = False) -> tuple[list[tuple[Any, ...]], list[list[str]]]:
+    """docs/guides/claude-code-codex.md's rounds: compact ``parts[0]`` with a state, put the output in the
+    input's place, append the next part (chained on the compacted log's tip), compact again, ...; each call
+    as a new process. Gives each call's result and the routes it took."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    path = work / "t.jsonl"
+    got, taken = [], []
+    for i, part in enumerate(parts):
+        log = path.read_bytes() if i else b""
+        path.write_bytes(log + (_reparent(log, part) if i else part))
+        if cold:
+            Path(f"{path}.ctxstate.json.counts").unlink(missing_ok=True)
+        _forget()
+        _TAKEN.clear()
+        r = one_call(path, work, kw, hold)
+        got.append(r)
+        taken.append(list(_TAKEN))
+        if r[0] not in ("error", "CRASH") and r[3]:  # compacted: the output replaces the session file
+            path.write_bytes((work / "out.jsonl").read_bytes())
+    return got, taken
+
+
+#: how many calls after the first took each route (streamed side), and the LLM requests sent, for the summary
+RECIPE_ROUTES: dict[str, int] = {}
+
+
+def check_recipe(case: Case, kw: dict[str, Any], work: Path, rng: random.Random) -> list[Finding]:
+    """The recipe's rounds on both routes: the streamed route and the held one with its count cache give
+    what the held route from scratch gives (the count cache removed before each call)."""
+    if not kw.get("use_state", True):
+        return []
+    lines = case.data.splitlines(keepends=True)
+    if len(lines) < 4:
+        return []
+    if kw["strategy"] != "threshold" and rng.random() < 0.5:  # (only the threshold compacts a log streamed)
+        kw = {k: v for k, v in kw.items() if k not in ("invocation_threshold", "overlap")} | {
+            "strategy": "threshold"}
+    cuts = sorted(rng.sample(range(1, len(lines)), min(len(lines) - 1, rng.randint(1, 3))))
+    parts = [b"".join(lines[a:b]) for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    if rng.random() < 0.4:  # then what the client writes after resuming (the suite's generators)
+        parts += _client_lines(case, rng)
+    _spy_routes()
+    cold, _ = recipe(parts, work / "W", kw, True, cold=True)
+    found = []
+    for hold in (True, False):
+        warm, taken = recipe(parts, work / "W", kw, hold)
+        if not hold:
+            for t in taken[1:]:
+                key = "/".join(sorted(set(t))) or "none"
+                RECIPE_ROUTES[key] = RECIPE_ROUTES.get(key, 0) + 1
+        for i, (a, b) in enumerate(zip(cold, warm, strict=True)):
+            if b[0] == "CRASH":
+                found.append(Finding("crash", case.number, case.seed_file, case.mutations,
+                                     {**kw, "recipe": cuts, "hold": hold},
+                                     f"recipe call {i + 1}: {b[1]}: {b[2]}", extra={"traceback": b[3]}))
+                break
+            if a != b:
+                found.append(Finding("recipe", case.number, case.seed_file, case.mutations,
+                                     {**kw, "recipe": cuts, "hold": hold, "routes": taken[i]},
+                                     f"call {i + 1} (cold held / {'held' if hold else 'streamed'}): "
+                                     f"{_diff(a, b)}"))
+                break
+    return found
+
+
+def check_llm(case: Case, kw: dict[str, Any], work: Path, rng: random.Random) -> list[Finding]:
+    """The recipe's rounds (or one call on the whole file) with ``--summarizer openai/anthropic`` against
+    tests/providers.py's loopback server answering with notes of each prompt (llm14): both routes send the
+    same requests, byte for byte, and give the same results."""
+    sys.path.insert(0, str(REPO / "tests" / "summarizers"))
+    from providers import ProviderServer
+    from test_llm_streamed import _echo
+
+    lines = case.data.splitlines(keepends=True)
+    cuts = sorted(rng.sample(range(1, len(lines)), min(len(lines) - 1, rng.randint(1, 2)))) \
+        if kw.get("use_state", True) and len(lines) >= 4 and rng.random() < 0.6 else []
+    parts = [b"".join(lines[a:b]) for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    provider = rng.choice(["openai", "anthropic"])
+    got = {}
+    for hold in (True, False):
+        with ProviderServer() as server:
+            server.push(*[_echo(provider)] * 400)
+            url = server.openai_url if provider == "openai" else server.url
+            opts = {**kw, "summarizer": provider, "summary_model": "m", "base_url": url, "api_key": "k-test",
+                    "max_retries": 0}
+            results, _ = recipe(parts, work / "W", opts, hold)
+            got[hold] = (json.loads(json.dumps(results, default=repr).replace(server.url, "URL")),
+                         [(x.path, x.raw) for x in server.received])
+    RECIPE_ROUTES["llm requests"] = RECIPE_ROUTES.get("llm requests", 0) + len(got[False][1])
+    opts = {**kw, "summarizer": provider, "recipe": cuts}
+    if got[True][1] != got[False][1]:
+        a, b = got[True][1], got[False][1]
+        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        return [Finding("llm", case.number, case.seed_file, case.mutations, opts,
+                        f"requests differ at {at + 1} ({len(a)} held / {len(b)} streamed)")]
+    for i, (a, b) in enumerate(zip(got[True][0], got[False][0], strict=True)):
+        if a != b:
+            return [Finding("llm", case.number, case.seed_file, case.mutations, opts,
+                            f"call {i + 1} (held / streamed): {_diff(tuple(a), tuple(b))}")]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------------- CLI
@@ -359,10 +559,15 @@ def check_files(case: Case, work: Path) -> list[Finding]:
     return found
 
 
-def run_case(args: tuple[int, int, list[str]]) -> list[Finding]:
+def run_case(args: tuple[int, int, list[str]]) -> tuple[list[Finding], dict[str, int]]:
     number, seed, only = args
     seeds = _SEEDS
-    case = make_case(seeds, seed, number)
+    RECIPE_ROUTES.clear()
+    if _PLAIN:  # the seed as it is: the options and the recipe's cuts alone
+        name, data = random.Random(f"routes:{seed}:{number}").choice(seeds)
+        case = Case(number, name, [], data)
+    else:
+        case = make_case(seeds, seed, number)
     rng = random.Random(f"opts:{seed}:{number}")
     work = Path(tempfile.mkdtemp(prefix=f"fr{number}-"))
     found: list[Finding] = []
@@ -373,6 +578,10 @@ def run_case(args: tuple[int, int, list[str]]) -> list[Finding]:
                     with harness._alarm(180):
                         if "routes" in only:
                             found += check_routes(case, kw, work, rng)
+                        if "recipe" in only:
+                            found += check_recipe(case, kw, work, rng)
+                        if "llm" in only and rng.random() < 0.5:
+                            found += check_llm(case, kw, work, rng)
                         if "cli" in only and rng.random() < 0.5:
                             found += check_cli(case, kw, work)
                 except harness.FuzzTimeout:
@@ -384,31 +593,43 @@ def run_case(args: tuple[int, int, list[str]]) -> list[Finding]:
         shutil.rmtree(work, ignore_errors=True)
     for f in found:
         f.data = case.data
-    return found
+    return found, dict(RECIPE_ROUTES)
 
 
 _SEEDS: list[tuple[str, bytes]] = []
+_PLAIN = False
 
 
 def main() -> int:
-    global _SEEDS
+    global _SEEDS, _PLAIN
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mutants", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", action="append", choices=["routes", "cli", "files"])
+    ap.add_argument("--only", action="append", choices=["routes", "recipe", "llm", "cli", "files"])
+    ap.add_argument("--logs", action="append", metavar="TEXT",
+                    help="only the seed logs whose path holds TEXT (e.g. claude-code, codex)")
     ap.add_argument("--save", metavar="DIR", help="keep each finding's input and a note")
+    ap.add_argument("--max-lines", type=int, default=LIMITS.max_lines,
+                    help="the seed logs cut to this many lines (0: whole; the recipe's later compactions "
+                         "need logs longer than the default)")
+    ap.add_argument("--plain", action="store_true", help="the seed logs as they are, no mutation")
     a = ap.parse_args()
-    _SEEDS = harness.load_seeds(LIMITS)
-    only = a.only or ["routes", "cli", "files"]
+    _PLAIN = a.plain
+    _SEEDS = [s for s in harness.load_seeds(dataclasses.replace(LIMITS, max_lines=a.max_lines or None))
+              if not a.logs or any(t in s[0] for t in a.logs)]
+    only = a.only or ["routes", "recipe", "cli", "files"]
     t0 = time.monotonic()
     todo = [(n, a.seed, only) for n in range(a.start, a.start + a.mutants)]
     findings: list[Finding] = []
+    routes: dict[str, int] = {}  # the recipe's later calls on the streamed route, by the routes they took
     done = 0
     with multiprocessing.get_context("fork").Pool(a.jobs, maxtasksperchild=20) as pool:
-        for got in pool.imap_unordered(run_case, todo):
+        for got, took in pool.imap_unordered(run_case, todo):
             done += 1
+            for k, n in took.items():
+                routes[k] = routes.get(k, 0) + n
             for f in got:
                 print(f"#{f.case} {f.seed_file} {f.mutations} {f.options}\n    {f.check}: {f.what}",
                       flush=True)
@@ -422,6 +643,8 @@ def main() -> int:
     for f in findings:
         kinds[f.key()] = kinds.get(f.key(), 0) + 1
     print(f"{a.mutants} cases in {time.monotonic() - t0:.0f} s, {len(findings)} findings")
+    if routes:
+        print(f"recipe's later calls on the streamed route, by the routes taken: {routes}")
     for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
         print(f"{n:5d}  {k}")
     if a.save:

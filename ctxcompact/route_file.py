@@ -35,10 +35,19 @@ from .state import HashedFile, State, load_state, new_state
 from .state.cache import cache_path, save_counts
 from .strategies import get_strategy, reapply_all, run_gathers
 from .streaming import Counted, count_file, may_stream, may_write_streamed, staging_for, written_lines
+from .summarizers.base import replies_kept
 
 
 def run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
              output: Path | BinaryIO | None, warn: Warn, name: Path | None) -> RunResult:
+    """:func:`_run_file`, an LLM summary asked for once: the held route answered as the streamed compaction
+    it took over was (``summarizers.base.replies_kept``)."""
+    with replies_kept():
+        return _run_file(path, opts, budget, state_path, output, warn, name)
+
+
+def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
+              output: Path | BinaryIO | None, warn: Warn, name: Path | None) -> RunResult:
     """``run`` of a file without holding it (docs/DESIGN.md, "The flow of `run`"): pass 1 reads, validates,
     cleans, counts and decides record by record (``streaming.count_file``, after a state's covered prefix
     too); a context that passes through is written by pass 2, which reads the same bytes again

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +65,22 @@ class SummaryResult:
     window: int | None = None  # the LLM summarizer's own window the requests were fitted to
     # where that window came from (docs/guides/local-models.md#the-summarizers-window)
     window_source: str | None = None
+
+
+#: what each request sent in this run was answered (a SummaryResult or the exception), by the request: a run
+#: whose streamed compaction the held route takes over (``route_file.run_file``: Unstreamable after the
+#: strategy ran) asks the provider once for each summary, as the held route alone does
+REPLIES: ContextVar[dict[tuple[Any, ...], Any] | None] = ContextVar("replies", default=None)
+
+
+@contextmanager
+def replies_kept() -> Iterator[None]:
+    """Within it, a request sent again is answered as it was the first time (:data:`REPLIES`)."""
+    token = REPLIES.set({})
+    try:
+        yield
+    finally:
+        REPLIES.reset(token)
 
 
 class Summarizer(abc.ABC):

@@ -4,7 +4,9 @@ reasons are :mod:`ctxcompact.sdk`'s (re-exported here)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import hashlib
 import importlib
 import os
 import re
@@ -17,7 +19,7 @@ from .. import sdk
 from ..errors import SummarizerError
 from ..options import MAX_RETRIES, MAX_TOKENS
 from ..secrets import redact, scrub  # re-exported: the one scrubber lives in the low layer
-from .base import Summarizer, SummaryRequest, SummaryResult
+from .base import REPLIES, Summarizer, SummaryRequest, SummaryResult
 from .prompt import (
     build_user_prompt,
     chunks,
@@ -229,9 +231,26 @@ class ProviderSummarizer(Summarizer):
     def _send_within_deadline(self, key: str, prompt: str, budget_tokens: int) -> SummaryResult:
         """One ``_send`` under the wall-clock deadline of ``--timeout`` (:func:`call_with_deadline`). The
         SDK is imported first, outside the deadline: loading it is not the server's time."""
+        kept = REPLIES.get()
+        # (the prompt by its hash: a streamed run holds no piece's prompt after it is sent)
+        asked = (type(self).__name__, self.model, self.base_url, self.instructions, self.context_window,
+                 hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest(), budget_tokens)
+        if kept is not None and asked in kept:  # (sent already in this run: replies_kept)
+            if isinstance(kept[asked], BaseException):
+                raise kept[asked]
+            return copy.deepcopy(kept[asked])  # (the caller fills in its figures)
         if self.sdk:
             importlib.import_module(self.sdk)
-        return call_with_deadline(lambda: self._send(key, prompt, budget_tokens), self.timeout, self.name)
+        try:
+            result = call_with_deadline(lambda: self._send(key, prompt, budget_tokens), self.timeout,
+                                        self.name)
+        except (SummarizerError, ContextTooLong) as exc:
+            if kept is not None:
+                kept[asked] = exc
+            raise
+        if kept is not None:
+            kept[asked] = copy.deepcopy(result)
+        return result
 
     def _summarize_within(self, window: int, request: SummaryRequest, key: str) -> SummaryResult:
         """Summarize ``request`` in requests that each fit ``window``: one when the conversation fits,
