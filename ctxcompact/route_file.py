@@ -25,6 +25,7 @@ from .model import Origin, Transcript
 from .options import Options
 from .paths import open_input
 from .pipeline import counter, ignored_usage_warning
+from .plugins import OFFLINE, SUMMARIZERS
 from .progress import progress
 from .result import RunResult, Warn, judge_fit
 from .route_held import apply_strategy, run_locked, written_as_log
@@ -35,13 +36,17 @@ from .state import HashedFile, State, load_state, new_state
 from .state.cache import cache_path, save_counts
 from .strategies import get_strategy, reapply_all, run_gathers
 from .streaming import Counted, count_file, may_stream, may_write_streamed, staging_for, written_lines
-from .summarizers.base import replies_kept
 
 
 def run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
              output: Path | BinaryIO | None, warn: Warn, name: Path | None) -> RunResult:
     """:func:`_run_file`, an LLM summary asked for once: the held route answered as the streamed compaction
-    it took over was (``summarizers.base.replies_kept``)."""
+    it took over was (``summarizers.base.replies_kept``). An offline summarizer asks nothing: the hook's
+    usual call does not load the summarizers for it."""
+    if SUMMARIZERS.has(opts.summarizer, OFFLINE):
+        return _run_file(path, opts, budget, state_path, output, warn, name)
+    from .summarizers.base import replies_kept
+
     with replies_kept():
         return _run_file(path, opts, budget, state_path, output, warn, name)
 
