@@ -102,6 +102,15 @@ def tool_loop_log(path: Path, n: int) -> Path:
     return path
 
 
+def flip_a_content_byte(path: Path, at: int = 0) -> None:
+    """Change one byte of the first message's text from offset ``at`` of ``path``, the file's length kept:
+    only a digest tells (a file changed between two reads of a run)."""
+    data = bytearray(path.read_bytes())
+    i = data.index(b'"content":"', at) + 11
+    data[i] = ord("Q") if data[i] != ord("Q") else ord("R")
+    path.write_bytes(bytes(data))
+
+
 def ctxcompact(
     *args: str, input: bytes | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import tool_loop_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_run_streamed import _agent_log
 
 from ctxcompact import columns as cols
 from ctxcompact import engine, stream_totals
@@ -145,7 +145,7 @@ def test_a_cache_of_the_older_format_is_ignored_and_rebuilt_once(tmp_path: Path,
     from ctxcompact.state import cache as state_cache
     from ctxcompact.tokens import counts as counts_mod
 
-    path = _agent_log(tmp_path / "t.jsonl", 300)
+    path = tool_loop_log(tmp_path / "t.jsonl", 300)
     state = tmp_path / "s.json"
     opts = Options(window=1_000_000_000, exact="none", state_path=state)
     engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
@@ -218,7 +218,7 @@ def _v8(cache: CountCache) -> bytes:
 def test_a_cache_of_the_format_before_is_still_read_and_resumed_from(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
-    path = _agent_log(tmp_path / "t.jsonl", 300)
+    path = tool_loop_log(tmp_path / "t.jsonl", 300)
     state = tmp_path / "s.json"
     opts = Options(window=1_000_000_000, state_path=state)
     engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)
@@ -236,7 +236,7 @@ def test_a_cache_of_the_format_before_is_still_read_and_resumed_from(
 def test_a_cache_of_4_byte_columns_is_still_read_and_resumed_from(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
 
-    path = _agent_log(tmp_path / "t.jsonl", 300)
+    path = tool_loop_log(tmp_path / "t.jsonl", 300)
     state = tmp_path / "s.json"
     opts = Options(window=1_000_000_000, state_path=state)
     engine.run(path, opts, output=tmp_path / "o.jsonl", hold=False, warn=lambda m: None)

@@ -10,9 +10,9 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from helpers import tool_loop_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_run_streamed import _agent_log
 
 from ctxcompact import engine
 from ctxcompact.options import Options
@@ -46,7 +46,7 @@ def _spy_saves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
 @pytest.mark.parametrize("window", [20_000, 1_000_000_000], ids=["compacting", "below the threshold"])
 def test_pass_1_holds_a_bounded_part_of_the_lines_and_writes_the_same_cache(
         window: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _agent_log(tmp_path / "log.jsonl", 3_000)
+    path = tool_loop_log(tmp_path / "log.jsonl", 3_000)
     _run(path, tmp_path / "held.json", window)  # every line held: the bytes a run wrote before spilling
     held = cache_path(tmp_path / "held.json").read_bytes()
     monkeypatch.setattr(tokens_cache, "SPILL_LINES", 256)
@@ -83,7 +83,7 @@ def test_the_lines_counted_cost_no_memory_per_line_once_spilled(tmp_path: Path,
 
 def test_a_save_that_fails_leaves_the_last_cache_as_it_was(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _agent_log(tmp_path / "log.jsonl", 1_500)
+    path = tool_loop_log(tmp_path / "log.jsonl", 1_500)
     state = tmp_path / "s.json"
     _run(path, state, 1_000_000_000)  # (below the threshold: no covered prefix, the next reads all lines)
     kept = cache_path(state).read_bytes()

@@ -11,9 +11,9 @@ from array import array
 from pathlib import Path
 
 import pytest
+from helpers import tool_loop_log
 from hypothesis import given
 from hypothesis import strategies as st
-from test_run_streamed import _agent_log
 
 from ctxcompact import engine
 from ctxcompact.facts.calls import CallsSoFar, Hashes
@@ -44,8 +44,8 @@ def test_a_run_with_a_state_grows_by_little_per_record(window: int, tmp_path: Pa
     # a whole batch at its peak as the larger one does, at 2,001 records
     monkeypatch.setattr(stream_totals.Totals, "BATCH_RECORDS", 256)
     n = 2_001
-    small, big = _agent_log(tmp_path / "small.jsonl", n), _agent_log(tmp_path / "big.jsonl", 4 * n)
-    _peak(_agent_log(tmp_path / "fewer.jsonl", n // 3), window)  # warm: imports, patterns, caches
+    small, big = tool_loop_log(tmp_path / "small.jsonl", n), tool_loop_log(tmp_path / "big.jsonl", 4 * n)
+    _peak(tool_loop_log(tmp_path / "fewer.jsonl", n // 3), window)  # warm: imports, patterns, caches
     grew = (_peak(big, window) - _peak(small, window)) / (3 * n)
     # ~25-40 now; 210 with the dict of tuples, ~1,000 and more if the records were kept
     assert grew < 120, f"{grew:.0f} B per record"
@@ -166,7 +166,7 @@ def test_the_resume_points_counts_are_columns_of_the_count_cache(tmp_path: Path)
 
 
 def test_a_run_keeps_its_resume_points_counts_as_columns(tmp_path: Path) -> None:
-    path = _agent_log(tmp_path / "log.jsonl", 2_000)
+    path = tool_loop_log(tmp_path / "log.jsonl", 2_000)
     state = tmp_path / "s.json"
     for exact, columns in (("tiktoken", 2), ("none", 1)):
         engine.run(path, Options(window=1_000_000_000, exact=exact, state_path=state),

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import SAMPLES, comparable_state, tool_loop_log
+from helpers import SAMPLES, comparable_state, flip_a_content_byte, tool_loop_log
 
 from ctxcompact import engine, route_file
 from ctxcompact.errors import CtxCompactError
@@ -160,10 +160,7 @@ def test_a_file_changed_between_the_passes_is_an_error_not_a_mixed_output(tmp_pa
 
     def then_rewrite(*a: Any, **k: Any) -> Any:
         counted = real(*a, **k)
-        data = bytearray(path.read_bytes())
-        i = data.index(b'"content":"') + 11
-        data[i] = ord("Q") if data[i] != ord("Q") else ord("R")  # same length: only the digest tells
-        path.write_bytes(bytes(data))
+        flip_a_content_byte(path)
         return counted
 
     monkeypatch.setattr(route_file, "count_file", then_rewrite)
@@ -203,10 +200,7 @@ def test_a_compaction_of_a_file_changed_while_it_was_read_is_an_error(
     def then_rewrite(*a: Any, **k: Any) -> Any:
         got = real(*a, **k)
         passes.append(after)
-        data = bytearray(path.read_bytes())
-        i = data.index(b'"content":"') + 11
-        data[i] = ord("Q") if data[i] != ord("Q") else ord("R")  # same length: only the digest tells
-        path.write_bytes(bytes(data))
+        flip_a_content_byte(path)
         return got
 
     _in_flight_log(path)

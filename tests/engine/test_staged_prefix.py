@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import coding_session, jsonl, sys_msg
+from helpers import coding_session, flip_a_content_byte, jsonl, sys_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -93,13 +93,6 @@ def _between_the_passes(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
     monkeypatch.setattr(route_file, "count_file", then_change)
 
 
-def _flip(path: Path, at: int) -> None:
-    data = bytearray(path.read_bytes())
-    i = data.index(b'"content":"', at) + 11
-    data[i] = ord("Q") if data[i] != ord("Q") else ord("R")  # same length: only the digest tells
-    path.write_bytes(bytes(data))
-
-
 @pytest.mark.parametrize("change", ["after the resume point", "truncated"])
 def test_what_pass_2_reads_changed_since_pass_1_is_an_error(tmp_path: Path, staged: list[bool],
                                                             monkeypatch: pytest.MonkeyPatch, change: str
@@ -111,7 +104,7 @@ def test_what_pass_2_reads_changed_since_pass_1_is_an_error(tmp_path: Path, stag
         if change == "truncated":
             p.write_bytes(p.read_bytes()[:-40])
         else:
-            _flip(p, counted.resumed.at)
+            flip_a_content_byte(p, counted.resumed.at)
 
     _between_the_passes(monkeypatch, edit)
     with pytest.raises(CtxCompactError, match="changed while it was read"):
@@ -134,7 +127,7 @@ def test_the_output_is_the_bytes_pass_1_counted(tmp_path: Path, staged: list[boo
             with p.open("ab") as f:
                 f.write(LINES[1])
         else:
-            _flip(p, 0)
+            flip_a_content_byte(p, 0)
             assert p.read_bytes().index(b'"content":"') < counted.resumed.at
 
     _between_the_passes(monkeypatch, edit)

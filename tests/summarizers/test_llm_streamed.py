@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SAMPLES, runs_on_one_file, tool_loop_log
+from helpers import SAMPLES, flip_a_content_byte, runs_on_one_file, tool_loop_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from providers import (
@@ -270,10 +270,7 @@ def test_a_file_changed_before_the_summary_is_an_error_and_nothing_is_written(
 
     def then_rewrite(*a: Any, **k: Any) -> Any:
         got = real(*a, **k)
-        data = bytearray(path.read_bytes())
-        i = data.index(b'"content":"') + 11
-        data[i] = ord("Q") if data[i] != ord("Q") else ord("R")  # same length: only the digest tells
-        path.write_bytes(bytes(data))
+        flip_a_content_byte(path)
         return got
 
     monkeypatch.setattr(route_file, "read_conversation", then_rewrite)
