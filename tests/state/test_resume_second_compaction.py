@@ -255,29 +255,43 @@ def _held_second(tmp: Path, routes: list[Any], base: bytes, more: list[bytes], w
     return streamed
 
 
-def test_an_older_state_takes_the_held_route(tmp_path: Path, routes: list[Any]) -> None:
-    """A state without the fingerprint's ``history`` (made before it): the held route, and the next
-    fingerprint says no more (nothing is known of the older prefix's lines)."""
-    base = b"".join(_session(turns=40))
-    more = _more("claude-code", _compacted_once(tmp_path, "claude-code-generated"))
-
-    def older(state: dict[str, Any]) -> None:
-        del state["fingerprint"]["history"]
-
-    _held_second(tmp_path, routes, base, more, 6_000, edit=older)
-    assert routes[1] == [("held", False)]
-    after = orjson.loads((tmp_path / "s" / "t.jsonl.ctxstate.json").read_bytes())["fingerprint"]
-    assert after["history"] is False
+def _older(state: dict[str, Any]) -> None:
+    """A state made before the fingerprint's ``history``: the key is not there."""
+    del state["fingerprint"]["history"]
 
 
-@pytest.mark.parametrize("shape", ["none", "a bad line (lenient)", "a result without its call"])
-def test_a_prefix_with_a_line_the_compaction_does_not_copy_takes_the_held_route(
-        tmp_path: Path, routes: list[Any], shape: str) -> None:
-    """The log grown on its own (the output not put in its place) and compacted by the client itself since
-    (its compact_boundary after the covered prefix): the next compaction streams, unless the prefix holds a
-    line lenient reading dropped or a tool result no line's call answers, which the held route leaves out
-    of what it copies (formats.jsonl.history_lines): the state then says ``history`` false, and the
-    compaction after the prefix is the held route's."""
+@pytest.mark.parametrize("case", ["claude-code-generated", "codex-real"])
+def test_an_older_state_is_decided_by_its_next_compaction(tmp_path: Path, new_process: Any, routes: list[Any],
+                                                          case: str) -> None:
+    """A state without the fingerprint's ``history`` (made before it): the next compaction takes the held
+    route and decides it from the prefix's lines (``context.copies_history``), so its state is the one the
+    calls with the key leave, and the compactions after it stream; the files and reports are theirs too."""
+    make, window = CASES[case]
+    fmt = "codex" if case.startswith("codex") else "claude-code"
+    base = make()
+    more = _more(case, _compacted_once(tmp_path, case))
+    cuts = sorted({_turn_at(more, len(more) * k // 4) for k in (1, 2, 3)} | {len(more)})
+    older = _rounds(tmp_path / "o", base, more, cuts, False, window, routes, edit=_older)
+    compacted = [i for i, c in enumerate(older) if i and c[3]]
+    assert len(compacted) >= 2, compacted
+    assert routes[compacted[0]] == [("held", False)], routes  # (the prefix's lines not known: held)
+    assert all(routes[i] == [(fmt, True)] for i in compacted[1:]), routes  # then known: no file held
+    assert older[compacted[0]][1]["fingerprint"]["history"] is True
+    with_key = _rounds(tmp_path / "k", base, more, cuts, False, window)
+    for call in with_key[1:compacted[0]]:  # (the calls before it keep the state's fingerprint as it was)
+        _older(call[1])
+    assert _but_cache(older) == _but_cache(with_key)  # the states with them
+    held = _rounds(tmp_path / "h", base, more, cuts, True, window, edit=_older)
+    assert _but_cache(older) == _but_cache(held)
+    assert (tmp_path / "o" / "t.jsonl").read_bytes() == (tmp_path / "k" / "t.jsonl").read_bytes()
+
+
+SHAPES = ["none", "a bad line (lenient)", "a result without its call"]
+
+
+def _grown(shape: str) -> tuple[bytes, list[bytes], dict[str, Any]]:
+    """A Claude Code log compacted by the client itself (its compact_boundary) in the lines ``more`` after
+    ``base``; before it, a line of ``shape`` (and the options it needs)."""
     lines = _session(turns=80, boundary_at=45)
     kw: dict[str, Any] = {}
     if shape == "a bad line (lenient)":
@@ -293,10 +307,36 @@ def test_a_prefix_with_a_line_the_compaction_does_not_copy_takes_the_held_route(
         lines[11] = lines[11].replace(b'"parentUuid":"%s"' % at["uuid"].encode(),
                                       b'"parentUuid":"%s"' % odd["uuid"].encode())
     half = next(i for i, line in enumerate(lines) if b'"compact_boundary"' in line) * 2 // 3
-    base, more = b"".join(lines[:half]), lines[half:]
+    return b"".join(lines[:half]), lines[half:], kw
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_prefix_with_a_line_the_compaction_does_not_copy_takes_the_held_route(
+        tmp_path: Path, routes: list[Any], shape: str) -> None:
+    """The log grown on its own (the output not put in its place) and compacted by the client itself since
+    (its compact_boundary after the covered prefix): the next compaction streams, unless the prefix holds a
+    line lenient reading dropped or a tool result no line's call answers, which the held route leaves out
+    of what it copies (formats.jsonl.history_lines): the state then says ``history`` false, and the
+    compaction after the prefix is the held route's."""
+    base, more, kw = _grown(shape)
     streamed = _held_second(tmp_path, routes, base, more, 6_000, place=False, **kw)
     assert streamed[0][1]["fingerprint"]["history"] is (shape == "none")
     assert routes[1] == ([("claude-code", True)] if shape == "none" else [("held", False)])
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_an_older_state_says_what_the_prefix_s_lines_say(tmp_path: Path, routes: list[Any],
+                                                         shape: str) -> None:
+    """The same log with a state made before the fingerprint's ``history``: the compaction after the
+    prefix is the held route's, and its state says what the calls with the key leave (false for a line the
+    compaction does not copy, true otherwise), the files and reports theirs too."""
+    base, more, kw = _grown(shape)
+    (tmp_path / "o").mkdir()
+    older = _held_second(tmp_path / "o", routes, base, more, 6_000, place=False, edit=_older, **kw)
+    assert routes[1] == [("held", False)]
+    assert older[1][1]["fingerprint"]["history"] is (shape == "none")
+    assert _but_cache(older[1:]) == _but_cache(_rounds(tmp_path / "k", base, more, [len(more)], False, 6_000,
+                                                       place=False, **kw)[1:])
 
 
 @pytest.mark.parametrize("shape", ["fork midway", "fork off the last response"])
