@@ -2,12 +2,14 @@
 with a state, the output put in the input's place (docs/guides/claude-code-codex.md), the client's next
 lines appended, then the measured call: the compaction after the state's covered prefix.
 
-    python bench/second_compaction.py claude-code 20 --against DIR [--runs 3] [--window 100000]
+    python bench/second_compaction.py claude-code 20 --against DIR [--runs 3] [--window 100000] [--older]
 
 DIR is another tree of ctxcompact (``git archive`` of main): both trees' calls run in turn (A B A B) on a copy
 of the same files, after one warm-up each; medians of CPU seconds and peak RSS. The first compaction is made
 once, by this tree; the state given to the other tree has no fingerprint ``history`` (a tree from before it
-does not know the key). The outputs of both are compared (byte for byte) after the runs.
+does not know the key); ``--older``: this tree's too (the compaction that meets a state written before the
+key, which decides it). The outputs of both are compared (byte for byte) after the runs, and the ``history``
+each tree's state then says is printed.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--window", type=int, default=100_000)
     ap.add_argument("--more-mb", type=float, default=1.0)
+    ap.add_argument("--older", action="store_true", help="this tree's state without the key too")
     args = ap.parse_args()
     root = OUT / f"second_{args.kind}_{args.mb:g}mb"
     snap = root / "snapshot"
@@ -75,7 +78,7 @@ def main() -> None:
             work = root / name
             shutil.rmtree(work, ignore_errors=True)
             shutil.copytree(snap, work)
-            if name == "against":  # (a tree from before the key)
+            if name == "against" or args.older:  # (a tree from before the key, or its state)
                 state = work / "t.jsonl.ctxstate.json"
                 kept = orjson.loads(state.read_bytes())
                 kept["fingerprint"].pop("history", None)
@@ -89,6 +92,10 @@ def main() -> None:
     size = (snap / "t.jsonl").stat().st_size / 2**20
     print(f"{machine()}\n{args.kind}, {size:.1f} MB, window {args.window}, {args.runs} runs, "
           f"outputs the same: {same}")
+    for name in trees:
+        kept = orjson.loads((root / name / "t.jsonl.ctxstate.json").read_bytes())
+        said = kept["fingerprint"].get("history")
+        print(f"{name:8} its state's history after the call: {said}")
     for name in trees:
         cpu = statistics.median(c for c, _ in samples[name])
         rss = statistics.median(r for _, r in samples[name])
