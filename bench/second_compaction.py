@@ -1,6 +1,6 @@
-"""What an agent log's second compaction costs (issue 25): a Claude Code log or a Codex rollout compacted once
-with a state, the output put in the input's place (docs/guides/claude-code-codex.md), the client's next
-lines appended, then the measured call: the compaction after the state's covered prefix.
+"""What an agent log's second compaction costs (issue 25): a Claude Code log, a Codex rollout or ADK events
+compacted once with a state, the output put in the input's place (docs/guides/claude-code-codex.md), the
+client's next lines appended, then the measured call: the compaction after the state's covered prefix.
 
     python bench/second_compaction.py claude-code 20 --against DIR [--runs 3] [--window 100000] [--older]
 
@@ -32,6 +32,8 @@ from common import OUT, PY, REPO, child_env, machine, run_once  # noqa: E402
 def _more(kind: str, log: bytes, size: int) -> bytes:
     """What the client writes after resuming ``log``: ``gen_agent``'s turns renamed apart from the log's,
     a Claude Code root chained on the log's last line."""
+    if kind == "adk":  # (after the last event: the compaction's, a millisecond after the log's last)
+        return gen_agent.adk(size, at=orjson.loads(log.splitlines()[-1])["timestamp"] + 1, tag="more")
     if kind == "codex":
         lines = gen_agent.codex(size).splitlines(keepends=True)[1:]  # (no second session_meta)
         return b"".join(re.sub(rb'"call_id":"([^"]+)"', rb'"call_id":"\1-more"', line) for line in lines)
@@ -48,7 +50,7 @@ def _call(tree: Path, work: Path, window: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["claude-code", "codex"])
+    ap.add_argument("kind", choices=["claude-code", "codex", "adk"])
     ap.add_argument("mb", type=float)
     ap.add_argument("--against", type=Path, required=True)
     ap.add_argument("--runs", type=int, default=3)
@@ -60,7 +62,7 @@ def main() -> None:
     snap = root / "snapshot"
     if not (snap / "t.jsonl").exists():
         snap.mkdir(parents=True, exist_ok=True)
-        make = gen_agent.codex if args.kind == "codex" else gen_agent.claude_code
+        make = {"codex": gen_agent.codex, "adk": gen_agent.adk}.get(args.kind, gen_agent.claude_code)
         (snap / "t.jsonl").write_bytes(make(int(args.mb * 1024 * 1024)))
         first = run_once(_call(REPO, snap, args.window), env=child_env(PYTHONPATH=str(REPO)), cwd=REPO)
         assert first.code == 0, first.stderr.decode()
