@@ -2,11 +2,14 @@
 
     python bench/gen_agent.py codex 15 bench/out/codex-15mb.jsonl
     python bench/gen_agent.py claude-code 15 bench/out/claude-15mb.jsonl
+    python bench/gen_agent.py adk 15 bench/out/adk-15mb.jsonl
 
 Codex: tests/data/codex/localpush-rollout-tools.jsonl, its session_meta once, then its other lines over and
 over, each repetition's call ids suffixed (no id repeats). Claude Code:
 tests/data/claude-code/codemie-sync-tracking-excerpt.jsonl, each repetition's uuids, tool ids and message ids
 renamed, its root line chained to the last line of the repetition before (one active branch through it all).
+ADK: tests/data/genai/adk-docs-run.jsonl's events (a call, its response, the answer) after a user's request,
+over and over, each repetition's ids suffixed and its timestamps 10 s after the one before.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import re
 import sys
 import uuid
 from pathlib import Path
+
+import orjson
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 _CALL_ID = re.compile(rb'"call_id":"([^"]+)"')
@@ -60,9 +65,39 @@ def claude_code(size: int) -> bytes:
     return b"".join(out)
 
 
+def adk(size: int, at: float = 1_743_712_220.0, tag: str = "") -> bytes:
+    """ADK events from timestamp ``at`` on (``tag``: in every id, so that two logs' ids differ)."""
+    lines = [orjson.loads(line) for line in (DATA / "genai" / "adk-docs-run.jsonl").read_bytes().splitlines()]
+    first = lines[0]["timestamp"]
+    out, n, k = [], 0, 0
+    while n < size:
+        stamp = at + 10 * k
+        text = f"What is the weather in New York ({tag}{k})?"
+        ask = {"content": {"parts": [{"text": text}], "role": "user"},
+               "invocationId": f"e-{tag}{k}", "author": "user", "actions": {}, "id": f"u-{tag}{k}",
+               "timestamp": stamp}
+        made = [ask]
+        for line in lines:
+            event = orjson.loads(orjson.dumps(line))
+            event["id"] = f"{event['id']}-{tag}{k}"
+            event["invocationId"] = f"e-{tag}{k}"
+            event["timestamp"] = stamp + line["timestamp"] - first + 0.001
+            for part in event["content"]["parts"]:
+                for key in ("functionCall", "functionResponse"):
+                    if key in part:
+                        part[key]["id"] = f"{part[key]['id']}-{tag}{k}"
+            made.append(event)
+        for event in made:
+            line = orjson.dumps(event) + b"\n"
+            out.append(line)
+            n += len(line)
+        k += 1
+    return b"".join(out)
+
+
 def main() -> None:
     kind, mb, path = sys.argv[1], float(sys.argv[2]), Path(sys.argv[3])
-    make = {"codex": codex, "claude-code": claude_code}[kind]
+    make = {"codex": codex, "claude-code": claude_code, "adk": adk}[kind]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(make(int(mb * 1024 * 1024)))
 

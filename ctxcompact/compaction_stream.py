@@ -236,11 +236,12 @@ def take_prefix(path: Path, covered: Covered, finish: Finish | None, taken: Any)
     ``taken`` (``Format.compaction_seen``) is given each line of the prefix as
     ``formats.jsonl.history_lines`` gives it, the line and its JSON decoded (what the format's reader keeps
     as the record's data), without parsing it as a record. Only where a line after the prefix makes every
-    message before it history only (``finish``, after its scan: ``Finish.hides_all``), so that no line
-    appended since has made a line of the prefix a result without its call; else
+    message before it history only (``finish``, after its scan: ``Finish.hides_all``; an ADK compaction,
+    which hides a range of timestamps, once the prefix's are taken: ``Finish.hides_taken``), so that no
+    line appended since has made a line of the prefix a result without its call; else
     :class:`~.errors.Unstreamable`. The bytes must be those pass 1 proved (else an InputError: the file
     changed)."""
-    if finish is None or not finish.hides_all:
+    if finish is None or not (finish.hides_all or finish.hides):
         raise Unstreamable("no line after the covered prefix makes it history only")
     with open_input(path) as stream:
         hashing = Hashing(stream, covered.at)
@@ -251,6 +252,8 @@ def take_prefix(path: Path, covered: Covered, finish: Finish | None, taken: Any)
             hashing.nbytes = -1  # (a line pass 1 proved good no longer reads: the file changed)
     if hashing.nbytes != covered.at or hashing.digest() != covered.hash.digest():
         raise InputError(f"{path} changed while it was read; run again")
+    if not finish.hides_taken(taken):
+        raise Unstreamable("the lines after the covered prefix leave a line of it in the context")
 
 
 def input_lines(path: Path, counted: Counted) -> Iterator[bytes]:

@@ -393,15 +393,36 @@ def _parse_prefix_line(fmt: Format, data: Spans, span: tuple[int, int], index: i
     return rec
 
 
-def copies_history(ctx: Context, state: State | None) -> bool | None:
+def copies_history(ctx: Context, state: State | None, data: Spans | None = None) -> bool | None:
     """:attr:`~.state.Fingerprint.history` of a fingerprint made of what ``ctx`` read: for an append-only
     log (``Format.compaction_seen``; None for other formats), whether every line read was a record its
     compaction copies as history (``formats.jsonl.history_lines``): no line dropped, no result repaired as
-    one without its call, and, after the state's covered prefix, the same said of that prefix (unknown in
-    a state older than the key: false). Both routes decide by it, on the same context's figures (pass 1's
-    on the streamed one). What lines appended later may change (a fork that leaves a call off the branch)
-    is the reader's to rule out: ``compaction_stream.take_prefix``."""
+    one without its call, and, after the state's covered prefix, the same said of that prefix. A state
+    older than the key does not say it: it is decided here once, by the same rule, from the prefix's lines
+    in ``data`` (the input as read), read as a run without a state reads them; without ``data``, false.
+    Both routes decide by it, on the same context's figures (pass 1's on the streamed one). What lines
+    appended later may change (a fork that leaves a call off the branch) is the reader's to rule out:
+    ``compaction_stream.take_prefix``."""
     if get_format(ctx.input_format).compaction_seen() is None:
         return None
-    earlier = state.fingerprint.history if state is not None and ctx.covered else True
-    return bool(earlier) and ctx.dropped == 0 and not any(r.kind == "orphan_result" for r in ctx.repairs)
+    earlier: bool | None = True
+    if state is not None and ctx.covered:
+        earlier = state.fingerprint.history
+        if earlier is None and data is not None:
+            earlier = _prefix_copies_history(ctx.input_format, data[: state.fingerprint.nbytes])
+    return bool(earlier) and _copies_history(ctx.dropped, ctx.repairs)
+
+
+def _copies_history(dropped: int, repairs: list[Repair]) -> bool:
+    """The rule: no line dropped (``--lenient``), no result repaired as one without its call."""
+    return dropped == 0 and not any(r.kind == "orphan_result" for r in repairs)
+
+
+def _prefix_copies_history(fmt_name: str, prefix: bytes) -> bool:
+    """:func:`copies_history` of the covered prefix's lines, read and cleaned as a run without a state
+    reads and cleans them (a bad line dropped, as ``--lenient`` drops it: the prefix was read so once)."""
+    try:
+        read = read_transcript(prefix, fmt_name, lenient=True)
+    except InputError:
+        return False
+    return _copies_history(read.dropped, clean(read.transcript).repairs)

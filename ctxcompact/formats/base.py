@@ -223,12 +223,19 @@ class Finish:
     hides = False
     #: a line the read reaches (found by :meth:`scan`) makes every message before it history only in
     #: :meth:`Format.finish` over the whole file, whatever the lines before it are (Claude Code's
-    #: compact_boundary, Codex's compacted line; not an ADK compaction, which hides a range of timestamps):
-    #: no line before where the read starts can then be a tool result without its call, read or not
-    #: (``compaction_stream.take_prefix``)
+    #: compact_boundary, Codex's compacted line; not an ADK compaction, which hides a range of timestamps:
+    #: :meth:`hides_taken`): no line before where the read starts can then be a tool result without its
+    #: call, read or not (``compaction_stream.take_prefix``)
     hides_all = False
     #: the offset of the record :meth:`late_usage` is for (a reader notes where it lands in the context)
     target: int | None = None
+
+    def hides_taken(self, taken: Any) -> bool:
+        """After the lines before where the read starts were given to ``taken`` (``Format.compaction_seen``:
+        ``compaction_stream.take_prefix``): whether lines the read reaches (found by :meth:`scan`) make every
+        message of them history only in :meth:`Format.finish` over the whole file, as :attr:`hides_all`
+        says whatever they are. Default: :attr:`hides_all`."""
+        return self.hides_all
 
     def late_usage(self) -> Usage | None:
         """After :meth:`end`: the usage only the end of the file gives the record at :attr:`target` (Claude

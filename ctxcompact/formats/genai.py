@@ -31,6 +31,7 @@ Rules:
 from __future__ import annotations
 
 import uuid as uuidlib
+from bisect import bisect_right
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,25 @@ class _Finish(Finish):
                 else:
                     self.n += 1
                     b.call_id = f"{SYNTHETIC_ID_PREFIX}{self.n}"
+
+    def hides_taken(self, taken: Any) -> bool:
+        """Every line ``taken`` was given (:class:`_Seen`) is an event whose timestamp lies in the range of
+        a compaction the read reaches (after them all), which hides it in :meth:`GenaiFormat.finish`: so
+        the compaction ctxcompact appended after them (its range the first to the last timestamp of the
+        events its summary covers, the prefix's), or ADK's own where their ranges span them. The ranges
+        merged, then each timestamp looked up: linear in the lines, not lines times compactions."""
+        merged: list[list[float]] = []
+        for _offset, start, end in sorted(self.ranges, key=lambda r: r[1]):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            elif start <= end:
+                merged.append([start, end])
+        starts = [m[0] for m in merged]
+        for stamp in taken.stamps:
+            at = bisect_right(starts, stamp) - 1 if stamp is not None else -1
+            if at < 0 or stamp > merged[at][1]:
+                return False
+        return True
 
     def _keep(self) -> None:
         if self.before is None:  # (only a record with a block that has no id changes what is carried)

@@ -210,7 +210,9 @@ def _commit(state: State, written: Written, summary: SummaryResult, latest: str 
     exact = sum(counts.exact[:n]) if counts.exact is not None else None
     tokens = TokenCache(heuristic=sum(counts.heuristic[:n]), exact=exact, encoding=counts.encoding)
     start = tail.start
-    history = copies_history(ctx, state)  # (the state as the run found it: its fingerprint the earlier one)
+    # (the state as the run found it: its fingerprint the earlier one; the input as read for an older
+    # state's prefix, held on the only route that meets one: route_file.compact_streamed)
+    history = copies_history(ctx, state, written.data if isinstance(written.data, bytes) else None)
     if start is not None:
         fingerprint = make_fingerprint(written.data, records=start.index, nbytes=start.offset,
                                        lines=start.line - 1, format=ctx.input_format,

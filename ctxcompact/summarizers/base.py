@@ -67,9 +67,10 @@ class SummaryResult:
     window_source: str | None = None
 
 
-#: what each request sent in this run was answered (a SummaryResult or the exception), by the request: a run
-#: whose streamed compaction the held route takes over (``route_file.run_file``: Unstreamable after the
-#: strategy ran) asks the provider once for each summary, as the held route alone does
+#: what each request sent in this run was answered (a SummaryResult or the exception, with the seconds it
+#: took), by the request, and the window each summarizer's server reported: a run whose streamed compaction
+#: the held route takes over (``route_file.run_file``: Unstreamable after the strategy ran) asks the
+#: provider once for each, as the held route alone does, and reports the time the replies took
 REPLIES: ContextVar[dict[tuple[Any, ...], Any] | None] = ContextVar("replies", default=None)
 
 

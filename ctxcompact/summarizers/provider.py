@@ -156,6 +156,8 @@ class ProviderSummarizer(Summarizer):
         self.window_source: str | None = window_source if context_window else None
         self.instructions = instructions
         self.last_stats: Any = None  # prompt.PromptStats of the last request (what was dropped and cut)
+        #: the seconds the replies answered again in this summary took when first sent (replies_kept)
+        self.replayed = 0.0
 
     def secrets(self) -> list[str]:
         """Every key this summarizer might send (explicit, CTXCOMPACT_API_KEY, the provider's variable) and
@@ -193,15 +195,26 @@ class ProviderSummarizer(Summarizer):
         """The summarizer's window and its source: given (``--summary-window``, the models table or the
         config), else what the server reports, else the provider's default."""
         if self.context_window is None:
-            try:  # as the discovery's own failures: a server that does not answer in time reports nothing
-                found = call_with_deadline(lambda: self.discover_window(key), min(self.timeout, 10.0),
-                                           f"{self.name}: asking the server for the window")
-            except SummarizerError:
-                found = None
-            if found is not None and sane_tokens(found[0]) is None:
-                found = None  # a window no model has is not taken (the default stays)
+            kept = REPLIES.get()
+            asked = ("window", type(self).__name__, self.model, self.base_url)  # (asked once in a run)
+            if kept is not None and asked in kept:
+                found = kept[asked]
+            else:
+                found = self._discovered(key)
+                if kept is not None:
+                    kept[asked] = found
             self.context_window, self.window_source = found or (self.default_context_window, "default")
         return self.context_window, self.window_source or "given"
+
+    def _discovered(self, key: str) -> tuple[int, str] | None:
+        try:  # as the discovery's own failures: a server that does not answer in time reports nothing
+            found = call_with_deadline(lambda: self.discover_window(key), min(self.timeout, 10.0),
+                                       f"{self.name}: asking the server for the window")
+        except SummarizerError:
+            return None
+        if found is not None and sane_tokens(found[0]) is None:
+            return None  # a window no model has is not taken (the default stays)
+        return found
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         self.check()
@@ -209,7 +222,7 @@ class ProviderSummarizer(Summarizer):
         if self.instructions and not request.instructions:
             request = dataclasses.replace(request, instructions=self.instructions)
         window, _ = self.window(key)
-        started = time.monotonic()
+        started, self.replayed = time.monotonic(), 0.0
         try:
             result = self._summarize_within(window, request, key)
         except ContextTooLong as exc:
@@ -224,7 +237,8 @@ class ProviderSummarizer(Summarizer):
                 raise SummarizerError(scrub(
                     f"{self.name}: {again.reason}, also after cutting the input to fit a {smaller:,}-token "
                     "window", [key])) from None
-        result.duration_s = round(time.monotonic() - started, 3)
+        # (a reply answered again reports the time it took when sent)
+        result.duration_s = round(time.monotonic() - started + self.replayed, 3)
         result.window, result.window_source = self.context_window, self.window_source
         return result
 
@@ -236,20 +250,23 @@ class ProviderSummarizer(Summarizer):
         asked = (type(self).__name__, self.model, self.base_url, self.instructions, self.context_window,
                  hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest(), budget_tokens)
         if kept is not None and asked in kept:  # (sent already in this run: replies_kept)
-            if isinstance(kept[asked], BaseException):
-                raise kept[asked]
-            return copy.deepcopy(kept[asked])  # (the caller fills in its figures)
+            reply, took = kept[asked]
+            self.replayed += took
+            if isinstance(reply, BaseException):
+                raise reply
+            return copy.deepcopy(reply)  # (the caller fills in its figures)
         if self.sdk:
             importlib.import_module(self.sdk)
+        sent = time.monotonic()
         try:
             result = call_with_deadline(lambda: self._send(key, prompt, budget_tokens), self.timeout,
                                         self.name)
         except (SummarizerError, ContextTooLong) as exc:
             if kept is not None:
-                kept[asked] = exc
+                kept[asked] = (exc, time.monotonic() - sent)
             raise
         if kept is not None:
-            kept[asked] = copy.deepcopy(result)
+            kept[asked] = (copy.deepcopy(result), time.monotonic() - sent)
         return result
 
     def _summarize_within(self, window: int, request: SummaryRequest, key: str) -> SummaryResult:

@@ -4,17 +4,20 @@ client continue it, compact again. The second compaction covers the state's pref
 compaction copies and takes (``Format.compaction_seen``) with the lines after it; it is made in pass 2
 without holding the file (``route_file.compact_streamed``, ``compaction_stream.take_prefix``) where the
 state says every line of the prefix is one the compaction copies (``Fingerprint.history``) and a line after
-it makes every message before it history only (our compact_boundary, our compacted line). Either way the
+it makes every message before it history only (our compact_boundary, our compacted line; an ADK compaction
+event, ours or ADK's own, whose ranges span the prefix's events). Either way the
 output, the state, the report, the warnings and the exit code are the held route's, byte for byte, and the
 count cache the one the streamed route kept when it left this compaction to the held route."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import adk_sessions
 import orjson
 import pytest
 from helpers import comparable_state
@@ -60,6 +63,30 @@ def _codex_more(n: int, seed: int = 0) -> list[bytes]:
                                           "total_tokens": total},
                     "last_token_usage": {"input_tokens": total, "output_tokens": 20, "total_tokens": total},
                     "model_context_window": 400_000}}, 5 + 4 * i)]
+    return out
+
+
+def _adk(n: int, seed: str, at: float = 1_700_000_000) -> list[bytes]:
+    """ADK events (as its API server writes them: camelCase, a timestamp each) from ``at`` on, one a
+    second: the user's request, then ``n`` rounds of a function call, its response and a short answer, the
+    user asking again every third round."""
+    def event(i: int, role: str, parts: list[dict[str, Any]]) -> bytes:
+        return orjson.dumps({"author": "coder" if role == "model" else "user",
+                             "invocationId": f"e-{seed}-{i}", "id": f"ev-{seed}-{i}", "timestamp": at + i,
+                             "actions": {},
+                             "content": {"role": role, "parts": parts}}) + b"\n"
+
+    out = [event(0, "user", [{"text": f"Fix the build ({seed}); never touch setup.py."}])]
+    for k in range(n):
+        call = {"name": "bash", "args": {"command": f"pytest tests/test_m{k % 40}.py -q"},
+                "id": f"c-{seed}-{k}"}
+        response = {"name": "bash", "id": call["id"], "response": {"output": f"{k % 7} passed\n" * 30}}
+        i = len(out)
+        out += [event(i, "model", [{"functionCall": call}]),
+                event(i + 1, "user", [{"functionResponse": response}]),
+                event(i + 2, "model", [{"text": f"Module m{k % 40} is fine."}])]
+        if k % 3 == 2:
+            out.append(event(i + 3, "user", [{"text": f"Next, step {k}."}]))
     return out
 
 
@@ -171,11 +198,32 @@ CASES = {
     "claude-code-generated": (lambda: b"".join(_session(turns=40)), 6_000),
     "claude-code-real": (lambda: CC_REAL.read_bytes(), 30_000),
     "codex-real": (lambda: CODEX_REAL.read_bytes(), 60_000),
+    "adk-generated": (lambda: b"".join(_adk(100, "a")), 6_000),
+    "adk-real": (lambda: b"".join(_adk_real()), 8_000),
 }
+
+
+@functools.cache
+def _adk_real() -> tuple[bytes, ...]:
+    """A real ADK session's events (tests/adk_sessions.py: ADK's Runner wrote them)."""
+    pytest.importorskip("google.adk", reason="the adk extra is not installed")
+    return tuple(adk_sessions.session(30))
+
+
+def _fmt(case_or_log: str | bytes) -> str:
+    """The format of a case's log, or of a log."""
+    if isinstance(case_or_log, str):
+        return {"codex": "codex", "adk": "genai"}.get(case_or_log.split("-")[0], "claude-code")
+    return "codex" if b'"session_meta"' in case_or_log else "genai" if b'"invocationId"' in case_or_log \
+        else "claude-code"
 
 
 def _more(fmt: str, log: bytes, seed: int = 3) -> list[bytes]:
     """What the client writes after it resumes ``log`` (the compacted log)."""
+    if fmt == "adk-real":  # (ADK continues the session from the compacted log)
+        return adk_sessions.session(20, log.splitlines(keepends=True), first=30 + seed)
+    if fmt.startswith("adk"):  # (after the last event: ours, written a millisecond after the log's last)
+        return _adk(100, f"more{seed}", at=orjson.loads(log.splitlines()[-1])["timestamp"] + 1)
     return _continued(log, 60, seed=seed) if fmt.startswith("claude-code") else _codex_more(30, seed)
 
 
@@ -191,8 +239,9 @@ def _compacted_once(tmp: Path, case: str) -> bytes:
 def _turn_at(lines: list[bytes], at: int) -> int:
     """The first line from ``at`` where the person speaks (a hook's call between turns, while the session
     rests: a Claude Code tool result parented on its call before the call's compaction would fork)."""
-    return next(i for i in range(at, len(lines)) if b'"Next, step' in lines[i] or (b'"role":"user"' not in
-                lines[i] and b'"function_call"' in lines[i]))
+    asks = (b'"Next, step', b'"Explain src/')  # (generated logs, ADK's Runner)
+    return next(i for i in range(at, len(lines)) if any(a in lines[i] for a in asks) or (
+        b'"role":"user"' not in lines[i] and b'"function_call"' in lines[i]))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -207,7 +256,7 @@ def test_a_second_compaction_streams_and_gives_the_held_run(tmp_path: Path, new_
     cuts = [_turn_at(more, len(more) // 2), len(more)]
     routes.clear()
     streamed = _rounds(tmp_path / "s", base, more, cuts, False, window, routes)
-    fmt = "codex" if case.startswith("codex") else "claude-code"
+    fmt = _fmt(case)
     assert routes[0] == [(fmt, False)] and streamed[0][3]  # the first compaction: in pass 2 too
     again = [i for i, s in enumerate(streamed) if i and s[3]]
     assert again and all(routes[i] == [(fmt, True)] for i in again), (routes, again)  # no file held
@@ -223,7 +272,7 @@ def test_a_second_compaction_streams_and_gives_the_held_run(tmp_path: Path, new_
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data(), case=st.sampled_from(["claude-code-generated", "codex-real"]),
+@given(data=st.data(), case=st.sampled_from(["claude-code-generated", "codex-real", "adk-generated"]),
        exact_opt=st.sampled_from(["tiktoken", "none"]))
 def test_any_split_of_appends_through_two_compactions_gives_the_held_run(
         tmp_path_factory: Any, new_process: Any, data: Any, case: str, exact_opt: str) -> None:
@@ -247,7 +296,7 @@ def _held_second(tmp: Path, routes: list[Any], base: bytes, more: list[bytes], w
                  **kw: Any) -> list[tuple[Any, ...]]:
     """The calls on both routes: the streamed ones give what the held calls give; returns the streamed calls
     (the caller says which route their compaction after the prefix took)."""
-    fmt = "codex" if b'"session_meta"' in base else "claude-code"
+    fmt = _fmt(base)
     streamed = _rounds(tmp / "s", base, more, [len(more)], False, window, routes, **kw)
     assert streamed[1][3] and streamed[1][7], "the second call compacts after a covered prefix"
     assert routes[1] in ([(fmt, True)], [(fmt, True), ("held", False)], [("held", False)]), routes
@@ -255,29 +304,43 @@ def _held_second(tmp: Path, routes: list[Any], base: bytes, more: list[bytes], w
     return streamed
 
 
-def test_an_older_state_takes_the_held_route(tmp_path: Path, routes: list[Any]) -> None:
-    """A state without the fingerprint's ``history`` (made before it): the held route, and the next
-    fingerprint says no more (nothing is known of the older prefix's lines)."""
-    base = b"".join(_session(turns=40))
-    more = _more("claude-code", _compacted_once(tmp_path, "claude-code-generated"))
-
-    def older(state: dict[str, Any]) -> None:
-        del state["fingerprint"]["history"]
-
-    _held_second(tmp_path, routes, base, more, 6_000, edit=older)
-    assert routes[1] == [("held", False)]
-    after = orjson.loads((tmp_path / "s" / "t.jsonl.ctxstate.json").read_bytes())["fingerprint"]
-    assert after["history"] is False
+def _older(state: dict[str, Any]) -> None:
+    """A state made before the fingerprint's ``history``: the key is not there."""
+    del state["fingerprint"]["history"]
 
 
-@pytest.mark.parametrize("shape", ["none", "a bad line (lenient)", "a result without its call"])
-def test_a_prefix_with_a_line_the_compaction_does_not_copy_takes_the_held_route(
-        tmp_path: Path, routes: list[Any], shape: str) -> None:
-    """The log grown on its own (the output not put in its place) and compacted by the client itself since
-    (its compact_boundary after the covered prefix): the next compaction streams, unless the prefix holds a
-    line lenient reading dropped or a tool result no line's call answers, which the held route leaves out
-    of what it copies (formats.jsonl.history_lines): the state then says ``history`` false, and the
-    compaction after the prefix is the held route's."""
+@pytest.mark.parametrize("case", ["claude-code-generated", "codex-real", "adk-generated"])
+def test_an_older_state_is_decided_by_its_next_compaction(tmp_path: Path, new_process: Any, routes: list[Any],
+                                                          case: str) -> None:
+    """A state without the fingerprint's ``history`` (made before it): the next compaction takes the held
+    route and decides it from the prefix's lines (``context.copies_history``), so its state is the one the
+    calls with the key leave, and the compactions after it stream; the files and reports are theirs too."""
+    make, window = CASES[case]
+    fmt = _fmt(case)
+    base = make()
+    more = _more(case, _compacted_once(tmp_path, case))
+    cuts = sorted({_turn_at(more, len(more) * k // 4) for k in (1, 2, 3)} | {len(more)})
+    older = _rounds(tmp_path / "o", base, more, cuts, False, window, routes, edit=_older)
+    compacted = [i for i, c in enumerate(older) if i and c[3]]
+    assert len(compacted) >= 2, compacted
+    assert routes[compacted[0]] == [("held", False)], routes  # (the prefix's lines not known: held)
+    assert all(routes[i] == [(fmt, True)] for i in compacted[1:]), routes  # then known: no file held
+    assert older[compacted[0]][1]["fingerprint"]["history"] is True
+    with_key = _rounds(tmp_path / "k", base, more, cuts, False, window)
+    for call in with_key[1:compacted[0]]:  # (the calls before it keep the state's fingerprint as it was)
+        _older(call[1])
+    assert _but_cache(older) == _but_cache(with_key)  # the states with them
+    held = _rounds(tmp_path / "h", base, more, cuts, True, window, edit=_older)
+    assert _but_cache(older) == _but_cache(held)
+    assert (tmp_path / "o" / "t.jsonl").read_bytes() == (tmp_path / "k" / "t.jsonl").read_bytes()
+
+
+SHAPES = ["none", "a bad line (lenient)", "a result without its call"]
+
+
+def _grown(shape: str) -> tuple[bytes, list[bytes], dict[str, Any]]:
+    """A Claude Code log compacted by the client itself (its compact_boundary) in the lines ``more`` after
+    ``base``; before it, a line of ``shape`` (and the options it needs)."""
     lines = _session(turns=80, boundary_at=45)
     kw: dict[str, Any] = {}
     if shape == "a bad line (lenient)":
@@ -293,10 +356,36 @@ def test_a_prefix_with_a_line_the_compaction_does_not_copy_takes_the_held_route(
         lines[11] = lines[11].replace(b'"parentUuid":"%s"' % at["uuid"].encode(),
                                       b'"parentUuid":"%s"' % odd["uuid"].encode())
     half = next(i for i, line in enumerate(lines) if b'"compact_boundary"' in line) * 2 // 3
-    base, more = b"".join(lines[:half]), lines[half:]
+    return b"".join(lines[:half]), lines[half:], kw
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_prefix_with_a_line_the_compaction_does_not_copy_takes_the_held_route(
+        tmp_path: Path, routes: list[Any], shape: str) -> None:
+    """The log grown on its own (the output not put in its place) and compacted by the client itself since
+    (its compact_boundary after the covered prefix): the next compaction streams, unless the prefix holds a
+    line lenient reading dropped or a tool result no line's call answers, which the held route leaves out
+    of what it copies (formats.jsonl.history_lines): the state then says ``history`` false, and the
+    compaction after the prefix is the held route's."""
+    base, more, kw = _grown(shape)
     streamed = _held_second(tmp_path, routes, base, more, 6_000, place=False, **kw)
     assert streamed[0][1]["fingerprint"]["history"] is (shape == "none")
     assert routes[1] == ([("claude-code", True)] if shape == "none" else [("held", False)])
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_an_older_state_says_what_the_prefix_s_lines_say(tmp_path: Path, routes: list[Any],
+                                                         shape: str) -> None:
+    """The same log with a state made before the fingerprint's ``history``: the compaction after the
+    prefix is the held route's, and its state says what the calls with the key leave (false for a line the
+    compaction does not copy, true otherwise), the files and reports theirs too."""
+    base, more, kw = _grown(shape)
+    (tmp_path / "o").mkdir()
+    older = _held_second(tmp_path / "o", routes, base, more, 6_000, place=False, edit=_older, **kw)
+    assert routes[1] == [("held", False)]
+    assert older[1][1]["fingerprint"]["history"] is (shape == "none")
+    assert _but_cache(older[1:]) == _but_cache(_rounds(tmp_path / "k", base, more, [len(more)], False, 6_000,
+                                                       place=False, **kw)[1:])
 
 
 @pytest.mark.parametrize("shape", ["fork midway", "fork off the last response"])
@@ -328,6 +417,43 @@ def test_a_log_that_grew_without_our_compaction_takes_the_held_route(tmp_path: P
     streamed = _held_second(tmp_path, routes, base, more, window, place=False)
     assert routes[1] == [(fmt, True), ("held", False)]
     assert not streamed[1][0].startswith(streamed[0][0])  # (the output is the input's, not the output's)
+
+
+@pytest.mark.parametrize("covers", ["every event of the prefix", "a call but not its response"])
+def test_adk_s_own_compaction_after_the_prefix(tmp_path: Path, routes: list[Any], covers: str) -> None:
+    """An ADK session grown on its own (our output not put in its place), then ADK's own compaction event
+    (``LlmEventSummarizer``'s: a range of timestamps and the summary): the next compaction streams where the
+    range spans every event of the covered prefix (ADK and the reader then hide each); where it leaves one
+    out, the held route's (here a function response whose call the range hides: the held route's copy of
+    the lines leaves the response out, ``formats.jsonl.history_lines``)."""
+    base = _adk(100, "a")
+    stamp = [orjson.loads(line)["timestamp"] for line in base]
+    if covers == "every event of the prefix":
+        end = stamp[-1]
+    else:
+        call = next(i for i in range(len(base) // 4, len(base)) if b'"functionCall"' in base[i])
+        end = stamp[call]
+    more = _adk(40, "more", at=stamp[-1] + 1)
+    summary = {"role": "model", "parts": [{"text": "The user is fixing the build; the modules pass."}]}
+    adk = orjson.dumps({"author": "user", "invocationId": "e-adk", "id": "ev-adk", "actions": {"compaction": {
+        "startTimestamp": stamp[0], "endTimestamp": end, "compactedContent": summary}},
+        "timestamp": orjson.loads(more[-1])["timestamp"] + 1}) + b"\n"
+    _held_second(tmp_path, routes, b"".join(base), [*more, adk], 6_000, place=False)
+    assert routes[1] == ([("genai", True)] if covers == "every event of the prefix"
+                         else [("genai", True), ("held", False)])
+
+
+def test_a_real_adk_session_compacted_by_adk_since(tmp_path: Path, routes: list[Any]) -> None:
+    """A session ADK's Runner wrote with its own compaction on (tests/adk_sessions.py), compacted by us, then
+    grown on its own (our output not put in its place) with ADK compacting it: ADK's compaction events after
+    the covered prefix span it (their ranges start at the session's first event), so the next compaction
+    streams, with the held route's answer."""
+    pytest.importorskip("google.adk", reason="the adk extra is not installed")
+    lines = adk_sessions.session(50, own=True)
+    cut = _turn_at(lines, len(lines) * 2 // 5)
+    assert any(b'"compaction"' in line for line in lines[cut:])
+    _held_second(tmp_path, routes, b"".join(lines[:cut]), lines[cut:], 1_200, place=False)
+    assert routes[1] == [("genai", True)]
 
 
 def test_a_prefix_changed_between_the_passes_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
