@@ -2,7 +2,7 @@
 resume point like the other formats, its branch checked at the end. Each call as in a new process: any
 split of appends gives what the held route gives from scratch; a second call parses no line before the
 point; lines that fork off the branch, rewind it or add a compact_boundary after it give the held route's
-answer."""
+answer, streamed (a rewind's branch found over every line once, the calls after it resumed past it)."""
 
 from __future__ import annotations
 
@@ -186,14 +186,18 @@ def _fork(lines: list[bytes], parent_of: int) -> bytes:
     return orjson.dumps(obj) + b"\n"
 
 
-@pytest.mark.parametrize("shape", ["rewind", "fork off the last response", "new boundary", "two boundaries"])
-def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_path, new_process,
+@pytest.mark.parametrize("shape", ["rewind", "rewind continued", "fork off the last response", "new boundary",
+                                   "two boundaries"])
+def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_path, new_process, parsed,
                                                                           monkeypatch, shape):
-    """Appended lines that do not continue the branch: a rewind to an early line, a fork off a line before
+    """Appended lines that do not continue the branch: a rewind to an early line (the next turn on the old
+    tip, or on the rewind's line: the lines after its parent go off the branch), a fork off a line before
     the tip (the lines after it go off the branch), a compact_boundary after the messages the resume point
-    counted. The answer is the held route's from scratch; a fork is read held, a boundary streamed again
-    from the file's start (its messages before it are then history)."""
+    counted. The answer is the held route's from scratch, and the file is never held: a fork is read again
+    from the start once the branch is found (formats/claude_code_stream.py), a boundary streamed again from
+    the start (its messages before it are then history). The call after it resumes past it."""
     from ctxcompact.clean import Cleaner
+    from ctxcompact.formats.claude_code_stream import StreamFinish
 
     monkeypatch.setattr(Cleaner, "FIRST_TRY", 8)
     log = _Log(5)
@@ -202,8 +206,10 @@ def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_pa
             log.user(f"task {t}")
         log.turn(2)
     cut = len(log.lines)
-    if shape == "rewind":
+    if shape.startswith("rewind"):
         log.lines.append(_fork(log.lines, 3))
+        if shape == "rewind continued":
+            log.tip = orjson.loads(log.lines[-1])["uuid"]
     elif shape == "fork off the last response":
         log.lines.append(_fork(log.lines, cut - 4))
     else:
@@ -215,23 +221,42 @@ def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_pa
             log.reply()
     log.turn(1)
     log.reply()
+    second = len(log.lines)
+    log.user("and then?")
+    log.turn(2)
+    log.reply()
     lines = log.lines
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"".join(lines[:cut]))
     first = _run(path, tmp_path / "out.jsonl", hold=False)
     assert _resume_at(path) > 0
     loaded = _loads(monkeypatch)
-    path.write_bytes(b"".join(lines))
+    found: list[int] = []
+    real = StreamFinish._found
+    monkeypatch.setattr(StreamFinish, "_found", lambda self, *a: found.append(1) or real(self, *a))
+    path.write_bytes(b"".join(lines[:second]))
     got = _run(path, tmp_path / "out.jsonl", hold=False)
-    assert loaded == ([path] if "fork" in shape or shape == "rewind" else [])
-    assert [first, got] == _sequence(tmp_path, lines, [cut, len(lines)], cold=True, hold=True)
+    follows = [len(found)]
+    at = _resume_at(path)
+    assert at > len(b"".join(lines[:cut]))  # (past the fork)
+    parsed.clear()
+    path.write_bytes(b"".join(lines))
+    then = _run(path, tmp_path / "out.jsonl", hold=False)
+    follows.append(len(found) - follows[0])
+    assert loaded == []
+    assert min(parsed) == at  # (the lines off the branch are known from the resume point)
+    held = _sequence(tmp_path, lines, [cut, second, len(lines)], cold=True, hold=True)
+    assert [first, got, then] == held
+    # the fork's call found the branch over every line (once: pass 2 takes pass 1's), the next did not
+    assert follows == ([1, 0] if "fork" in shape or "rewind" in shape else [0, 0])
 
 
 REAL = sorted(DATA.glob("*.jsonl"))
 #: read held still: a CLI 1.0.x subagent's lines in the main file (their runs are found over the whole
-#: file); a subagent's compaction request whose lines fork off its first
+#: file). (spotter-acompact-agent.jsonl, a subagent's compaction request whose lines fork off its first,
+#: streams: its branch is found over every line, formats/claude_code_stream.py)
 HELD = {"claude-code-viewer-orchestrator-1.0.108.jsonl",
-        "claude-code-viewer-orchestrator-1.0.98-excerpt.jsonl", "spotter-acompact-agent.jsonl"}
+        "claude-code-viewer-orchestrator-1.0.98-excerpt.jsonl"}
 
 
 @pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
