@@ -163,8 +163,8 @@ class Counted:
     #: the output's temporary file given to pass 1 (``atomic.Staging``) holds the bytes before the resume
     #: point, as pass 1 hashed them (``CountCache.prove_stream``): pass 2 writes only what follows
     staged: bool = False
-    #: what the format's finishing found over every line before pass 1 read them (``Finish.follow``, after a
-    #: ``Forked``: Claude Code's branch after a rewind), given to pass 2's reading (None: not asked)
+    #: what a read of these bytes from the start follows (``Finish.followed``: Claude Code's branch after a
+    #: rewind, found by pass 1 or carried by its resume point), given to pass 2's reading (None: nothing)
     branch: Any = None
 
 
@@ -195,7 +195,7 @@ class _Reading:
     where each settled part begins. ``checked_from``: the lines ending before it are proven (the settled
     prefix): their schema is not checked again. ``follow``: a read from the start after a
     ``formats.base.Forked``: the format's finishing first finds what every line says (``Finish.follow``), or
-    takes ``branch``, what it found for pass 1 (kept in :attr:`branch`)."""
+    takes ``branch``, what pass 1 followed (:attr:`Counted.branch`)."""
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
                  remember: bool = True, start: ResumePoint | None = None, covered: Covered | None = None,
@@ -248,7 +248,7 @@ class _Reading:
             finish.scan(self.path, at, self.limit)  # (limit: what pass 1 read)
             if self.follow:
                 assert resume is None  # (from the start: what every line says is taken back nowhere)
-                self.branch = finish.follow(self.path, at, self.limit, self.branch)
+                finish.follow(self.path, at, self.limit, self.branch)
             self.started(fmt)
             self.again = reapply_each(self.state, fmt.name) if self.state is not None else None
             if resume is not None and self.again is not None and not self.again.skip_to(resume.records):
@@ -575,7 +575,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
                    total.cache, verbatim, resume, covered,
                    (*gathered, reading.records, hashing.lines) if gathered else None, source, state,
-                   reading.finish is not None and reading.finish.hides, staged, reading.branch)
+                   reading.finish is not None and reading.finish.hides, staged,
+                   reading.finish.followed() if reading.finish is not None else None)
 
 
 class _Copy:
@@ -636,7 +637,7 @@ def written_lines(path: Path, counted: Counted, opts: Options, output: Path | No
         and not counted.verbatim and not cache.resume.get("plain") else None
     reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
                        limit=counted.nbytes, source=counted.source, state=counted.layers,
-                       follow=counted.branch is not None, branch=counted.branch)
+                       follow=counted.branch is not None and start is None, branch=counted.branch)
     written = note if note is not None else lambda chunks: chunks
     with open_input(path) as stream, last if last is not None else nullcontext():
         at, hashed = (start.at, start.hash) if staged and start is not None else \

@@ -224,6 +224,11 @@ class Finish:
         Returns it (marshal-able); :meth:`end` checks it against the records read. Default: nothing."""
         return None
 
+    def followed(self) -> Any:
+        """After :meth:`end`: what :meth:`follow` gives a read of the same bytes from the start (pass 2's),
+        whether this read found it or resumed with it (None: nothing to follow)."""
+        return None
+
     def __call__(self, rec: Record) -> None:
         return None
 

@@ -273,6 +273,11 @@ class StreamFinish(Finish):
         if self.links is not None and off_branch(self.links) != set(self.off):
             raise NeedsWhole("the active branch is not the one found before the read")
 
+    def followed(self) -> Any:
+        if self.links is None and not self.off:
+            return None
+        return [[[u, o] for u, o in self.off.items()], sorted(self.off_keys)]
+
     def late_usage(self) -> Usage | None:
         return post_usage(self.figure) if self.post else None
 
