@@ -28,8 +28,11 @@ in its place, and at the end what follows the last); its fingerprint is proven i
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
 ``estimate`` (it also says what masking would free), a strategy whose ``describe`` needs the context,
 ``--exact anthropic``, a line or an end its format's reader cannot finish alone
-(``formats.base.NeedsWhole``: a compaction line its scan did not find, a Claude Code fork), detection the
-first lines do not decide, any line the reader does not take (the held route reports or drops it).
+(``formats.base.NeedsWhole``: a compaction line its scan did not find, a Claude Code subagent's line in the
+main file), detection the first lines do not decide, any line the reader does not take (the held route
+reports or drops it). A ``formats.base.Restart`` reads again from the file's start instead, a
+``formats.base.Forked`` (a Claude Code rewind) after the format's finishing found what every line says
+(``Finish.follow``), which pass 2 follows too (:attr:`Counted.branch`).
 """
 
 from __future__ import annotations
