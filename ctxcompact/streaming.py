@@ -432,7 +432,9 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
                                   stage=None if fresh or carried else stage, forked=forked)
                 except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
                     if isinstance(held.__cause__, Forked) and not forked:
-                        fresh = forked = True  # (from the start, what every line says found first)
+                        # from the start, what every line says found first; whether the log carries the
+                        # summary is found again (its line may be off the branch: context.log_carries)
+                        fresh, forked, carried = True, True, False
                     elif isinstance(held.__cause__, Restart) and not fresh:
                         fresh = True
                     elif isinstance(held.__cause__, _Carried) and not carried:
