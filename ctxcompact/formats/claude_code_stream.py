@@ -90,8 +90,7 @@ class StreamFinish(Finish):
             self.seen: set[int] = set()
             self.last_key: int | None = None
             self.post = False  # a boundary's postTokens still stands (no billed usage after it yet)
-            self.off: dict[str, int] = {}  # the message lines off the branch, by uuid: their offsets
-            self.off_keys: set[int] = set()  # their message ids', and the calls their results answer
+            self._set_off({}, set())
         else:
             self.members, self.chained = int(kept["members"]), int(kept["chained"])
             self.exit = None if kept["exit"] is None else str(kept["exit"])
@@ -101,8 +100,7 @@ class StreamFinish(Finish):
             self.seen = {int(k) for k in kept["seen"]}
             self.last_key = None if kept["last_key"] is None else int(kept["last_key"])
             self.post = bool(kept["post"])
-            self.off = {str(u): int(o) for u, o in kept["off"]}
-            self.off_keys = {int(k) for k in kept["off_keys"]}
+            self._set_off({str(u): int(o) for u, o in kept["off"]}, {int(k) for k in kept["off_keys"]})
         self.resumed = kept is not None
         # the boundary's postTokens, its timestamp, and the offset of the last line written with it (the
         # boundary's own at first): the line the figure goes on if it still stands at the end (not carried
@@ -133,8 +131,7 @@ class StreamFinish(Finish):
         bring them back; or ``known``. The records read must give them again (:meth:`end`)."""
         if known is None:
             known = self._found(path, at, limit)
-        self.off = {str(u): int(o) for u, o in known[0]}
-        self.off_keys = {int(k) for k in known[1]}
+        self._set_off({str(u): int(o) for u, o in known[0]}, {int(k) for k in known[1]})
         self.links = []
         return known
 
@@ -181,7 +178,7 @@ class StreamFinish(Finish):
             post = post_figure(rec)
             self.seen, self.last_key, self.post = set(), None, post is not None
             self.figure, self.stamp, self.target = post or 0, rec.meta.get("timestamp"), rec.offset
-            return
+            return  # (no line off the branch before it: each is a message, counted in ``members``)
         if self.boundary is not None and not self.met:  # before the last boundary: history only
             if rec.message is not None:
                 set_inactive(rec, "compacted")
@@ -273,10 +270,13 @@ class StreamFinish(Finish):
         if self.links is not None and off_branch(self.links) != set(self.off):
             raise NeedsWhole("the active branch is not the one found before the read")
 
+    def _set_off(self, off: dict[str, int], keys: set[int]) -> None:
+        self.off = off  # the message lines off the branch, by uuid: their offsets
+        self.off_keys = keys  # keys of their message ids, and of the calls their results answer
+        self.off_kept = [[[u, o] for u, o in off.items()], sorted(keys)]  # (kept at every settled part)
+
     def followed(self) -> Any:
-        if self.links is None and not self.off:
-            return None
-        return [[[u, o] for u, o in self.off.items()], sorted(self.off_keys)]
+        return None if self.links is None and not self.off else self.off_kept
 
     def late_usage(self) -> Usage | None:
         return post_usage(self.figure) if self.post else None
@@ -288,7 +288,7 @@ class StreamFinish(Finish):
                 "anchors": [(u, *v) for u, v in self.anchors.items()],
                 "seen": [k for k in self.seen if k != self.key_added],
                 "last_key": last_key, "post": post,
-                "off": [[u, o] for u, o in self.off.items()], "off_keys": list(self.off_keys)}
+                "off": self.off_kept[0], "off_keys": self.off_kept[1]}
 
 
 def _keys(line: Link, later: bool) -> set[int]:
