@@ -4,9 +4,10 @@ A rewind (Esc Esc, an edited message) appends a line whose `parentUuid` is an ol
 that older one are off the active branch. The streamed reader checks the branch and sends such a file to the
 held route (docs/concepts/state.md), until a `compact_boundary` after the fork leaves it in the history.
 
-This makes `gen_agent.py`'s Claude Code log of N MB, then, with a state and the count cache, three calls
-below the threshold after one appended user line each, in two cases: the line chained to the last line (no
-rewind), and the first one chained 200 messages back (a rewind). Then a compaction of the rewound log, its
+This makes `gen_agent.py`'s Claude Code log of N MB, a first call on it, then, with a state and the count
+cache, four calls below the threshold after one appended user line each, in two cases: the line chained to
+the last line (no rewind), and the first one chained 200 messages back (a rewind: the first of the four
+calls is the one that reads it first). Then a compaction of the rewound log, its
 output put in the log's place as the recipe does, and three more calls. CPU seconds of each call, in-process
 (the imports are paid once), and the route it took.
 
@@ -52,6 +53,7 @@ def _calls(path: Path, state: Path, template: dict[str, Any], parent: str, windo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=10)
+    ap.add_argument("--no-compaction", action="store_true", help="only the calls before a compaction")
     args = ap.parse_args()
     data = claude_code(int(args.mb * 1024 * 1024))
     objs = [orjson.loads(line) for line in data.splitlines()]
@@ -66,15 +68,15 @@ def main() -> None:
             path.write_bytes(data)
             for p in Path(tmp).glob("log.state*"):
                 p.unlink()
-            first = main_chain[-200 if rewound else -1]["uuid"]
-            with path.open("ab") as f:
-                f.write(_user(template, "r-0", first, "no, go back and try it the other way"))
             engine.run(path, Options(window=big, state_path=state), output=path.with_suffix(".out"),
                        warn=lambda m: None)
-            calls = _calls(path, state, template, "r-0", big, 3, "a")
+            first = main_chain[-200 if rewound else -1]["uuid"]
+            calls = _calls(path, state, template, first, big, 4, "a")  # (the first: the rewind's line)
             name = "after a rewind" if rewound else "no rewind"
             print(f"{name:>32}: " + ", ".join(f"{s:.3f} CPU-s ({'streamed' if st else 'held'})"
                                               for s, st in calls))
+        if args.no_compaction:
+            return
         # the rewound log compacted, its output put in place: the boundary leaves the fork in the history
         tokens = engine.run(path, Options(window=big, state_path=state), output=None, dry_run=True,
                             warn=lambda m: None).tokens_before

@@ -205,7 +205,8 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
 def _conversation_reading(path: Path, counted: Counted, opts: Options) -> Any:  # (a Reading)
     """Pass 2's reading of the conversation: from the start or the state's covered prefix, as pass 1 read."""
     return Reading(path, opts, counted.format, schema=False, covered=counted.covered, limit=counted.nbytes,
-                   source=counted.source, state=counted.layers)
+                   source=counted.source, state=counted.layers, follow=counted.branch is not None,
+                   branch=counted.branch)
 
 
 def _conversation_parts(path: Path, counted: Counted, reading: Any,
@@ -292,7 +293,7 @@ def reread(path: Path, counted: Counted, opts: Options, state: Any,
     layers applied to each record (``parsed`` told each record as read). Only the bytes pass 1 read; read to
     the end, they must be the same (else an InputError: the file changed)."""
     reading = Reading(path, opts, counted.format, schema=False, limit=counted.nbytes, source=counted.source,
-                      state=state)
+                      state=state, follow=counted.branch is not None, branch=counted.branch)
     reading.parsed = parsed
     with open_input(path) as stream:
         hashing = Hashing(stream, counted.nbytes)

@@ -58,7 +58,7 @@ class ResumePoint:
     #: None: kept by a call without one)
     gathered: Any = None
 
-    VERSION = 4
+    VERSION = 5
 
     @classmethod
     def proven(cls, cache: CountCache, hashed: Any, opts: Options, covered: Covered | None,

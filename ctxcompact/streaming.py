@@ -28,8 +28,11 @@ in its place, and at the end what follows the last); its fingerprint is proven i
 The held route (``context.build_context``) is taken instead where the whole is needed: a small file for
 ``estimate`` (it also says what masking would free), a strategy whose ``describe`` needs the context,
 ``--exact anthropic``, a line or an end its format's reader cannot finish alone
-(``formats.base.NeedsWhole``: a compaction line its scan did not find, a Claude Code fork), detection the
-first lines do not decide, any line the reader does not take (the held route reports or drops it).
+(``formats.base.NeedsWhole``: a compaction line its scan did not find, a Claude Code subagent's line in the
+main file), detection the first lines do not decide, any line the reader does not take (the held route
+reports or drops it). A ``formats.base.Restart`` reads again from the file's start instead, a
+``formats.base.Forked`` (a Claude Code rewind) after the format's finishing found what every line says
+(``Finish.follow``), which pass 2 follows too (:attr:`Counted.branch`).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from .clean import Cleaner, Repair
 from .context import closes_trailing
 from .errors import InputError, LineError, OutputError, Problem, Uncovered
 from .formats import DETECT_LINES, get_format
-from .formats.base import Finish, Format, NeedsWhole, Restart
+from .formats.base import Finish, Forked, Format, NeedsWhole, Restart
 from .formats.jsonl import parse_record, write_transcript
 from .formats.registry import Detector
 from .hashed_lines import Hashing, Written, copy_prefix, lines_at, proven_prefix
@@ -163,6 +166,9 @@ class Counted:
     #: the output's temporary file given to pass 1 (``atomic.Staging``) holds the bytes before the resume
     #: point, as pass 1 hashed them (``CountCache.prove_stream``): pass 2 writes only what follows
     staged: bool = False
+    #: what a read of these bytes from the start follows (``Finish.followed``: Claude Code's branch after a
+    #: rewind, found by pass 1 or carried by its resume point), given to pass 2's reading (None: nothing)
+    branch: Any = None
 
 
 def _mark(*fields: Any) -> Mark:
@@ -190,12 +196,14 @@ class _Reading:
     ``covered``: the state's covered prefix (the lines given begin after it, or after ``start``): its lead
     is cleaned first, unless ``start`` carries it. ``hashing``: the stream being read, to :attr:`mark`
     where each settled part begins. ``checked_from``: the lines ending before it are proven (the settled
-    prefix): their schema is not checked again."""
+    prefix): their schema is not checked again. ``follow``: a read from the start after a
+    ``formats.base.Forked``: the format's finishing first finds what every line says (``Finish.follow``), or
+    takes ``branch``, what pass 1 followed (:attr:`Counted.branch`)."""
 
     def __init__(self, path: Path, opts: Options, fmt: str | None = None, *, schema: bool = True,
                  remember: bool = True, start: ResumePoint | None = None, covered: Covered | None = None,
                  hashing: Hashing | None = None, limit: int | None = None, source: str | None = None,
-                 state: State | None = None) -> None:
+                 state: State | None = None, follow: bool = False, branch: Any = None) -> None:
         self.path, self.opts, self.schema, self.remember, self.limit = path, opts, schema, remember, limit
         self.source = str(path) if source is None else source  # (Counted.source)
         self.state = state  # its layers are applied again to each record (strategies.reapply_each)
@@ -219,6 +227,7 @@ class _Reading:
         self.finishing = False  # the part handed out now is the cleaner's last, what it held at the end
         self.parsed: Callable[[Record], None] | None = None  # told each record read and finished
         self.finish: Finish | None = None  # the format's, once the format is known
+        self.follow, self.branch = follow, branch
 
     def parts(self, lines: Iterator[tuple[int, int, bytes]]) -> Iterator[list[Record]]:
         # the lines read before the format is decided (with, to mark where a part settles among them, the
@@ -238,7 +247,11 @@ class _Reading:
             if finish is None:
                 raise _Held(f"{fmt.name} reads over the whole file")
             self.finish = finish
-            finish.scan(self.path, _begin(self.covered, resume)[0], self.limit)  # (limit: what pass 1 read)
+            at = _begin(self.covered, resume)[0]
+            finish.scan(self.path, at, self.limit)  # (limit: what pass 1 read)
+            if self.follow:
+                assert resume is None  # (from the start: what every line says is taken back nowhere)
+                finish.follow(self.path, at, self.limit, self.branch)
             self.started(fmt)
             self.again = reapply_each(self.state, fmt.name) if self.state is not None else None
             if resume is not None and self.again is not None and not self.again.skip_to(resume.records):
@@ -355,8 +368,8 @@ class _Reading:
             raise _Held("one record: perhaps a whole-file JSON document (document.split_document)")
         try:
             finish.end()  # type: ignore[union-attr]
-        except NeedsWhole as why:
-            raise _Held(str(why)) from None
+        except NeedsWhole as why:  # (its cause: a Restart or a Forked reads again, count_file)
+            raise _Held(str(why)) from why
         if self.again is not None:  # what the layers give after the last record (events placed last)
             for rec in self.again.end():
                 part = cleaner.feed(rec)
@@ -411,14 +424,18 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
     source = str(path) if name is None else name
     try:
         with open_input(path) as stream:
-            fresh = carried = False
+            fresh = carried = forked = False
             while True:
                 try:
                     return _count(path, stream, opts, state, budget, state_path, load_cache, keep, gather,
                                   source, fresh=fresh, carried=carried, resumes=resumes,
-                                  stage=None if fresh or carried else stage)
+                                  stage=None if fresh or carried else stage, forked=forked)
                 except _Held as held:  # (Restart: what the resume point carries cannot be taken back)
-                    if isinstance(held.__cause__, Restart) and not fresh:
+                    if isinstance(held.__cause__, Forked) and not forked:
+                        # from the start, what every line says found first; whether the log carries the
+                        # summary is found again (its line may be off the branch: context.log_carries)
+                        fresh, forked, carried = True, True, False
+                    elif isinstance(held.__cause__, Restart) and not fresh:
                         fresh = True
                     elif isinstance(held.__cause__, _Carried) and not carried:
                         carried = True
@@ -430,8 +447,8 @@ def count_file(path: Path, opts: Options, state: State | None, budget: Budget, s
 
 def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, budget: Budget,
            state_path: Path | None, load_cache: CacheLoader | None, keep: bool, gather: Any, source: str,
-           fresh: bool = False, carried: bool = False, resumes: bool = False, stage: Staging | None = None
-           ) -> Counted:
+           fresh: bool = False, carried: bool = False, resumes: bool = False, stage: Staging | None = None,
+           forked: bool = False) -> Counted:
     stream.seek(0)
     loaded = load_cache(None) if load_cache is not None else None
     # one SHA-256 pass proves the settled prefix, the resume point and the state's covered prefix
@@ -470,7 +487,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     # run (``keep``) reads each line once more, in pass 2, checked here: nothing to remember of it; where
     # each part begins is marked only for a count cache to keep a resume point in
     reading = _Reading(path, opts, remember=not keep, start=resume, covered=covered,
-                       hashing=hashing if keep and loaded is not None else None, source=source, state=state)
+                       hashing=hashing if keep and loaded is not None else None, source=source, state=state,
+                       follow=forked)
     totals: list[Totals] = []
     gathered: list[Any] = []  # a compaction's conversation as pass 1 reads (not resumed: pass 2 reads all)
 
@@ -562,7 +580,8 @@ def _count(path: Path, stream: BinaryIO, opts: Options, state: State | None, bud
     return Counted(report, counts, reading.chosen.name, reading.repairs, hashing.nbytes, digest, total.system,
                    total.cache, verbatim, resume, covered,
                    (*gathered, reading.records, hashing.lines) if gathered else None, source, state,
-                   reading.finish is not None and reading.finish.hides, staged)
+                   reading.finish is not None and reading.finish.hides, staged,
+                   reading.finish.followed() if reading.finish is not None else None)
 
 
 class _Copy:
@@ -622,7 +641,8 @@ def written_lines(path: Path, counted: Counted, opts: Options, output: Path | No
         if output is not None and cache is not None and isinstance(cache.resume, dict) \
         and not counted.verbatim and not cache.resume.get("plain") else None
     reading = _Reading(path, opts, counted.format, schema=False, start=start, covered=covered,
-                       limit=counted.nbytes, source=counted.source, state=counted.layers)
+                       limit=counted.nbytes, source=counted.source, state=counted.layers,
+                       follow=counted.branch is not None and start is None, branch=counted.branch)
     written = note if note is not None else lambda chunks: chunks
     with open_input(path) as stream, last if last is not None else nullcontext():
         at, hashed = (start.at, start.hash) if staged and start is not None else \

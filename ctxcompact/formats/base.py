@@ -201,6 +201,12 @@ class Restart(NeedsWhole):
     back: a Claude Code compact_boundary after messages it counted), but a read from the file's start can."""
 
 
+class Forked(Restart):
+    """A record only a read that knows what every line of the file says can finish (a Claude Code fork off
+    the branch the records were read on: a rewind): a read from the file's start that first asks
+    :meth:`Finish.follow` can."""
+
+
 class Finish:
     """:meth:`Format.finish` one record at a time (:meth:`Format.finish_stream`), called on each record in
     order before anything else sees it; raises :class:`NeedsWhole` on a record it cannot finish alone."""
@@ -209,6 +215,18 @@ class Finish:
         """Before the read: what only the end of the file says (Claude Code's last compact_boundary), found in
         the bytes of ``path`` from offset ``at`` (up to ``limit``, None: the end) without parsing them.
         Default: nothing."""
+        return None
+
+    def follow(self, path: Path, at: int, limit: int | None, known: Any = None) -> Any:
+        """Before a read from offset ``at`` (after :meth:`scan`) that a :class:`Forked` asked for: what only
+        every line says (Claude Code's active branch), read from the lines of ``path`` (to ``limit``), or
+        ``known``: what this returned to an earlier read of the same bytes (pass 1's, given to pass 2).
+        Returns it (marshal-able); :meth:`end` checks it against the records read. Default: nothing."""
+        return None
+
+    def followed(self) -> Any:
+        """After :meth:`end`: what :meth:`follow` gives a read of the same bytes from the start (pass 2's),
+        whether this read found it or resumed with it (None: nothing to follow)."""
         return None
 
     def __call__(self, rec: Record) -> None:

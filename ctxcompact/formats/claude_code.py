@@ -300,7 +300,8 @@ class ClaudeCodeFormat(Format):
         return finish(records)
 
     def finish_stream(self, names: CallIds | None = None, kept: Any = None) -> Finish:
-        return StreamFinish(kept)  # (no names: Claude Code's results are not given their calls' names)
+        # (no names: Claude Code's results are not given their calls' names)
+        return StreamFinish(kept, self.parse_line)
 
     def foreign_type(self, record: Record) -> str | None:
         kind = record.meta.get("type")

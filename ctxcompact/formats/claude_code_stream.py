@@ -10,8 +10,14 @@ cannot change it, and checked at the end (:meth:`StreamFinish.end`) where it cou
   (:func:`.claude_code_tree.off_branch`) is run, at the end and every :data:`WINDOW` chained lines, on the
   last chained lines (their uuid, parent, message id, calls and results): it must find none off the branch,
   and the branch must leave those lines where it left them before (the older lines then stay on it). Else
-  the file goes to the held route (:class:`~.base.NeedsWhole`): a fork, a rewind, a parent older than the
-  lines kept.
+  the read raises :class:`~.base.Forked`: a fork, a rewind, a parent older than the lines kept.
+- A fork: the file is read again from its start after :meth:`StreamFinish.follow` has found the branch
+  over every line after the last boundary (each parsed as the held route parses it): the lines off it are
+  made inactive as they come, and at the end the rule is run over every chained line read, which must find
+  those lines (else the held route). They are carried over a resume point that read keeps, with their
+  message ids and the calls their results answer: a resumed read makes them inactive again, and a line read
+  after them that could bring one back on the branch (the same message id, a call one answers) raises
+  Forked again. So only the call that reads the rewind first reads the whole file, the later calls stream.
 - What this leaves to the held route: a subagent's line in the main session (CLI 1.0.x: its run is found over
   the whole file), a boundary after messages the read already handed on (a read resumed before it restarts
   from the file's start: :class:`~.base.Restart`). A boundary whose ``postTokens`` still stands at the end
@@ -22,13 +28,16 @@ cannot change it, and checked at the end (:meth:`StreamFinish.end`) where it cou
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 
+from ..errors import LineError
 from ..model import Record, Usage
-from .base import Finish, NeedsWhole, Restart, marked_lines
+from ..reader import iter_lines_at
+from .base import Finish, Forked, NeedsWhole, Restart, marked_lines
 from .claude_code_tree import (
     Link,
     in_main_session_sidechain,
@@ -62,9 +71,14 @@ def _is_boundary(line: bytes) -> bool:
 
 class StreamFinish(Finish):
     """:func:`.claude_code_tree.finish` one record at a time (the module docstring). ``kept``: what
-    :meth:`kept` gave (raises TypeError, ValueError or KeyError on anything else)."""
+    :meth:`kept` gave (raises TypeError, ValueError or KeyError on anything else). ``parse``: the format's
+    ``parse_line``, for :meth:`follow`."""
 
-    def __init__(self, kept: Any = None) -> None:
+    def __init__(self, kept: Any = None, parse: Callable[[Any, int, int, bytes], Record] | None = None
+                 ) -> None:
+        self.parse = parse
+        #: after follow: every chained line's link as read, for the rule at the end (None: not following)
+        self.links: list[Link] | None = None
         self.boundary: int | None = None  # offset of the last boundary at or after where the read starts
         self.met = True
         if kept is None:
@@ -76,6 +90,7 @@ class StreamFinish(Finish):
             self.seen: set[int] = set()
             self.last_key: int | None = None
             self.post = False  # a boundary's postTokens still stands (no billed usage after it yet)
+            self._set_off({}, set())
         else:
             self.members, self.chained = int(kept["members"]), int(kept["chained"])
             self.exit = None if kept["exit"] is None else str(kept["exit"])
@@ -85,6 +100,7 @@ class StreamFinish(Finish):
             self.seen = {int(k) for k in kept["seen"]}
             self.last_key = None if kept["last_key"] is None else int(kept["last_key"])
             self.post = bool(kept["post"])
+            self._set_off({str(u): int(o) for u, o in kept["off"]}, {int(k) for k in kept["off_keys"]})
         self.resumed = kept is not None
         # the boundary's postTokens, its timestamp, and the offset of the last line written with it (the
         # boundary's own at first): the line the figure goes on if it still stands at the end (not carried
@@ -109,6 +125,40 @@ class StreamFinish(Finish):
             if _is_boundary(line):
                 self.boundary, self.met, self.hides_all = offset, False, True
 
+    def follow(self, path: Path, at: int, limit: int | None, known: Any = None) -> Any:
+        """The message lines off the branch (:func:`.claude_code_tree.off_branch` over every chained line
+        after the last boundary, parsed by ``parse``), by uuid with their offsets, and the keys of what could
+        bring them back; or ``known``. The records read must give them again (:meth:`end`)."""
+        if known is None:
+            known = self._found(path, at, limit)
+        self._set_off({str(u): int(o) for u, o in known[0]}, {int(k) for k in known[1]})
+        self.links = []
+        return known
+
+    def _found(self, path: Path, at: int, limit: int | None) -> Any:
+        """:meth:`follow` before the read: every line after the last boundary parsed, the rule run on them."""
+        assert self.parse is not None
+        links: list[Link] = []
+        offsets: dict[str, int] = {}
+        with open(path, "rb") as stream:
+            stream.seek(at)
+            for _n, offset, raw in iter_lines_at(stream, 1 if at == 0 else 2):
+                offset += at
+                if limit is not None and offset >= limit:
+                    break
+                if self.boundary is not None and offset <= self.boundary:
+                    continue  # (before the last boundary: history only)
+                try:
+                    rec = self.parse(orjson.loads(raw), 0, 0, raw)
+                except (orjson.JSONDecodeError, LineError, RecursionError):
+                    continue  # (the read leaves the file to the held route)
+                if "uuid" in rec.meta and rec.meta.get("inactive") is None:
+                    links.append(link_of(rec))
+                    offsets[rec.meta["uuid"]] = offset
+        off = off_branch(links)
+        keys = {k for line in links if line[0] in off for k in _keys(line, False)}
+        return [[[u, offsets[u]] for u in sorted(off)], sorted(keys)]
+
     def __call__(self, rec: Record) -> None:
         if len(self.window) >= 2 * WINDOW:
             self._halve()  # (before the record: what kept() gives a read resuming at it)
@@ -128,11 +178,20 @@ class StreamFinish(Finish):
             post = post_figure(rec)
             self.seen, self.last_key, self.post = set(), None, post is not None
             self.figure, self.stamp, self.target = post or 0, rec.meta.get("timestamp"), rec.offset
-            return
+            return  # (no line off the branch before it: each is a message, counted in ``members``)
         if self.boundary is not None and not self.met:  # before the last boundary: history only
             if rec.message is not None:
                 set_inactive(rec, "compacted")
             return
+        if "uuid" in meta and meta.get("inactive") is None:
+            if self.links is not None:
+                self.links.append(link_of(rec))
+            at = self.off.get(meta["uuid"])
+            if at is not None:  # off the branch (follow found it so, or the read that kept it)
+                if at != rec.offset:
+                    raise NeedsWhole("a uuid written twice")
+                self.members += 1
+                set_inactive(rec, "off_branch")
         if rec.usage is not None:
             key = (meta.get("message_id", ""), meta.get("request_id", ""))
             if key != ("", ""):
@@ -150,9 +209,12 @@ class StreamFinish(Finish):
             self.target = rec.offset
         if "uuid" not in meta or meta.get("inactive") is not None:
             return
-        uuid, *entry = link_of(rec)
+        link = link_of(rec)
+        uuid, *entry = link
         if uuid in self.window:
             raise NeedsWhole("a uuid written twice")
+        if self.links is None and self.off_keys and not self.off_keys.isdisjoint(_keys(link, True)):
+            raise Forked("a line that may bring a line off the branch back on it")
         self.window[uuid] = tuple(entry)
         self.added = uuid
         self.chained += 1
@@ -174,14 +236,14 @@ class StreamFinish(Finish):
             prev = uuid
         lines.extend((uuid, *entry) for uuid, entry in window.items())
         if off_branch(lines):
-            raise NeedsWhole("a line off the active branch (a fork or a rewind)")
+            raise Forked("a line off the active branch (a fork or a rewind)")
         walk: dict[str, None] = {}  # (in order: a dict, not a list, to test membership)
         cur = next(reversed(window)) if window else None
         while cur in window and cur not in walk:
             walk[cur] = None
             cur = window[cur][0]
         if cur != self.exit and (self.exit is not None or self.chained > len(window)):
-            raise NeedsWhole("the active branch leaves the lines kept elsewhere (a fork or a rewind)")
+            raise Forked("the active branch leaves the lines kept elsewhere (a fork or a rewind)")
         return list(walk), cur
 
     def _halve(self) -> None:
@@ -193,7 +255,7 @@ class StreamFinish(Finish):
         self.window = dict(items[half:])
         older = next((u for u in walk if u not in self.window), None)  # its newest line in the older half
         if older is None and any(v[3] is not None for _u, v in items[:half]):
-            raise NeedsWhole("messages kept on the branch only by its widening")
+            raise Forked("messages kept on the branch only by its widening")
         self.exit = older if older is not None else left
         self.anchors = {u: v for u, v in items[:half] if v[3] is not None and u != older}
         if older is not None:
@@ -205,6 +267,16 @@ class StreamFinish(Finish):
         if self.post and self.target is None:  # (its boundary before the resume point)
             raise Restart("a compact_boundary's postTokens measures a line read before the resume point")
         self._branch()
+        if self.links is not None and off_branch(self.links) != set(self.off):
+            raise NeedsWhole("the active branch is not the one found before the read")
+
+    def _set_off(self, off: dict[str, int], keys: set[int]) -> None:
+        self.off = off  # the message lines off the branch, by uuid: their offsets
+        self.off_keys = keys  # keys of their message ids, and of the calls their results answer
+        self.off_kept = [[[u, o] for u, o in off.items()], sorted(keys)]  # (kept at every settled part)
+
+    def followed(self) -> Any:
+        return None if self.links is None and not self.off else self.off_kept
 
     def late_usage(self) -> Usage | None:
         return post_usage(self.figure) if self.post else None
@@ -215,5 +287,15 @@ class StreamFinish(Finish):
         return {"members": members, "chained": chained, "exit": exit_, "window": window,
                 "anchors": [(u, *v) for u, v in self.anchors.items()],
                 "seen": [k for k in self.seen if k != self.key_added],
-                "last_key": last_key, "post": post}
+                "last_key": last_key, "post": post,
+                "off": self.off_kept[0], "off_keys": self.off_kept[1]}
+
+
+def _keys(line: Link, later: bool) -> set[int]:
+    """What could bring a line off the branch back on it (:func:`.claude_code_tree.off_branch`'s widening):
+    its message id and, of a line of tool results only, the calls they answer; of a line read later
+    (``later``), its message id and its calls."""
+    _uuid, _parent, mid, made, answers, only = line
+    ids = made if later else answers if only and answers is not None else ()
+    return {_key("m", c) for c in ([mid] if mid is not None else [])} | {_key("c", c) for c in ids}
 

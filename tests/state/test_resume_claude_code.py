@@ -2,7 +2,7 @@
 resume point like the other formats, its branch checked at the end. Each call as in a new process: any
 split of appends gives what the held route gives from scratch; a second call parses no line before the
 point; lines that fork off the branch, rewind it or add a compact_boundary after it give the held route's
-answer."""
+answer, streamed (a rewind's branch found over every line once, the calls after it resumed past it)."""
 
 from __future__ import annotations
 
@@ -186,14 +186,18 @@ def _fork(lines: list[bytes], parent_of: int) -> bytes:
     return orjson.dumps(obj) + b"\n"
 
 
-@pytest.mark.parametrize("shape", ["rewind", "fork off the last response", "new boundary", "two boundaries"])
-def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_path, new_process,
+@pytest.mark.parametrize("shape", ["rewind", "rewind continued", "fork off the last response", "new boundary",
+                                   "two boundaries"])
+def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_path, new_process, parsed,
                                                                           monkeypatch, shape):
-    """Appended lines that do not continue the branch: a rewind to an early line, a fork off a line before
+    """Appended lines that do not continue the branch: a rewind to an early line (the next turn on the old
+    tip, or on the rewind's line: the lines after its parent go off the branch), a fork off a line before
     the tip (the lines after it go off the branch), a compact_boundary after the messages the resume point
-    counted. The answer is the held route's from scratch; a fork is read held, a boundary streamed again
-    from the file's start (its messages before it are then history)."""
+    counted. The answer is the held route's from scratch, and the file is never held: a fork is read again
+    from the start once the branch is found (formats/claude_code_stream.py), a boundary streamed again from
+    the start (its messages before it are then history). The call after it resumes past it."""
     from ctxcompact.clean import Cleaner
+    from ctxcompact.formats.claude_code_stream import StreamFinish
 
     monkeypatch.setattr(Cleaner, "FIRST_TRY", 8)
     log = _Log(5)
@@ -202,8 +206,10 @@ def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_pa
             log.user(f"task {t}")
         log.turn(2)
     cut = len(log.lines)
-    if shape == "rewind":
+    if shape.startswith("rewind"):
         log.lines.append(_fork(log.lines, 3))
+        if shape == "rewind continued":
+            log.tip = orjson.loads(log.lines[-1])["uuid"]
     elif shape == "fork off the last response":
         log.lines.append(_fork(log.lines, cut - 4))
     else:
@@ -215,23 +221,134 @@ def test_lines_off_the_branch_after_the_resume_point_give_the_held_answer(tmp_pa
             log.reply()
     log.turn(1)
     log.reply()
+    second = len(log.lines)
+    log.user("and then?")
+    log.turn(2)
+    log.reply()
     lines = log.lines
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"".join(lines[:cut]))
     first = _run(path, tmp_path / "out.jsonl", hold=False)
     assert _resume_at(path) > 0
     loaded = _loads(monkeypatch)
-    path.write_bytes(b"".join(lines))
+    found: list[int] = []
+    real = StreamFinish._found
+    monkeypatch.setattr(StreamFinish, "_found", lambda self, *a: found.append(1) or real(self, *a))
+    path.write_bytes(b"".join(lines[:second]))
     got = _run(path, tmp_path / "out.jsonl", hold=False)
-    assert loaded == ([path] if "fork" in shape or shape == "rewind" else [])
-    assert [first, got] == _sequence(tmp_path, lines, [cut, len(lines)], cold=True, hold=True)
+    follows = [len(found)]
+    at = _resume_at(path)
+    assert at > len(b"".join(lines[:cut]))  # (past the fork)
+    parsed.clear()
+    path.write_bytes(b"".join(lines))
+    then = _run(path, tmp_path / "out.jsonl", hold=False)
+    follows.append(len(found) - follows[0])
+    assert loaded == []
+    assert min(parsed) == at  # (the lines off the branch are known from the resume point)
+    held = _sequence(tmp_path, lines, [cut, second, len(lines)], cold=True, hold=True)
+    assert [first, got, then] == held
+    # the fork's call found the branch over every line (once: pass 2 takes pass 1's), the next did not
+    assert follows == ([1, 0] if "fork" in shape or "rewind" in shape else [0, 0])
+
+
+def _rewound(seed: int, rewinds: list[tuple[int, int]], boundary_at: int | None = None) -> list[bytes]:
+    """A session whose turn ``t`` of each ``(t, back)`` in ``rewinds`` begins with a rewind: a user line on
+    the line ``back`` lines before the last (any line, one off the branch too: a rewind of a rewind), the
+    turn on it."""
+    log = _Log(seed)
+    at = dict(rewinds)
+    for t in range(14):
+        if t == boundary_at:
+            log.boundary()
+        if t in at:
+            log.tip = orjson.loads(log.lines[max(0, len(log.lines) - 1 - at[t])])["uuid"]
+            log.user(f"No, go back and do task {t} another way.")
+        elif t % 4 == 0:
+            log.user(f"Please do task {t}.")
+        log.turn(log.rnd.choice([1, 2]))
+        if t % 4 == 3:
+            log.reply()
+    return log.lines
+
+
+@settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), window=st.sampled_from([400_000, 12_000]), first_try=st.sampled_from([2, 5, 64]),
+       boundary_at=st.sampled_from([None, 4, 9]))
+def test_any_split_of_appends_with_rewinds_gives_the_held_answer(tmp_path, new_process, monkeypatch, data,
+                                                                 window, first_try, boundary_at):
+    """Rewinds at random turns, to any earlier line (before the resume point, into the lines a rewind left:
+    a rewind of a rewind), any split of appends: each call a new ``run`` on the streamed route (resumed, or
+    read again after finding the branch) answers as the held route from scratch does: outputs, states,
+    reports, repairs and warnings, below the threshold and across compactions."""
+    from ctxcompact.clean import Cleaner
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", first_try)
+    rewinds = data.draw(st.lists(st.tuples(st.integers(1, 13), st.integers(1, 60)), min_size=1, max_size=3))
+    lines = _rewound(data.draw(st.integers(0, 3)), rewinds, boundary_at)
+    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(lines)), min_size=2,
+                                         max_size=5))))
+    opts = {"window": window, "exact": "none"}
+    assert _sequence(tmp_path, lines, cuts, cold=False, hold=False, **opts) == \
+        _sequence(tmp_path, lines, cuts, cold=True, hold=True, **opts)
+
+
+def test_rewinds_stream_and_resume(tmp_path, new_process, monkeypatch):
+    """The hook's calls on a log rewound twice (the second back into the lines the first left): none holds
+    the file, only the call that reads a rewind first reads from the start, and every answer is the held
+    route's from scratch."""
+    from ctxcompact import route_file
+    from ctxcompact.clean import Cleaner
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", 8)
+    loaded = _loads(monkeypatch)
+    counted: list[Any] = []
+    real = route_file.count_file
+    monkeypatch.setattr(route_file, "count_file",
+                        lambda *a, **kw: counted.append(real(*a, **kw)) or counted[-1])
+    lines = _rewound(2, [(6, 30), (10, 12)])
+    starts = [i for i, line in enumerate(lines) if b"another way" in line]
+    cuts = sorted({*range(8, len(lines), 9), *(i + 1 for i in starts), len(lines)})
+    got = _sequence(tmp_path, lines, cuts, cold=False, hold=False)
+    assert loaded == []
+    fresh = [i for i, c in enumerate(counted) if c.resumed is None]
+    # (the first calls, before a part settles; then each rewind's call only)
+    assert [i for i in fresh if i > 1] == [cuts.index(i + 1) for i in starts]
+    assert all(c.branch is not None for c in counted[cuts.index(starts[0] + 1):])  # (carried, or found)
+    assert got == _sequence(tmp_path, lines, cuts, cold=True, hold=True)
+
+
+def test_a_line_that_brings_one_off_the_branch_back_is_read_from_the_start(tmp_path, new_process,
+                                                                           monkeypatch):
+    """After a rewind, a response line with the message id of a line the rewind left (the held rule widens
+    the branch by message ids: that line is on it again): the call reads again from the start, and answers
+    as the held route does."""
+    from ctxcompact.clean import Cleaner
+    from ctxcompact.formats.claude_code_stream import StreamFinish
+    from ctxcompact.formats.jsonl import read_transcript
+
+    monkeypatch.setattr(Cleaner, "FIRST_TRY", 8)
+    lines = _rewound(1, [(8, 20)])
+    records = read_transcript(b"".join(lines), "claude-code").transcript.records
+    left = next(r.data for r in records
+                if r.meta.get("inactive") == "off_branch" and r.meta["type"] == "assistant")
+    back = {**left, "parentUuid": orjson.loads(lines[-1])["uuid"],
+            "uuid": "22222222-0000-4000-8000-000000000002"}
+    lines.append(orjson.dumps(back) + b"\n")
+    found: list[int] = []
+    real = StreamFinish._found
+    monkeypatch.setattr(StreamFinish, "_found", lambda self, *a: found.append(1) or real(self, *a))
+    cuts = [len(lines) - 1, len(lines)]
+    assert _sequence(tmp_path, lines, cuts, cold=False, hold=False) == \
+        _sequence(tmp_path, lines, cuts, cold=True, hold=True)
+    assert len(found) == 2  # (each call; the held calls from scratch find it over the whole file)
 
 
 REAL = sorted(DATA.glob("*.jsonl"))
 #: read held still: a CLI 1.0.x subagent's lines in the main file (their runs are found over the whole
-#: file); a subagent's compaction request whose lines fork off its first
+#: file). (spotter-acompact-agent.jsonl, a subagent's compaction request whose lines fork off its first,
+#: streams: its branch is found over every line, formats/claude_code_stream.py)
 HELD = {"claude-code-viewer-orchestrator-1.0.108.jsonl",
-        "claude-code-viewer-orchestrator-1.0.98-excerpt.jsonl", "spotter-acompact-agent.jsonl"}
+        "claude-code-viewer-orchestrator-1.0.98-excerpt.jsonl"}
 
 
 @pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
@@ -365,3 +482,31 @@ def test_the_lines_before_a_boundary_are_not_held(tmp_path: Path, monkeypatch: p
     _peak(small, False)  # warm
     streamed = (_peak(big, False) - _peak(small, False)) / added
     assert streamed < 200, f"{streamed:.0f} B per record"
+
+
+@pytest.mark.parametrize("wrong", ["none off", "all off"])
+def test_a_branch_found_otherwise_than_the_lines_read_is_left_to_the_held_route(tmp_path, new_process,
+                                                                                monkeypatch, wrong):
+    """What follow finds before the read is checked at the end against the rule over the lines read: where
+    they differ (here made so: none of the lines off the branch, or every message line) the call is held,
+    and answers as the held route does."""
+    from ctxcompact.formats.claude_code_stream import StreamFinish
+
+    loaded = _loads(monkeypatch)
+    lines = _rewound(3, [(9, 25)])
+    real = StreamFinish._found
+
+    def found(self: StreamFinish, *a: Any) -> Any:
+        off, keys = real(self, *a)
+        assert off  # (the rewind leaves lines off the branch)
+        if wrong == "all off":
+            every = [[orjson.loads(line)["uuid"], sum(map(len, lines[:i]))] for i, line in enumerate(lines)
+                     if b'"message"' in line]
+            return [every, keys]
+        return [[], keys]
+
+    monkeypatch.setattr(StreamFinish, "_found", found)
+    cuts = [len(lines)]
+    assert _sequence(tmp_path, lines, cuts, cold=True, hold=False) == \
+        _sequence(tmp_path, lines, cuts, cold=True, hold=True)
+    assert loaded == [tmp_path / "t.jsonl"] * 2

@@ -389,17 +389,18 @@ def test_an_older_state_says_what_the_prefix_s_lines_say(tmp_path: Path, routes:
 
 
 @pytest.mark.parametrize("shape", ["fork midway", "fork off the last response"])
-def test_a_line_off_the_branch_after_the_prefix_takes_the_held_route(tmp_path: Path, routes: list[Any],
-                                                                    shape: str) -> None:
-    """The client's lines after our compaction, then one off their branch: pass 1 (after the prefix) leaves
-    the file to the held route, as for any fork."""
+def test_a_line_off_the_branch_after_the_prefix_streams(tmp_path: Path, routes: list[Any],
+                                                         shape: str) -> None:
+    """The client's lines after our compaction, then one off their branch: pass 1 (after the prefix) reads
+    again after finding the branch, as for any fork (formats/claude_code_stream.py), and the compaction is
+    made in pass 2, the held route's."""
     base = b"".join(_session(turns=40))
     log = _compacted_once(tmp_path, "claude-code-generated")
     more = _more("claude-code", log)
     parent = more[len(more) * 3 // 4] if shape == "fork midway" else more[-4]
     more = [*more, _off(more, orjson.loads(parent)["uuid"])]
     _held_second(tmp_path, routes, base, more, 6_000)
-    assert routes[1] == [("held", False)]  # (pass 1 already)
+    assert routes[1] == [("claude-code", True)]
 
 
 @pytest.mark.parametrize("fmt", ["claude-code", "codex"])
