@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests.clients.fake_provider import FakeProvider
-from tests.clients.harness import Home, Unavailable, install
+from tests.clients.harness import Home, Unavailable, install, install_codex
 
 
 @pytest.fixture(scope="session")
 def clients() -> tuple[Path, Path]:
+    """Claude Code's executable and Codex's (``$CTXCOMPACT_CODEX_VERSION``'s if it is set)."""
     try:
-        return install()
+        return install()[0], install_codex()
     except Unavailable as e:
         pytest.skip(str(e))
 
