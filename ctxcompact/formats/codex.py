@@ -33,7 +33,8 @@ Rules:
   message.
 - Output is writable: response_item lines (plus the session_meta kept as system message) are what Codex
   replays on ``codex resume``. A compaction leaves out the context Codex writes at a turn's start (its
-  instructions, its environment): Codex 0.169 sends it afresh after resuming (``_Seen.resent``).
+  instructions, its environment) when the rollout's client sends it afresh after resuming (0.87 on), and
+  keeps it for an older one, which does not (``_Seen.resends``).
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ _INJECTED_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.
 #: the injected user messages Codex writes with its instructions at a turn's start (a context block)
 _CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "developer": Role.SYSTEM, "system": Role.SYSTEM}
+#: the first Codex that sends its context afresh after resuming a ``compacted`` line it did not write
+#: (tests/clients, CTXCOMPACT_CODEX_VERSION: 0.87, 0.90 … 0.171 do; 0.59 … 0.80, the first that read
+#: ``replacement_history``, do not; docs/guides/claude-code-codex.md)
+RESENDS_FROM = (0, 87)
+_VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
 def _now() -> str:
@@ -229,7 +235,8 @@ def _usage(payload: dict[str, Any]) -> Usage | None:
 class _Seen:
     """What a Codex compaction (``jsonl.compaction_output``) takes from the input's lines: the last
     timestamp, the user's latest request (raw line, payload), the context items Codex re-sends on resume
-    (:meth:`resent`), the last usage record and the last ``token_count`` info."""
+    (:meth:`resent`) and what says whether it will (:meth:`resends`), the last usage record and the last
+    ``token_count`` info."""
 
     def __init__(self) -> None:
         self.stamp: str | None = None
@@ -241,6 +248,11 @@ class _Seen:
         self.context: set[bytes] = set()
         self.block: list[bytes] = []
         self.marked = False
+        #: the newest ``session_meta.cli_version`` (major, minor); whether the block being read holds a
+        #: developer message, and whether a marked block closed so far did (:meth:`resends`)
+        self.version: tuple[int, int] | None = None
+        self.developer = False
+        self.newer = False
 
     def add(self, data: Any, raw: bytes) -> None:
         if not isinstance(data, dict):
@@ -251,7 +263,12 @@ class _Seen:
         if not isinstance(p, dict):
             return
         kind = data.get("type")
-        if kind == "token_usage_record":
+        if kind == "session_meta":
+            m = _VERSION.match(str(p.get("cli_version")))
+            version = (int(m.group(1)), int(m.group(2))) if m else None
+            if version is not None and (self.version is None or version > self.version):
+                self.version = version
+        elif kind == "token_usage_record":
             self.usage_record = p
         elif kind == "event_msg" and p.get("type") == "token_count" and isinstance(p.get("info"), dict):
             self.info = p["info"]
@@ -260,6 +277,8 @@ class _Seen:
             if context:
                 self.block.append(_digest(raw))
                 self.marked = self.marked or context == "marker"
+                self.developer = self.developer or (p.get("type") == "message"
+                                                    and p.get("role") == "developer")
                 return
             self._close()
             if kind == "response_item" and p.get("type") == "message" and p.get("role") == "user":
@@ -285,15 +304,26 @@ class _Seen:
     def _close(self) -> None:
         if self.marked:
             self.context.update(self.block)
-        self.block, self.marked = [], False
+            self.newer = self.newer or self.developer
+        self.block, self.marked, self.developer = [], False, False
+
+    def resends(self) -> bool:
+        """Whether the client that resumes the rollout sends its context afresh after a ``compacted`` line
+        it did not write: Codex :data:`RESENDS_FROM` and later. The client is told from the rollout: the
+        ``session_meta``'s ``cli_version`` names the one that started it, and a newer one that continued it
+        shows in a context block holding a developer message (0.87 and later write their permissions or base
+        instructions there, 0.58 … 0.80 none: tests/clients, the real logs in tests/data/codex). Without
+        either (an older client, a rollout with no session_meta), the context stays in the history."""
+        self._close()  # (a block the log ends on)
+        return self.newer or (self.version is not None and self.version >= RESENDS_FROM)
 
     def resent(self, raw: bytes | None) -> bool:
-        """Whether the line ``raw`` is one of the context items Codex 0.169 sends afresh after resuming a
-        ``compacted`` line it did not write: a developer message, the ``<environment_context>``, the injected
-        instructions, of a block of them holding an environment or ``additional_tools`` (a block Codex
-        writes at the start of a turn). A developer message on its own (mid-turn, or a user's) is not."""
-        self._close()  # (a block the log ends on)
-        return raw is not None and _digest(raw) in self.context
+        """Whether the line ``raw`` is one of the context items Codex sends afresh after resuming a
+        ``compacted`` line it did not write (when it does: :meth:`resends`): a developer message, the
+        ``<environment_context>``, the injected instructions, of a block of them holding an environment or
+        ``additional_tools`` (a block Codex writes at the start of a turn). A developer message on its own
+        (mid-turn, or a user's) is not."""
+        return self.resends() and raw is not None and _digest(raw) in self.context
 
     def meter(self, post_tokens: int | None) -> dict[str, Any] | None:
         """The ``token_count`` event Codex writes after its own compaction, or None without a size or an
@@ -552,8 +582,9 @@ class CodexFormat(Format):
         aside, as response items, laid out as Codex 0.169 lays out its own: the user's latest request as its
         own user message (unless it is kept after the summary), then the summary and its continuation. The
         context Codex writes at a turn's start (:meth:`_Seen.resent`) is left out, there and after it: Codex
-        0.169 sends its own afresh after resuming a ``compacted`` line it did not write, so a copy would reach
-        the model twice (tests/clients). ``message`` is the summary text ("" for a masking, as Codex's
+        (0.87 and later) sends its own afresh after resuming a ``compacted`` line it did not write, so a copy
+        would reach the model twice (tests/clients); an older Codex does not, so for its rollouts the context
+        stays (:meth:`_Seen.resends`). ``message`` is the summary text ("" for a masking, as Codex's
         remote compaction writes). ``latest_token_usage_record`` is the input's
         last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
         after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
