@@ -227,6 +227,16 @@ class Home:
         self._write_codex_config()
         return self._run([str(self.codex), "exec", "--skip-git-repo-check", "resume", session_id, prompt])
 
+    def start_codex(self, prompt: str) -> tuple[str, Path]:
+        """A new Codex session (its first turn, ``prompt``): its id and rollout."""
+        self._write_codex_config()
+        before = set(self.files())
+        run = self._run([str(self.codex), "exec", "--skip-git-repo-check", prompt])
+        assert run.code == 0, run.stderr[-2000:]
+        [path] = set(self.files()) - before
+        meta = next(o for o in lines_of(path.read_bytes()) if o.get("type") == "session_meta")["payload"]
+        return str(meta["id"]), path
+
     def _run(self, argv: list[str]) -> Run:
         self.work.mkdir(parents=True, exist_ok=True)
         before = len(self.provider.received)
@@ -256,6 +266,17 @@ class Run:
             for r in self.requests
             if r.method == "POST" and r.path.split("?")[0].endswith(suffix) and isinstance(r.body, dict)
         ]
+
+
+def backup_of(session: Path) -> Path:
+    """Where the recipe keeps a session file's original: beside a Claude Code session, outside the sessions
+    folder for a Codex rollout (``<CODEX_HOME>/backups``): Codex 0.80 resumed a ``<rollout>.jsonl.bak``
+    beside the rollout about half the time (0.169 never did)."""
+    if session.name.startswith("rollout-") and session.parents[3].name == "sessions":
+        folder = session.parents[4] / "backups"
+        folder.mkdir(exist_ok=True)
+        return folder / (session.name + ".bak")
+    return session.with_name(session.name + ".bak")
 
 
 def lines_of(data: bytes) -> list[dict[str, Any]]:

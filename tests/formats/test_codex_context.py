@@ -1,9 +1,9 @@
 """What a Codex compaction leaves out of ``replacement_history``: the context Codex writes at a turn's start
 (its developer instructions, ``<environment_context>``, AGENTS.md), which Codex 0.87 and later send afresh
 after resuming a ``compacted`` line they did not write (tests/clients: ``assert_codex_context_once``), and
-nothing else: a developer message on its own (mid-turn, or a user's) stays (formats/codex.py
-``_Seen.resent``). A rollout of an older Codex (0.59 … 0.80), which does not send it again, keeps it
-(``_Seen.resends``)."""
+nothing else: a developer message on its own (mid-turn, or a user's) stays (formats/codex_seen.py
+``Seen.resent``). A rollout of an older Codex (0.59 … 0.80), which does not send it again, keeps it
+(``Seen.resends``, ``Seen.restored``)."""
 
 from __future__ import annotations
 
@@ -102,15 +102,59 @@ def test_a_users_developer_message_after_the_context_is_kept(tmp_path: Path) -> 
     assert len(environments(history)) == 1
 
 
-@pytest.mark.parametrize(("name", "window"), [("agtrace-codex-session.jsonl", 3000),
-                                             ("codex-session-view-lmstudio-0.58.0.jsonl", 8000)])
-def test_an_older_codexs_context_stays(name: str, window: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "window", "options"), [
+    ("agtrace-codex-session.jsonl", 3000, MASK),  # (one turn: nothing a threshold compaction summarizes)
+    ("codex-session-view-lmstudio-0.58.0.jsonl", 8000, MASK),
+    ("codex-session-view-lmstudio-0.58.0.jsonl", 8000, {"strategy": "threshold"}),
+], ids=["0.66-mask", "0.58-mask", "0.58-threshold"])
+def test_an_older_codexs_context_stays(name: str, window: int, options: dict[str, Any],
+                                       tmp_path: Path) -> None:
     # real rollouts of Codex 0.66 and 0.58: a client before 0.87 does not send its context again after
-    # resuming (tests/clients), so the environment that opened the session stays in the history
+    # resuming (tests/clients), so the environment that opened the session stays in the history, once: where
+    # it was (a masking keeps every line), or before the summary that replaced its turn
     data = (DATA / name).read_bytes()
     env = environments([o["payload"] for o in lines_of(data) if o.get("type") == "response_item"])
     assert len(env) == 1
-    assert environments(compact(data, tmp_path, window=window, **MASK)) == env
+    history = compact(data, tmp_path, window=window, **options)
+    assert environments(history) == env
+    if options is not MASK:
+        at = next(k for k, i in enumerate(history) if "ctxcompact summary" in text(i))
+        assert history[at - 1] == env[0]
+
+
+def test_an_older_codexs_context_kept_after_the_summary_is_not_repeated(tmp_path: Path) -> None:
+    # a 0.80 session whose last turn opened with a new environment (the user changed directory): a sliding
+    # window keeps that turn after the compacted line, its environment with it, not before the summary too
+    stamp = lines_of(LOG_058.read_bytes())[-1]["timestamp"]
+    data = LOG_058.read_bytes().replace(b'"cli_version":"0.58.0"', b'"cli_version":"0.80.0"', 1) + b"".join(
+        orjson.dumps({"timestamp": stamp, "type": "response_item", "payload": p}) + b"\n"
+        for p in RESUMED_BY_NEWER[1:])
+    buf = io.BytesIO()
+    options = Options(state_path=tmp_path / "s.json", window=40000, strategy="sliding-window",
+                      invocation_threshold=10)
+    assert api.run(data, options, output=buf, warn=lambda m: None).compacted
+    added = lines_of(buf.getvalue()[len(data):])
+    [history] = [o["payload"]["replacement_history"] for o in added if o["type"] == "compacted"]
+    kept = [o["payload"] for o in added if o["type"] == "response_item"]
+    assert RESUMED_BY_NEWER[1] in kept and RESUMED_BY_NEWER[1] not in history
+    assert len(environments(history)) == 1  # the session's first, where the window kept it
+
+
+def test_an_older_codex_gets_the_latest_context_of_each_kind(tmp_path: Path) -> None:
+    # a 0.80 session: AGENTS.md and an environment at its start, a second environment when the user changed
+    # directory; a threshold compaction keeps the instructions and the newer environment, each once
+    lines = lines_of(LOG_058.read_bytes())
+    lines[0]["payload"]["cli_version"] = "0.80.0"
+    agents = message("user", "# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>never push</INSTRUCTIONS>")
+    moved = message("user", "<environment_context>\n  <cwd>/elsewhere</cwd>\n</environment_context>")
+    at = next(k for k, o in enumerate(lines) if o["type"] == "turn_context" and k > 20)
+    stamp = lines[at]["timestamp"]
+    lines.insert(1, {"timestamp": stamp, "type": "response_item", "payload": agents})
+    lines.insert(at + 1, {"timestamp": stamp, "type": "response_item", "payload": moved})
+    data = b"".join(orjson.dumps(o) + b"\n" for o in lines)
+    history = compact(data, tmp_path, window=8000, strategy="threshold")
+    context = [i for i in history if text(i).lstrip().startswith(("<environment_context>", "# AGENTS.md"))]
+    assert context == [agents, moved]
 
 
 @pytest.mark.parametrize("options", [{"strategy": "threshold"}, MASK], ids=["threshold", "mask"])
@@ -197,7 +241,7 @@ def test_resent_is_a_block_of_context_items_that_holds_an_environment_or_tools(k
 
 
 def test_the_streamed_and_the_held_route_leave_out_the_same(tmp_path: Path) -> None:
-    # the file is compacted without holding it (compaction_stream feeds _Seen line by line), the bytes held
+    # the file is compacted without holding it (compaction_stream feeds Seen line by line), the bytes held
     path = tmp_path / "rollout.jsonl"
     path.write_bytes((DATA / "agentlogs-codex-crud.jsonl").read_bytes())
     outs = []
