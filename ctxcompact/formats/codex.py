@@ -311,6 +311,7 @@ class CodexFormat(Format):
     writable = True
     fallback = "openai"
     schema_file = "codex.schema.json"
+    client_files = ("AGENTS.md",)  # (0.87 on send it after resuming; before, codex_seen.Seen.restored)
 
     def sniff(self, obj: Any) -> int:
         if not isinstance(obj, dict):
