@@ -287,7 +287,13 @@ def compaction_requests(run: Any) -> list[Any]:
     ]
 
 
+#: a rule of the project's AGENTS.md, which Codex writes into the rollout and sends again after resuming
+AGENTS_RULE = "Never edit vendor/wombat-quux.lock by hand."
+
+
 def run_codex(h: Home, strategy: str, *window: str) -> dict[str, Any]:
+    h.work.mkdir(parents=True, exist_ok=True)
+    (h.work / "AGENTS.md").write_text(f"# Project rules\n\n- {AGENTS_RULE}\n")
     sid, path = h.place_codex(CODEX_LOG)
     first = h.run_codex(sid, "Go on.")
     assert first.code == 0, first.stderr[-2000:]
@@ -393,6 +399,9 @@ def test_codex_resumes_a_threshold_compaction(home: Home) -> None:
     ]
     assert grown_requests[-1] in flat[:at]
     assert_codex_context_once(sent)
+    # the AGENTS.md rule once: Codex sends the file, the summary does not quote it (Format.client_files)
+    assert AGENTS_RULE.encode() in r["grown"] and AGENTS_RULE not in flat[at]
+    assert sum(t.count(AGENTS_RULE) for t in flat) == 1
     assert_no_invented_codex_turn(r)
     assert_codex_meter(r)
     read_back(home)
