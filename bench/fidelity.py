@@ -101,7 +101,8 @@ def growing_sides(entry: dict[str, Any]) -> list[dict[str, dict[str, list[int]]]
             shown = "\n".join(t for r in prefix if r.message is not None for t in token_text(r.message)[0])
             answerable = [p for p in probes if p.found_in(shown)]
             cal = result.estimate.calibrated
-            point = {"ctxcompact": _found(answerable, compare(prefix, written_context(result, ropts)).text)}
+            written = written_context(result, ropts, prefix)
+            point = {"ctxcompact": _found(answerable, compare(prefix, written).text)}
             for side, context in (("tail", Transcript(fmt, list(prefix))),
                                   ("head", heads(Transcript(fmt, list(prefix))))):
                 base = dict(zip((id(r) for r in context.records), count_records(context.records, ropts).base,

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..convert import lines_in
 from ..engine import RunResult, output_format, run
-from ..formats import read_transcript
+from ..facts.rules import client_file_records
+from ..formats import get_format, read_transcript
 from ..model import Message, Record, Role, TextBlock, Transcript
 from ..options import Options
 from ..secrets import scrub_json
@@ -54,14 +55,22 @@ def written_format(opts: Options, transcript: Transcript) -> str:
     return output_format(opts, transcript, lambda _: None)
 
 
-def written_context(result: RunResult, opts: Options) -> Transcript:
-    """What the next call sees: the output ``run`` writes, read back by its own format's reader. An
-    append-only log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after them,
+def written_context(result: RunResult, opts: Options, original: Sequence[Record] = ()) -> Transcript:
+    """What the next call sees: the output ``run`` writes, read back by its own format's reader, and the
+    project instruction files the client sends itself, as ``original`` (the log the run read) holds them
+    (``Format.client_files``: the summary leaves their rules to the client, ``facts.rules.sent_by_client``).
+    An append-only log (Claude Code, Codex, ADK events) keeps its lines and records the compaction after them,
     and its reader rebuilds the context the agent will send from there (Codex from the ``compacted`` line's
     ``replacement_history``), so scoring the strategy's records would score what nobody sends."""
     fmt = written_format(opts, result.transcript)
     data = b"".join(line + b"\n" for line in lines_in(result.transcript, fmt))
-    return read_transcript(io.BytesIO(data), fmt, lenient=opts.lenient, schema=False).transcript
+    written = read_transcript(io.BytesIO(data), fmt, lenient=opts.lenient, schema=False).transcript
+    files = get_format(fmt).client_files
+    if files and result.compacted:
+        text = "\n".join(r.message.text() for r in written.records if r.message is not None)
+        written.records.extend(r for r in client_file_records(original, files)
+                               if r.message is not None and r.message.text() not in text)
+    return written
 
 
 def _tokens_of(records: Sequence[Record], result: RunResult, opts: Options) -> Any:
@@ -157,7 +166,7 @@ def evaluate(
         "window": window,
         "fits": after <= window,
     }
-    written = written_context(result, opts)
+    written = written_context(result, opts, original)
     out.update(score(original, written, probes, written_format(opts, result.transcript)))
     out["handoff"] = handoff_scores(compare(original, written))
     out["summary_budget"] = summary_tokens(result, opts)

@@ -61,7 +61,7 @@ def replay(source: Any, opts: Options | None = None, probes: Sequence[Probe] = (
                 "compacted": result.compacted,
             }
             if result.compacted:
-                point["recall"] = _recall(original[:i], written_context(result, ropts), probes)
+                point["recall"] = _recall(original[:i], written_context(result, ropts, original[:i]), probes)
             series.append(point)
             if on_turn is not None:
                 on_turn(done, len(starts))

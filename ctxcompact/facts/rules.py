@@ -96,6 +96,34 @@ _PROJECT_FILE = re.compile(r"^(?:# (AGENTS\.md) instructions for (\S.*)"
 MAX_PROJECT_RULES = 40
 
 
+_PROJECT_RULES = re.compile(r"\ARules of (\S+?)(?: for \S.*)? \(a project instruction file\):")
+
+
+def sent_by_client(text: str, files: Sequence[str]) -> bool:
+    """Whether ``text`` is the rules of a project instruction file (:func:`project_rules`) named in ``files``,
+    the files the client that resumes the output sends the model itself (``Format.client_files``): the
+    client gives their rules verbatim, a summary's quote of them would reach the model twice."""
+    m = _PROJECT_RULES.match(text) if files else None
+    return m is not None and m.group(1).rsplit("/", 1)[-1] in files
+
+
+def client_file_records(records: Sequence[Record], files: Sequence[str]) -> list[Record]:
+    """The latest record of each project instruction file named in ``files`` (``Format.client_files``): what
+    the client sends the model of them itself, as the records put it (eval's view of the next call)."""
+    latest: dict[str, Record] = {}
+    for rec in records:
+        msg = rec.message
+        if msg is None or msg.role is not Role.USER or not files:
+            continue
+        for block in msg.blocks:
+            m = _PROJECT_FILE.search(block.text) if isinstance(block, TextBlock) else None
+            name = (m.group(1) or m.group(3)).rsplit("/", 1)[-1] if m is not None else None
+            if name is not None and name in files:
+                latest.pop(name, None)
+                latest[name] = rec
+    return list(latest.values())
+
+
 def project_rules(records: Sequence[Record]) -> list[str]:
     """The rules of each project instruction file in ``records`` (Codex's AGENTS.md block, Claude Code's
     CLAUDE.md contents): one text per file, ``Rules of AGENTS.md (…)`` then its sentences with a rule word,

@@ -84,6 +84,10 @@ class Format(abc.ABC):
     #: (docs/concepts/handoff.md#attachments-of-the-latest-request); a format that cannot names them in its
     #: text instead
     carries_attachments: bool = True
+    #: the project instruction files this format's client sends the model itself, by name (Codex: AGENTS.md
+    #: after resuming, Claude Code: CLAUDE.md on every request; docs/guides/claude-code-codex.md): a summary
+    #: written into its log does not quote their rules (``facts.rules.sent_by_client``)
+    client_files: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def sniff(self, obj: Any) -> int:

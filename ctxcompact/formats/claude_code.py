@@ -224,6 +224,7 @@ class ClaudeCodeFormat(Format):
                     tree=True, agent_log=True)
     schema_file = "claude-code.schema.json"
     carries_attachments = False  # its compact summary line is text, as Claude Code writes its own
+    client_files = ("CLAUDE.md",)
     compaction_note = ("note: the compaction is written after the log as Claude Code writes its own (a "
                        "compact_boundary line, then the context); Claude Code 2.1.328 resumes it "
                        "(docs/guides/claude-code-codex.md)")

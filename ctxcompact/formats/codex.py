@@ -33,12 +33,12 @@ Rules:
   message.
 - Output is writable: response_item lines (plus the session_meta kept as system message) are what Codex
   replays on ``codex resume``. A compaction leaves out the context Codex writes at a turn's start (its
-  instructions, its environment): Codex 0.169 sends it afresh after resuming (``_Seen.resent``).
+  instructions, its environment) when the rollout's client sends it afresh after resuming (0.87 on), and
+  keeps it for an older one, which does not (``codex_seen.Seen.resends``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,6 +68,7 @@ from ..model import (
 )
 from ..reader import encode_json
 from .base import Finish, Format, Layout, NeedsWhole, Restart, marked_lines, str_field
+from .codex_seen import INJECTED_PREFIXES, Seen
 
 ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted",
                            "inter_agent_communication", "world_state",
@@ -78,10 +79,7 @@ ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_
                         "compaction", "other"})
 _OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call",
                            "web_search_call"})
-_INJECTED_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
-                      "<turn_aborted>", "<user_shell_command>", "<permissions instructions>")
-#: the injected user messages Codex writes with its instructions at a turn's start (a context block)
-_CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
+
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "developer": Role.SYSTEM, "system": Role.SYSTEM}
 
 
@@ -226,98 +224,6 @@ def _usage(payload: dict[str, Any]) -> Usage | None:
                  source="event_msg.token_count.last_token_usage")
 
 
-class _Seen:
-    """What a Codex compaction (``jsonl.compaction_output``) takes from the input's lines: the last
-    timestamp, the user's latest request (raw line, payload), the context items Codex re-sends on resume
-    (:meth:`resent`), the last usage record and the last ``token_count`` info."""
-
-    def __init__(self) -> None:
-        self.stamp: str | None = None
-        self.request: tuple[bytes, dict[str, Any]] | None = None
-        self.usage_record: Any = None
-        self.info: dict[str, Any] | None = None
-        #: digests of the lines of the context blocks closed so far, and of the block being read (marked:
-        #: it holds an ``<environment_context>`` or ``additional_tools`` item)
-        self.context: set[bytes] = set()
-        self.block: list[bytes] = []
-        self.marked = False
-
-    def add(self, data: Any, raw: bytes) -> None:
-        if not isinstance(data, dict):
-            return
-        if isinstance(data.get("timestamp"), str):
-            self.stamp = data["timestamp"]
-        p = data.get("payload")
-        if not isinstance(p, dict):
-            return
-        kind = data.get("type")
-        if kind == "token_usage_record":
-            self.usage_record = p
-        elif kind == "event_msg" and p.get("type") == "token_count" and isinstance(p.get("info"), dict):
-            self.info = p["info"]
-        elif kind in ("response_item", "compacted"):
-            context = kind == "response_item" and self._context(p)
-            if context:
-                self.block.append(_digest(raw))
-                self.marked = self.marked or context == "marker"
-                return
-            self._close()
-            if kind == "response_item" and p.get("type") == "message" and p.get("role") == "user":
-                text = _text(p)
-                if text.strip() and not text.lstrip().startswith(_INJECTED_PREFIXES):
-                    self.request = (raw, p)
-
-    @staticmethod
-    def _context(p: dict[str, Any]) -> str | None:
-        """``marker`` for the items only Codex writes into a context block (its environment, its tools),
-        ``item`` for the others a block holds (developer messages, injected instructions), None otherwise."""
-        if p.get("type") == "additional_tools":
-            return "marker"
-        if p.get("type") != "message":
-            return None
-        if p.get("role") in ("developer", "system"):
-            return "item"
-        text = _text(p).lstrip()
-        if text.startswith("<environment_context>"):
-            return "marker"
-        return "item" if p.get("role") == "user" and text.startswith(_CONTEXT_PREFIXES) else None
-
-    def _close(self) -> None:
-        if self.marked:
-            self.context.update(self.block)
-        self.block, self.marked = [], False
-
-    def resent(self, raw: bytes | None) -> bool:
-        """Whether the line ``raw`` is one of the context items Codex 0.169 sends afresh after resuming a
-        ``compacted`` line it did not write: a developer message, the ``<environment_context>``, the injected
-        instructions, of a block of them holding an environment or ``additional_tools`` (a block Codex
-        writes at the start of a turn). A developer message on its own (mid-turn, or a user's) is not."""
-        self._close()  # (a block the log ends on)
-        return raw is not None and _digest(raw) in self.context
-
-    def meter(self, post_tokens: int | None) -> dict[str, Any] | None:
-        """The ``token_count`` event Codex writes after its own compaction, or None without a size or an
-        earlier count to keep the billed totals of."""
-        if post_tokens is None or self.info is None:
-            return None
-        last = self.info.get("last_token_usage")
-        keys = [k for k in last if isinstance(last[k], int)] if isinstance(last, dict) else []
-        zero = {k: 0 for k in keys or ("input_tokens", "cached_input_tokens", "output_tokens",
-                                       "reasoning_output_tokens")}
-        info = {**self.info, "last_token_usage": {**zero, "total_tokens": post_tokens}}
-        return {"type": "token_count", "info": info, "rate_limits": None}
-
-
-def _digest(raw: bytes) -> bytes:
-    return hashlib.blake2b(raw, digest_size=16).digest()
-
-
-def _text(p: dict[str, Any]) -> str:
-    parts = p.get("content")
-    return "".join(c.get("text", "") for c in parts if isinstance(c, dict)
-                   and isinstance(c.get("text"), str)) if isinstance(parts, list) else ""
-
-
 def _is_compacted(obj: Any) -> bool:
     """A ``compacted`` line (as :meth:`CodexFormat.parse_line` reads one)."""
     return isinstance(obj, dict) and "payload" in obj and str_field(obj, "type") == "compacted"
@@ -405,6 +311,7 @@ class CodexFormat(Format):
     writable = True
     fallback = "openai"
     schema_file = "codex.schema.json"
+    client_files = ("AGENTS.md",)  # (0.87 on send it after resuming; before, codex_seen.Seen.restored)
 
     def sniff(self, obj: Any) -> int:
         if not isinstance(obj, dict):
@@ -494,7 +401,7 @@ class CodexFormat(Format):
             meta.update({"injected": True, "compaction": True, EARLIER_SUMMARY: "codex"})
         msg = rec.message
         if (msg is not None and msg.role is Role.USER and kind != "compacted"
-                and msg.text().lstrip().startswith(_INJECTED_PREFIXES)):
+                and msg.text().lstrip().startswith(INJECTED_PREFIXES)):
             meta["injected"] = True
             if msg.text().lstrip().startswith("<turn_aborted>"):
                 meta[INTERRUPTED] = True
@@ -526,8 +433,8 @@ class CodexFormat(Format):
         stamp = data.get("timestamp") if data is not None else None
         return {"timestamp": stamp or _now(), "type": "response_item", "payload": payload}
 
-    def compaction_seen(self) -> _Seen:
-        return _Seen()
+    def compaction_seen(self) -> Seen:
+        return Seen()
 
     @staticmethod
     def _made(records: list[Record]) -> list[int]:
@@ -551,9 +458,10 @@ class CodexFormat(Format):
         ``replacement_history`` is the context up to the last summary (all of it for a masking), session_meta
         aside, as response items, laid out as Codex 0.169 lays out its own: the user's latest request as its
         own user message (unless it is kept after the summary), then the summary and its continuation. The
-        context Codex writes at a turn's start (:meth:`_Seen.resent`) is left out, there and after it: Codex
-        0.169 sends its own afresh after resuming a ``compacted`` line it did not write, so a copy would reach
-        the model twice (tests/clients). ``message`` is the summary text ("" for a masking, as Codex's
+        context Codex writes at a turn's start (:meth:`.Seen.resent`) is left out, there and after it: Codex
+        (0.87 and later) sends its own afresh after resuming a ``compacted`` line it did not write, so a copy
+        would reach the model twice (tests/clients); an older Codex does not, so for its rollouts the context
+        stays (:meth:`.Seen.resends`). ``message`` is the summary text ("" for a masking, as Codex's
         remote compaction writes). ``latest_token_usage_record`` is the input's
         last usage record, as Codex copies it. The meter is a ``token_count`` event like the one Codex writes
         after its own compaction: the billed ``total_token_usage`` kept, ``last_token_usage`` zero but for
@@ -565,14 +473,16 @@ class CodexFormat(Format):
         kept = [r for r in records[end:] if r.raw is not None and r.message is not None
                 and not seen.resent(r.raw)]
         kept_raw = {r.raw for r in kept}
+        present = {r.raw for r in records}
         replacement: list[Any] = []
         for rec in records[:end]:
             msg = rec.message
             if msg is None or rec.meta.get("type") == "session_meta" or seen.resent(rec.raw):
                 continue  # (Codex sends its instructions and environment afresh after the history)
-            if made and rec is records[made[0]] and seen.request is not None \
-                    and seen.request[0] not in kept_raw:
-                replacement.append(seen.request[1])  # Codex's own order: the request before the summary
+            if made and rec is records[made[0]]:
+                if seen.request is not None and seen.request[0] not in kept_raw:
+                    replacement.append(seen.request[1])  # Codex's own order: the request before the summary
+                replacement.extend(seen.restored(present))  # (then its context, for an older Codex)
             data = rec.data if isinstance(rec.data, dict) else None
             payload = data.get("payload") if data is not None and not rec.dirty else None
             replacement.append(payload if isinstance(payload, dict) else self._item(msg))

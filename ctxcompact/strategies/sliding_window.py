@@ -40,6 +40,7 @@ from ..budget import Budget
 from ..errors import ExitCode
 from ..facts.text import latest_request
 from ..facts.todos import load_todos_file, open_todos
+from ..formats import get_format
 from ..model import Origin, Record, Role
 from ..options import Options, check_options
 from ..progress import progress
@@ -110,7 +111,8 @@ def _summarize(si: StrategyInput, records: list[Record], budget_tokens: int, pri
     request = SummaryRequest(records=body, budget_tokens=budget_tokens, prior_summary=prior,
                              prior_facts=prior_facts, latest_request=latest_request(body),
                              todos=load_todos_file(opts.todos_file) if opts.todos_file else open_todos(body),
-                             instructions=opts.instructions, cost=text_cost(opts, si.report.calibrated))
+                             instructions=opts.instructions, cost=text_cost(opts, si.report.calibrated),
+                             client_files=get_format(opts.to or si.ctx.transcript.format).client_files)
     # imported here: every run loads this module to re-apply the state's events (strategies.reapply_all), and
     # a run below the threshold must not load the summarizers (tests/cli/test_startup_imports.py)
     from ..summarizers.fallback import summarize

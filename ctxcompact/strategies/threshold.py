@@ -119,6 +119,7 @@ def compact(ctx: Context, opts: Options, budget: Budget, state: State | None, wa
         cost=cost,
         latest_in_continuation=latest is not None,
         answer_in_continuation=status.answer if answer else None,
+        client_files=get_format(opts.to or ctx.transcript.format).client_files,
     )
     # only a compaction loads the summarizers (a hook's start-up)
     from ..summarizers.fallback import summarize

@@ -43,6 +43,9 @@ class SummaryRequest:
     #: the assistant's answer to the latest request, quoted in the message written after the summary (the
     #: request was answered): the summary does not repeat it under its findings
     answer_in_continuation: str | None = None
+    #: the project instruction files the client that resumes the output sends itself
+    #: (``Format.client_files``): their rules are not quoted (``facts.rules.sent_by_client``)
+    client_files: tuple[str, ...] = ()
     #: the facts of the records to summarize, read as they came (a streamed run; a held run's are gathered
     #: from ``records``)
     feed: FactFeed | None = None

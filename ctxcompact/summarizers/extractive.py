@@ -22,6 +22,7 @@ from typing import Any
 from ..facts import SUMMARY_MARKER
 from ..facts.earlier import MAX_EARLIER_CHARS
 from ..facts.gather import gather
+from ..facts.rules import sent_by_client
 from ..facts.store import FACTS_VERSION, Facts, merge
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .layout import EXTRACTED_NOTE, EXTRACTED_NOTE_SHORT, render_facts
@@ -71,7 +72,10 @@ class ExtractiveSummarizer(Summarizer):
         if earlier and not (facts.earlier and earlier in facts.earlier):
             carried = "\n\n".join(t for t in (facts.earlier, earlier) if t)
             facts = replace(facts, earlier=carried[-MAX_EARLIER_CHARS:])
-        text, truncated = render_facts(facts, request.budget_tokens, facts.earlier, request.cost,
+        # (the state keeps every fact: only the text leaves out what the client sends itself)
+        shown = replace(facts, instructions=tuple(t for t in facts.instructions
+                                                  if not sent_by_client(t, request.client_files)))
+        text, truncated = render_facts(shown, request.budget_tokens, facts.earlier, request.cost,
                                        request.latest_in_continuation, request.answer_in_continuation)
         return SummaryResult(text=text, summarizer=self.name, facts=facts.to_json(), truncated=truncated,
                              duration_s=time.monotonic() - start)

@@ -7,7 +7,9 @@ at 127.0.0.1, telemetry and update checks are off, and ``HTTPS_PROXY``/``HTTP_PR
 the machine.
 
 The npm install is cached outside the repository (``$CTXCOMPACT_CLIENTS_CACHE``, default
-``~/.cache/ctxcompact-clients``): a rerun reuses it. The versions are pinned below.
+``~/.cache/ctxcompact-clients``): a rerun reuses it. The versions are pinned below;
+``CTXCOMPACT_CODEX_VERSION`` runs the suite with another Codex, installed into a folder of its own in the
+cache (``codex-<version>``) beside the pinned pair.
 """
 
 from __future__ import annotations
@@ -41,56 +43,84 @@ class Unavailable(Exception):
     """The clients cannot be installed or run here (no node or npm, no registry): the suite skips."""
 
 
-def _version_of(package: str) -> str | None:
+def _version_of(prefix: Path, package: str) -> str | None:
     name = package.rsplit("@", 1)[0]
-    manifest = CACHE / "node_modules" / name / "package.json"
+    manifest = prefix / "node_modules" / name / "package.json"
     try:
         return str(json.loads(manifest.read_text())["version"])
     except (OSError, ValueError, KeyError):
         return None
 
 
+def _npm_install(prefix: Path, wanted: list[str]) -> None:
+    """``wanted`` (``name@version``) installed into ``prefix`` unless they are there at those versions."""
+    if all(_version_of(prefix, p) == p.rsplit("@", 1)[1] for p in wanted):
+        return
+    npm = shutil.which("npm")
+    if shutil.which("node") is None or npm is None:
+        raise Unavailable("node and npm are needed to install the clients from the npm registry")
+    prefix.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), *wanted],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise Unavailable("npm install of the clients timed out (is the registry reachable?)") from e
+    if done.returncode != 0:
+        tail = " ".join(done.stderr.strip().splitlines()[-3:])
+        raise Unavailable(f"npm install of {' '.join(wanted)} failed: {tail}")
+
+
+def codex_package(version: str | None = None) -> str:
+    """The Codex package to run: ``version``, else ``$CTXCOMPACT_CODEX_VERSION``, else the pinned one."""
+    version = version or os.environ.get("CTXCOMPACT_CODEX_VERSION")
+    return f"@openai/codex@{version}" if version else CODEX
+
+
+def install_codex(version: str | None = None) -> Path:
+    """Codex's launcher at ``version`` (:func:`codex_package`): the pinned one is :func:`install`'s, another
+    one has a folder of its own in the cache, so switching versions does not reinstall the pinned pair."""
+    package = codex_package(version)
+    if package == CODEX:
+        return install()[1]
+    prefix = CACHE / f"codex-{package.rsplit('@', 1)[1]}"
+    _npm_install(prefix, [package])
+    codex = prefix / "node_modules" / "@openai" / "codex" / "bin" / "codex.js"
+    _check_runs(codex, package)
+    return codex
+
+
 def install() -> tuple[Path, Path]:
     """The two clients' executables, installed into the cache if they are not there at the pinned versions."""
-    wanted = [CLAUDE_CODE, CODEX]
-    missing = [p for p in wanted if _version_of(p) != p.rsplit("@", 1)[1]]
-    if missing:
-        npm = shutil.which("npm")
-        if shutil.which("node") is None or npm is None:
-            raise Unavailable("node and npm are needed to install the clients from the npm registry")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        try:
-            done = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), *wanted],
-                capture_output=True,
-                text=True,
-                timeout=900,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as e:
-            raise Unavailable("npm install of the clients timed out (is the registry reachable?)") from e
-        if done.returncode != 0:
-            tail = " ".join(done.stderr.strip().splitlines()[-3:])
-            raise Unavailable(f"npm install of {' '.join(wanted)} failed: {tail}")
+    _npm_install(CACHE, [CLAUDE_CODE, CODEX])
     modules = CACHE / "node_modules"
     # the platform package's binary; the wrapper package's bin/claude.exe is the same file once npm linked it
     native = sorted((modules / "@anthropic-ai").glob("claude-code-*/claude"))
     claude = native[0] if native else modules / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe"
     codex = modules / "@openai" / "codex" / "bin" / "codex.js"
     for exe, package in ((claude, CLAUDE_CODE), (codex, CODEX)):
-        if not exe.exists():
-            raise Unavailable(f"{exe} is missing after the install")
-        try:
-            with tempfile.TemporaryDirectory(prefix="ctxcompact-clients-") as home:
-                env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "CODEX_HOME": home,
-                       "CLAUDE_CONFIG_DIR": home}
-                done = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60,
-                                      check=False, env=env)
-        except OSError as e:
-            raise Unavailable(f"{exe} does not run here: {e}") from e
-        if package.rsplit("@", 1)[1] not in done.stdout:
-            raise Unavailable(f"{exe} --version says {done.stdout.strip()!r} {done.stderr.strip()[-200:]!r}")
+        _check_runs(exe, package)
     return claude, codex
+
+
+def _check_runs(exe: Path, package: str) -> None:
+    """``exe --version`` names ``package``'s version (the install is whole and runs here)."""
+    if not exe.exists():
+        raise Unavailable(f"{exe} is missing after the install")
+    try:
+        with tempfile.TemporaryDirectory(prefix="ctxcompact-clients-") as home:
+            env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "CODEX_HOME": home,
+                   "CLAUDE_CONFIG_DIR": home}
+            done = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60,
+                                  check=False, env=env)
+    except OSError as e:
+        raise Unavailable(f"{exe} does not run here: {e}") from e
+    if package.rsplit("@", 1)[1] not in done.stdout:
+        raise Unavailable(f"{exe} --version says {done.stdout.strip()!r} {done.stderr.strip()[-200:]!r}")
 
 
 @dataclass
@@ -197,6 +227,16 @@ class Home:
         self._write_codex_config()
         return self._run([str(self.codex), "exec", "--skip-git-repo-check", "resume", session_id, prompt])
 
+    def start_codex(self, prompt: str) -> tuple[str, Path]:
+        """A new Codex session (its first turn, ``prompt``): its id and rollout."""
+        self._write_codex_config()
+        before = set(self.files())
+        run = self._run([str(self.codex), "exec", "--skip-git-repo-check", prompt])
+        assert run.code == 0, run.stderr[-2000:]
+        [path] = set(self.files()) - before
+        meta = next(o for o in lines_of(path.read_bytes()) if o.get("type") == "session_meta")["payload"]
+        return str(meta["id"]), path
+
     def _run(self, argv: list[str]) -> Run:
         self.work.mkdir(parents=True, exist_ok=True)
         before = len(self.provider.received)
@@ -226,6 +266,17 @@ class Run:
             for r in self.requests
             if r.method == "POST" and r.path.split("?")[0].endswith(suffix) and isinstance(r.body, dict)
         ]
+
+
+def backup_of(session: Path) -> Path:
+    """Where the recipe keeps a session file's original: beside a Claude Code session, outside the sessions
+    folder for a Codex rollout (``<CODEX_HOME>/backups``): Codex 0.80 resumed a ``<rollout>.jsonl.bak``
+    beside the rollout about half the time (0.169 never did)."""
+    if session.name.startswith("rollout-") and session.parents[3].name == "sessions":
+        folder = session.parents[4] / "backups"
+        folder.mkdir(exist_ok=True)
+        return folder / (session.name + ".bak")
+    return session.with_name(session.name + ".bak")
 
 
 def lines_of(data: bytes) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ import pytest
 from ctxcompact.facts.text import CONTINUATION_MARKER, SUMMARY_MARKER
 from ctxcompact.formats.claude_code import COMPACT_SUMMARY_OPENING
 from tests.clients.fake_provider import REPLY_TEXT, orphans
-from tests.clients.harness import Home, ctxcompact, lines_of
+from tests.clients.harness import Home, backup_of, ctxcompact, lines_of
 from tests.clients.test_real_clients import (
     CLAUDE_LOG,
     CODEX_LOG,
@@ -64,7 +64,7 @@ def compact_with_state(session: Path, state: Path, *args: str) -> dict[str, Any]
     report = json.loads(done.stdout)
     assert report["decision"] == "summarize", report
     assert out.read_bytes().startswith(before)
-    shutil.copyfile(session, session.with_name(session.name + ".bak"))
+    shutil.copyfile(session, backup_of(session))
     os.replace(out, session)
     return dict(report)
 

@@ -20,7 +20,8 @@ from ctxcompact.evaluate.baseline import HEAD_CHARS, heads
 from ctxcompact.evaluate.handoff import in_flight, in_flight_score, request_status
 from ctxcompact.evaluate.probes import CATEGORIES, load_probes
 from ctxcompact.evaluate.scores import compare
-from ctxcompact.formats import read_transcript
+from ctxcompact.facts.rules import client_file_records
+from ctxcompact.formats import get_format, read_transcript
 from ctxcompact.model import Transcript, token_text
 
 DATA = Path(__file__).parent.parent / "data"
@@ -74,7 +75,8 @@ def test_one_compaction_keeps_the_rules_and_the_latest_request_verbatim(entry: d
 
 @pytest.mark.parametrize("entry", SETS, ids=IDS)
 def test_eval_scores_exactly_what_run_writes(entry: dict[str, Any], tmp_path: Path) -> None:
-    """Each probe eval finds is in the file `run` writes, read back by its own format, and the other way
+    """Each probe eval finds is in the file `run` writes, read back by its own format, or in the project
+    instruction file the client sends itself (Codex's AGENTS.md: ``Format.client_files``), and the other way
     round: on a Codex rollout the summary lives in the ``compacted`` line, on Claude Code after the
     boundary."""
     log = tmp_path / Path(entry["log"]).name
@@ -84,7 +86,10 @@ def test_eval_scores_exactly_what_run_writes(entry: dict[str, Any], tmp_path: Pa
     written = api.run(log, api.Options(window=entry["window"]), output=out, warn=lambda _: None)
     assert written.compacted
     seen = read_transcript(io.BytesIO(out.read_bytes()), written.output_format).transcript
-    text = "\n".join(t for rec in seen.records if rec.message is not None for t in token_text(rec.message)[0])
+    original = read_transcript(io.BytesIO(log.read_bytes()), written.output_format).transcript.records
+    sent = client_file_records(original, get_format(written.output_format).client_files)
+    text = "\n".join(t for rec in [*seen.records, *sent] if rec.message is not None
+                     for t in token_text(rec.message)[0])
     probes = load_probes(DATA / "probes" / entry["probes"])
     assert [p.label for p in probes if not p.found_in(text)] == r["probes"]["missing"]
 

@@ -197,11 +197,13 @@ def counted(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [out[0], env, *out[1:]]
 
 
+@pytest.mark.parametrize("version", ["0.66.0", "0.169.0"])
 @pytest.mark.parametrize("strategy", ["threshold", "mask"])
 def test_codex_compaction_carries_its_meter_and_keeps_the_billed_totals(
-    strategy: str, tmp_path: Path
+    strategy: str, version: str, tmp_path: Path
 ) -> None:
     lines = counted(rollout())
+    lines[0]["payload"]["cli_version"] = version
     data = jsonl(lines)
     res, out = run(
         data, tmp_path, window=8000, strategy=strategy, keep_results=1, protect_tokens=0, min_savings=0
@@ -222,12 +224,14 @@ def test_codex_compaction_carries_its_meter_and_keeps_the_billed_totals(
     history = compacted["payload"]["replacement_history"]
     users = [c["text"] for i in history if i.get("role") == "user" for c in i["content"]]
     if strategy == "threshold":
-        # Codex's own layout: the request as its own message before the summary; not the environment,
-        # which Codex 0.169 sends afresh after resuming (formats/codex.py _Seen.resent)
+        # Codex's own layout: the request as its own message before the summary, then the latest
+        # environment for a Codex before 0.87, which does not send it afresh after resuming; not for a later
+        # one, which does (formats/codex_seen.py Seen.resends)
         assert compacted["payload"]["message"]
         at = next(k for k, t in enumerate(users) if "ctxcompact summary" in t)
-        assert users[:at] == ["request 9"]
-        assert not [t for t in users if t.startswith("<environment_context>")]
+        env = lines[1]["payload"]["content"][0]["text"]
+        assert users[:at] == (["request 9", env] if version == "0.66.0" else ["request 9"])
+        assert [t for t in users if t.startswith("<environment_context>")] == [env][: version == "0.66.0"]
     else:
         assert compacted["payload"]["message"] == ""  # as Codex's remote compaction writes it
         outputs = [i["output"] for i in history if i["type"] == "function_call_output"]
