@@ -463,14 +463,14 @@ class HeldMask:
         return _thinking_boundary(self.si.ctx.transcript, params)
 
 
-def _masking(si: StrategyInput) -> Any:  # (HeldMask, or a streamed run's with the same methods)
+def masking_of(si: StrategyInput) -> Any:  # (HeldMask, or a streamed run's with the same methods)
     given = si.conversation
     return given if hasattr(given, "freed_exactly") else HeldMask(si)
 
 
 def _maskable(si: StrategyInput, base: Sequence[int], params: MaskParams) -> tuple[list[Any], int]:
     """The results masking would clear now and the estimator tokens that frees."""
-    masking = _masking(si)
+    masking = masking_of(si)
     masked, results, freed = masking.mask(base, params)
     if masked is not si.ctx.transcript:
         freed = masking.freed_exactly(base, masked)
@@ -500,7 +500,7 @@ def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
     started = time.monotonic()
     params = mask_params(si.opts, si.budget)
     base = _counts(si)
-    masking = _masking(si)
+    masking = masking_of(si)
     masked, results, freed = masking.mask(base, params)
     cal = si.report.calibrated
     if si.budget.threshold and cal.project(sum(base) - freed) >= si.budget.threshold:
@@ -587,22 +587,37 @@ class MaskStrategy:
         else:  # the --prune tiers: a summary only where a summary helps (report.decide)
             tier = "mask" if worth and (fits or not si.report.would_compact) else (
                 "summary" if si.report.would_compact else "none")
-        masking = si.state.section(Masking) if si.state is not None else None
-        previous = masking.results if masking else None
         # the mask tier is enough: that, not a summary, is what run would write (the report's projection)
         projected = {"projected_tokens_after": after} if tier == "mask" else {}
-        return {
-            **projected,
-            "would_compact": tier != "none",
-            "maskable_tokens": freed,
-            "maskable_results": len(results),
-            "tokens_after_mask": after if worth else si.report.calibrated.tokens,
-            "tier": tier,
-            "masked_results": len(previous or []),
-            "mask": {"keep_results": params.keep_results, "protect_tokens": params.protect_tokens,
-                     "min_savings": params.min_savings, "exclude_tools": sorted(params.exclude_tools),
-                     "clear_thinking": params.clear_thinking},
-        }
+        return {**projected, "would_compact": tier != "none",
+                **_keys(params, si.state, freed, len(results),
+                        after if worth else si.report.calibrated.tokens, tier)}
+
+
+def _keys(params: MaskParams, state: State | None, freed: int | None, results: int | None,
+          after: int | None, tier: str) -> dict[str, Any]:
+    """:meth:`MaskStrategy.describe`'s own keys (``quiet``'s too)."""
+    masking = state.section(Masking) if state is not None else None
+    previous = masking.results if masking else None
+    return {
+        "maskable_tokens": freed,
+        "maskable_results": results,
+        "tokens_after_mask": after,
+        "tier": tier,
+        "masked_results": len(previous or []),
+        "mask": {"keep_results": params.keep_results, "protect_tokens": params.protect_tokens,
+                 "min_savings": params.min_savings, "exclude_tools": sorted(params.exclude_tools),
+                 "clear_thinking": params.clear_thinking},
+    }
+
+
+def quiet(counted: Any, opts: Options, state: State | None) -> dict[str, Any] | None:
+    """:meth:`MaskStrategy.describe`'s keys for a streamed ``run`` below the threshold (``streaming.Counted``:
+    nothing is masked, tier ``none``), or None over it. What masking would free now needs the whole
+    context: null, as the streamed route's ``maskable_tokens`` (and ``tokens_after_mask``)."""
+    if counted.report.over_threshold:
+        return None
+    return _keys(mask_params(opts, counted.report.budget), state, None, None, None, "none")
 
 
 STRATEGY = MaskStrategy()
