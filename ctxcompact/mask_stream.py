@@ -41,6 +41,7 @@ from .tokens.counts import Counts
 
 if TYPE_CHECKING:
     from .covered import Covered
+    from .strategies.base import StrategyInput
     from .strategies.mask import MaskedResult, MaskParams, MaskPlan, MaskScan
 
 
@@ -100,6 +101,8 @@ class StreamedMask:
         self.exact = 0  # tokens freed, the changed records counted again
         self.out_counts: Counts | None = None
         self.from_input = 0  # records of the masked context that are the input's own
+        self.scan: MaskScan | None = None
+        self.si: StrategyInput | None = None  # (the run's, once made: trim counts with its counter)
 
     def count(self, records: list[Record]) -> Counts:
         """The run's counter (``StrategyInput.count``): the masked context's counts, made by :meth:`mask`."""
@@ -124,7 +127,8 @@ class StreamedMask:
         it changes (as the held route counts the masked context). Made once for the run's options."""
         if self.made is not None and self.made[0] == params:
             return self.made[1]
-        plan = self.plan = self._scan().plan(base, params, self.counted.format)
+        self.scan = self._scan()
+        plan = self.plan = self.scan.plan(base, params, self.counted.format)
         heuristic: list[int] = []
         exact: list[int] | None = [] if self.counted.counts.exact is not None else None
         entries: list[MaskedResult] = []
@@ -166,10 +170,20 @@ class StreamedMask:
         return self.exact
 
     def trim(self, masked: Transcript) -> tuple[Transcript, list[MaskedResult]]:
-        """Still over the threshold: the work in flight's results would be trimmed to fit (the held route's
-        ``strategies.tail.trim_in_place`` reads them whole)."""
-        if self.plan is not None and self.plan.in_flight is not None:
-            raise Unstreamable("the work in flight may need trimming")
+        """Still over the threshold: whether the work in flight (never cleared: the scan's last records, as
+        the masked context holds them) has results to trim, by ``strategies.tail.fit_in_place`` on what the
+        rest of the masked context counts; where it has, Unstreamable (the held route trims them)."""
+        from .strategies.tail import fit_in_place, in_flight_records
+
+        assert self.si is not None and self.scan is not None and self.out_counts is not None
+        tail = in_flight_records(self.scan.flight.kept)
+        if not tail or masked is self.ctx.transcript:
+            return masked, []
+        si = self.si
+        rest = sum(self.out_counts.base) - si.tokens(tail)
+        if fit_in_place(tail, rest, si.budget, si.ctx.transcript.source, si.report.calibrated, si.tokens,
+                        under_threshold=True, headroom=si.budget.summary_budget) is not None:
+            raise Unstreamable("the work in flight's results are trimmed")
         return masked, []
 
     def thinking_boundary(self, params: MaskParams) -> int:

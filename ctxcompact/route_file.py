@@ -226,7 +226,8 @@ def mask_streamed(path: Path, name: Path | None, counted: Counted, opts: Options
     from .strategies.base import StrategyInput
 
     given: Any = masking  # (StrategyInput.conversation: what strategies.mask.masking_of takes)
-    si = StrategyInput(ctx, opts, report.budget, state, report, said.append, masking.count, given)
+    si = masking.si = StrategyInput(ctx, opts, report.budget, state, report, said.append, masking.count,
+                                    given)
     result = RunResult(
         transcript=ctx.transcript, output_format=counted.format, compacted=False,
         tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens, estimate=report,

@@ -14,7 +14,8 @@ from test_resume import LINES, _sequence
 @given(cuts=st.lists(st.integers(min_value=1, max_value=len(LINES)), min_size=1, max_size=4),
        exact_opt=st.sampled_from(["tiktoken", "none"]), window=st.sampled_from([400_000, 30_000, 12_000]),
        keep=st.sampled_from([0, 3]))
-def test_any_split_of_appends_with_a_mask_state_gives_the_held_answer(tmp_path, cuts, exact_opt, window, keep):
+def test_any_split_of_appends_with_a_mask_state_gives_the_held_answer(tmp_path, cuts, exact_opt, window,
+                                                                     keep):
     cuts = sorted(set(cuts))
     kw = {"exact": exact_opt, "window": window, "strategy": "mask", "keep_results": keep}
     streamed = _sequence(tmp_path, LINES, cuts, cold=False, hold=False, **kw)
