@@ -102,7 +102,8 @@ def one_call(path: Path, work: Path, kw: dict[str, Any], hold: bool) -> tuple[An
         return ("CRASH", type(exc).__name__, str(exc)[:300], traceback.format_exc()[-2000:])
     state = comparable_state(Path(f"{path}.ctxstate.json"), work)
     report = run_json(r, dry_run=False, output="o.jsonl")  # run --json's object
-    for key in ("maskable_tokens", "maskable_results"):  # null when streamed (docs: it needs the context)
+    for key in ("maskable_tokens", "maskable_results", "tokens_after_mask"):  # null when streamed (docs: it
+        # needs the context)
         report["estimate"].pop(key, None)
     return (_norm(out.read_bytes(), work), state, r.exit_code, r.compacted, r.tokens_before, r.tokens_after,
             [w.replace(str(work), "W") for w in r.warnings], [s.replace(str(work), "W") for s in said],

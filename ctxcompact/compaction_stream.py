@@ -202,6 +202,22 @@ def read_conversation(path: Path, counted: Counted, opts: Options,
     return ctx, conv, positions
 
 
+def context_parts(path: Path, counted: Counted, opts: Options,
+                  lines_read: list[int] | None = None) -> tuple[Any, Iterator[list[Record]]]:
+    """The cleaned context's parts read again as pass 1 read them (:func:`_conversation_parts`: after a
+    covered prefix, its lead first; an InputError if the file changed), and the reading (its ``records``:
+    the input records read, once the parts are all read)."""
+    reading = _conversation_reading(path, counted, opts)
+    return reading, _conversation_parts(path, counted, reading, lines_read)
+
+
+def context_of(counted: Counted, records: int, lines: int) -> Context:
+    """The context as a strategy sees it on the streamed route (no records held), after ``records`` input
+    records and ``lines`` lines read after the covered prefix, if any (as :meth:`Gathering.result`)."""
+    covered = counted.covered
+    return _context(counted, records, lines + (covered.line - 1 if covered is not None else 0), [])
+
+
 def _conversation_reading(path: Path, counted: Counted, opts: Options) -> Any:  # (a Reading)
     """Pass 2's reading of the conversation: from the start or the state's covered prefix, as pass 1 read."""
     return Reading(path, opts, counted.format, schema=False, covered=counted.covered, limit=counted.nbytes,

@@ -244,15 +244,22 @@ COMPACTS_STREAMED = "compacts-streamed"
 #: ADK events, Claude Code), whose lines are copied, then what the compaction appends
 COMPACTS_LOGS_STREAMED = "compacts-logs-streamed"
 
+#: a strategy trait: while one of its own flags is on, or always when it does not ESTIMATE_STREAMS, its
+#: ``describe`` and ``apply`` mask first (``strategies.mask``: the mask strategy, threshold's ``--prune``),
+#: so ``run`` streams it: below the threshold with mask's report keys (``strategies.mask.quiet``), over it
+#: masking in pass 2 without holding the file (mask_stream, route_file.mask_streamed)
+MASKS_STREAMED = "masks-streamed"
+
 #: each strategy's options (the --help order is this one, strategy by strategy) and its state section's key;
 #: ``--prune``'s tier takes mask's options
 STRATEGIES: Registry[Any] = Registry("strategy", [
     Builtin("threshold", _S + "threshold:STRATEGY",
-            traits=frozenset({ESTIMATE_STREAMS, COMPACTS_STREAMED, COMPACTS_LOGS_STREAMED}), options=(
+            traits=frozenset({ESTIMATE_STREAMS, COMPACTS_STREAMED, COMPACTS_LOGS_STREAMED, MASKS_STREAMED}),
+            options=(
         Option("prune", False, "mask old tool results first; summarize only if still over the threshold.",
                kind="flag"),
     )),
-    Builtin("mask", _S + "mask:STRATEGY", options=(
+    Builtin("mask", _S + "mask:STRATEGY", traits=frozenset({MASKS_STREAMED}), options=(
         Option("keep_results", 3, "never clear the N most recent tool results.", low=0),
         Option("protect_tokens", None, "never clear the newest T tokens of tool output.", low=0),
         Option("exclude_tools", (), "never clear results of this tool (repeatable, or comma-separated).",

@@ -16,15 +16,17 @@ from typing import Any, BinaryIO
 
 from .atomic import Staging
 from .budget import Budget
-from .compaction_stream import gathering, input_lines, may_compact_streamed, read_conversation
+from .compaction_stream import context_of, gathering, input_lines, may_compact_streamed, read_conversation
 from .context import build_context
 from .errors import InputError, Unstreamable
 from .formats import get_format
 from .formats.jsonl import compaction_output, write_transcript
+from .mask_stream import StreamedMask, may_mask_streamed
+from .mask_stream import gathering as mask_gathering
 from .model import Origin, Transcript
 from .options import Options
 from .paths import open_input
-from .pipeline import counter, ignored_usage_warning
+from .pipeline import counter, describe, ignored_usage_warning
 from .plugins import OFFLINE, SUMMARIZERS
 from .progress import progress
 from .result import RunResult, Warn, judge_fit
@@ -34,7 +36,7 @@ from .run_write import note_input, note_run, update_state, write_both
 from .source import InputData, source_name
 from .state import HashedFile, State, load_state, new_state
 from .state.cache import cache_path, save_counts
-from .strategies import get_strategy, reapply_all, run_gathers
+from .strategies import get_strategy, masks_streamed, reapply_all, run_gathers
 from .streaming import Counted, count_file, may_stream, may_write_streamed, staging_for, written_lines
 
 
@@ -65,23 +67,30 @@ def _run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None
     check_summarizer(opts)
     counted = None
     gathers = run_gathers(opts.strategy)  # (its own rule decides, on what pass 1 gathers for it)
-    streams = may_stream(path, opts, state, from_bytes=0, gathers=gathers)
+    masks = not gathers and masks_streamed(opts.strategy, opts)  # (mask's keys; masked in pass 2)
+    streams = may_stream(path, opts, state, from_bytes=0, gathers=gathers or masks)
     staging = staging_for(output, state_path, state) if streams else None
     try:
         if streams:
             strategy: Any = get_strategy(opts.strategy) if gathers else None  # (its gathering, quiet)
-            gather = strategy.gathering(state) if strategy else gathering(path, opts, budget)
+            gather = strategy.gathering(state) if strategy else \
+                mask_gathering(path, opts, budget) if masks else gathering(path, opts, budget)
             with progress("validating, cleaning and counting"):
                 counted = count_file(path, opts, state, budget, state_path, cache_loader(state_path, path),
                                      keep=True, gather=gather, name=source_name(name), resumes=gathers,
                                      stage=staging)
-            extras = strategy.quiet(counted, opts, state) if strategy and counted is not None else None
+            extras = strategy.quiet(counted, opts, state) if strategy and counted is not None else \
+                _mask_quiet(counted, opts, state) if masks and counted is not None else None
             over = counted is None or counted.report.over_threshold
-            if counted is not None and (extras is not None if strategy else not over) and \
+            if counted is not None and (extras is not None if strategy or masks else not over) and \
                     may_write_streamed(counted.format, opts, counted.repairs):
                 return pass_through(path, name, counted, opts, state, state_path, output, warn, extras,
                                     staging if counted.staged else None)
-            if counted is not None and (over or gathers) and may_compact_streamed(counted.format, opts):
+            if counted is not None and masks and over and may_mask_streamed(counted.format, opts, counted):
+                masked = mask_streamed(path, name, counted, opts, state, state_path, output, warn)
+                if masked is not None:
+                    return masked
+            elif counted is not None and (over or gathers) and may_compact_streamed(counted.format, opts):
                 # (a strategy deciding by its own rule: an event due)
                 streamed = compact_streamed(path, name, counted, opts, state, state_path, output, warn)
                 if streamed is not None:
@@ -189,6 +198,64 @@ def compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Opti
     if state_path is not None and cache is not None:
         save_counts(cache_path(state_path), cache)  # after the state, under its lock
     result.held = view  # (after writing: lines() reads the compaction's records)
+    return result
+
+
+def _mask_quiet(counted: Counted, opts: Options, state: State | None) -> dict[str, Any] | None:
+    from .strategies.mask import quiet  # (a run that masks loads it anyway)
+
+    return quiet(counted, opts, state)
+
+
+def mask_streamed(path: Path, name: Path | None, counted: Counted, opts: Options, state: State | None,
+                  state_path: Path | None, output: Path | BinaryIO | None, warn: Warn) -> RunResult | None:
+    """Over the threshold, the strategy masking first (``strategies.masks_streamed``): its ``describe`` and
+    ``apply`` as on the held route, given the file read again (:class:`mask_stream.StreamedMask`) instead
+    of the context's records; or None where only the held route gives what it gives (nothing said or
+    written then)."""
+    report = counted.report
+    said: list[str] = []  # told only if this route writes: the held route says it all again otherwise
+    ignored = ignored_usage_warning(report.calibrated)
+    if ignored is not None:
+        said.append(ignored)
+    cache = counted.cache
+    ctx = context_of(counted, 0, 0)  # (its records and lines: once the masking read them)
+    positions: dict[int, int] = {}
+    masking = StreamedMask(path, counted, opts, ctx, counter(ctx, counted.counts, opts, cache, positions),
+                           positions)
+    from .strategies.base import StrategyInput
+
+    given: Any = masking  # (StrategyInput.conversation: what strategies.mask.masking_of takes)
+    si = masking.si = StrategyInput(ctx, opts, report.budget, state, report, said.append, masking.count,
+                                    given)
+    result = RunResult(
+        transcript=ctx.transcript, output_format=counted.format, compacted=False,
+        tokens_before=report.calibrated.tokens, tokens_after=report.calibrated.tokens, estimate=report,
+        repairs=counted.repairs, problems=[], state=state or new_state(counted.format), state_path=state_path)
+    try:
+        with progress("masking"):
+            describe(report, si)
+            out_counts = apply_strategy(si, result, False, held=False, output_system=counted.system)
+    except Unstreamable:
+        return None
+    made = held_view(path, name, counted, opts, state)  # (the state as found: updated below)
+
+    def view() -> tuple[Transcript, Transcript | None]:
+        _, context = made()
+        assert context is not None
+        return dataclasses.replace(context, records=list(masking.records(iter(context.records)))), context
+
+    result.streamed = masking.lines
+    result.written = (len(out_counts.heuristic), masking.from_input)
+    for message in said:
+        warn(message)
+    assert result.state is not None
+    update_state(result.state, name, HashedFile(path, counted.nbytes, counted.digest), ctx, result,
+                 out_counts)
+    write_both(result, output, state_path)
+    if state_path is not None and cache is not None:
+        save_counts(cache_path(state_path), cache)  # after the state, under its lock
+    result.held = view
     return result
 
 

@@ -158,11 +158,12 @@ def written_as_log(result: RunResult, fmt: Format) -> bool:
 
 
 def apply_strategy(si: StrategyInput, result: RunResult, dry_run: bool, *, held: bool = True,
-                   system: int | None = None) -> Counts:
+                   system: int | None = None, output_system: int | None = None) -> Counts:
     """The strategy applied to ``si`` and judged: ``result`` says what to write; returns the counts of it.
     ``held=False`` (a streamed compaction, :mod:`.compaction_stream`): Unstreamable where the context itself
     would be written. ``system``: the context's system tokens, when counted already (not summed again
-    where the context is what is written)."""
+    where the context is what is written). ``output_system``: those of what is written, when its records
+    are not held (a streamed masking's: the context's, which masking never changes)."""
     report, warn = si.report, si.warn
     outcome = get_strategy(si.opts.strategy).apply(si)
     if not held and (outcome is None or not outcome.compacted):
@@ -187,6 +188,6 @@ def apply_strategy(si: StrategyInput, result: RunResult, dry_run: bool, *, held:
     result.tokens_after = cal.project(sum(out_counts.base)) if result.compacted else cal.tokens
     if not dry_run:
         result.output_format = output_format(si.opts, result.transcript, warn)
-    written = system if result.transcript is si.ctx.transcript else None
+    written = system if result.transcript is si.ctx.transcript else output_system
     judge_fit(result, out_counts, si.budget, decided_upfront=not dropped, system=written)
     return out_counts

@@ -161,6 +161,35 @@ def in_flight_start(records: Sequence[Record]) -> int | None:
     return i
 
 
+class FlightScan:
+    """:func:`in_flight_start` of records read in order without holding them all (``strategies.mask``'s
+    streamed masking): only the records from the last *wall* (not :func:`turn_goes_on`, not an assistant
+    message with calls) before the last record :func:`flight_skips` does not pass are kept. Reading back
+    from the end, ``in_flight_start`` stops at that record, then at the latest after the wall; so on the
+    records kept it gives what it gives on all of them (a tool loop keeps its last call and results)."""
+
+    def __init__(self) -> None:
+        self.kept: list[Record] = []
+        self.first = 0  # the position of kept[0] among every record read
+        self.wall = -1  # the position in ``kept`` of the last wall
+
+    def add(self, rec: Record) -> None:
+        if not flight_skips(rec) and self.wall > 0:
+            del self.kept[:self.wall]
+            self.first += self.wall
+            self.wall = 0
+        msg = rec.message
+        calls = msg is not None and msg.role is Role.ASSISTANT and bool(msg.tool_calls())
+        if not turn_goes_on(rec) and not calls:
+            self.wall = len(self.kept)
+        self.kept.append(rec)
+
+    def start(self) -> int | None:
+        """:func:`in_flight_start` of every record read (its position among them), or None."""
+        at = in_flight_start(self.kept)
+        return None if at is None else self.first + at
+
+
 def instructions_in_force(records: Sequence[Record]) -> list[str]:
     """The text of each active skill or slash-command expansion (records the parser flagged
     :data:`~ctxcompact.model.INSTRUCTIONS`), without its injected parts, oldest first, each once."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..plugins import ESTIMATE_STREAMS, RUN_GATHERS, STRATEGIES
+from ..plugins import ESTIMATE_STREAMS, MASKS_STREAMED, RUN_GATHERS, STRATEGIES
 
 if TYPE_CHECKING:  # the interface is in .base; importing it here would load the engine's layers for --help
     from ..model import Record
@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # the interface is in .base; importing it here would load the
 
 NAMES: tuple[str, ...] = STRATEGIES.builtin_names()
 
-__all__ = ["NAMES", "Layers", "estimate_needs_context", "get_strategy", "has_trait", "names",
+__all__ = ["NAMES", "Layers", "estimate_needs_context", "get_strategy", "has_trait", "masks_streamed",
+           "names",
            "reapplies_each", "reapply_all", "reapply_each", "register", "run_gathers"]
 
 
@@ -73,6 +74,13 @@ def run_gathers(name: str) -> bool:
     """Whether ``run`` of strategy ``name`` streams pass 1 with the strategy's own gatherer (the trait
     ``plugins.RUN_GATHERS``, with its ``gathering`` and ``quiet``; answered without loading it)."""
     return STRATEGIES.has(name, RUN_GATHERS)
+
+
+def masks_streamed(name: str, opts: Options) -> bool:
+    """Whether ``run`` of strategy ``name`` with ``opts`` masks first (the trait ``plugins.MASKS_STREAMED``,
+    where its ``describe`` needs the context: the mask strategy, threshold's ``--prune``), so it streams
+    with mask's quiet keys below the threshold and masks in pass 2 over it (answered without loading it)."""
+    return STRATEGIES.has(name, MASKS_STREAMED) and estimate_needs_context(name, opts)
 
 
 def reapply_all(records: list[Record], state: State, fmt_name: str) -> list[Record]:

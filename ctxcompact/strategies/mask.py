@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +57,6 @@ import orjson
 
 from ..budget import Budget
 from ..errors import ExitCode
-from ..facts.handoff import in_flight_start
 from ..facts.text import typed_text
 from ..formats import get_format
 from ..model import (
@@ -159,29 +158,18 @@ def _weight(blocks: list[Any]) -> int:
     return heuristic.message_tokens(Message(role=Role.TOOL, blocks=blocks))
 
 
-def placeholder_text(call: ToolCall | None, tool: str | None, chars: int) -> str:
-    """``[tool result cleared: name(main argument), N chars; call again to see it]``."""
+def placeholder_text(brief: str | None, tool: str | None, chars: int) -> str:
+    """``[tool result cleared: name(main argument), N chars; call again to see it]``; ``brief``: the call's
+    ``name(main argument)`` (:func:`call_brief`), None when the result's call is not in the context."""
+    said = brief if brief is not None else tool or "tool"
+    return f"{PLACEHOLDER_PREFIX}{said}, {chars:,} chars; call again to see it]"
+
+
+def call_brief(call: ToolCall) -> str:
+    """What a placeholder says of the call whose result it replaces: ``name(main argument)``."""
     from ..facts.timeline import describe_call  # here: the module loads five of facts' (a run need not)
 
-    brief = describe_call(call, _BRIEF_LIMIT) if call is not None else tool or "tool"
-    return f"{PLACEHOLDER_PREFIX}{brief}, {chars:,} chars; call again to see it]"
-
-
-def _calls(records: Iterable[Record]) -> dict[str, ToolCall]:
-    calls: dict[str, ToolCall] = {}
-    for rec in records:
-        if rec.message is not None:
-            for b in rec.message.tool_calls():
-                calls.setdefault(b.id, b)
-    return calls
-
-
-def _turn_start(records: Sequence[Record]) -> int:
-    """Position of the last record a person typed: thinking from here on is the latest turn's."""
-    for i in range(len(records) - 1, -1, -1):
-        if typed_text(records[i]) is not None:
-            return i
-    return 0
+    return describe_call(call, _BRIEF_LIMIT)
 
 
 def _masked_result(result: ToolResult, placeholder: str) -> ToolResult:
@@ -195,72 +183,116 @@ def _without_thinking(msg: Message) -> Message | None:
     return dataclasses.replace(msg, blocks=rest) if rest else None
 
 
-def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int],
-                    opts: MaskParams) -> tuple[Transcript, list[MaskedResult], int]:
-    """Clear old tool results (and, with ``clear_thinking``, old thinking) by the rules of the module.
+@dataclass(slots=True)
+class _Found:
+    """One tool result of the context, as the choice of what to clear reads it (no text held)."""
 
-    ``base_counts_per_record`` are the estimator's tokens of each record (``Counts.base``). Returns the new
-    transcript (changed records are copies marked dirty; the input is not touched), the cleared results and
-    the tokens freed. ``min_savings`` is *not* applied here: the caller decides whether the saving is worth
-    it. Pure and idempotent: masking the result again changes nothing."""
-    records = transcript.records
-    if len(base_counts_per_record) != len(records):
-        raise ValueError("one count per record is needed")
-    calls = _calls(records)
-    # every result, oldest first: (record position, block position, result, its tokens)
-    found: list[tuple[int, int, ToolResult, float]] = []
-    for ri, rec in enumerate(records):
+    position: int  # of its record in the context
+    block: int  # its position in the record's blocks
+    call_id: str
+    name: str | None  # the result's own tool name, if its format writes one
+    index: int  # its record's input index
+    weight: int  # heuristic tokens of the result (``_weight``)
+    whole: int  # of its record
+    chars: int
+    placeholder: bool  # it holds a placeholder already
+
+
+class MaskScan:
+    """What :func:`mask_transcript` reads of the context, taken record by record in order (a held context,
+    or a streamed ``run``'s reading of the file: ``mask_stream``): each tool result's figures, each call's
+    tool and brief (the first call of an id), where the latest turn a person typed begins, the input index
+    boundary before it, and the work in flight (``facts.handoff.FlightScan``). Holds no record but the
+    flight scan's last few."""
+
+    def __init__(self) -> None:
+        from ..facts.handoff import FlightScan
+
+        self.found: list[_Found] = []
+        self.calls: dict[str, tuple[str, str]] = {}  # call id -> (tool, brief)
+        self.position = 0  # records read
+        self.turn = 0  # position of the last record a person typed (thinking from it on: the latest turn's)
+        self.boundary = 0  # 1 + the largest input index before it
+        self.top = -1  # the largest input index so far
+        self.flight = FlightScan()
+
+    def add(self, rec: Record) -> None:
+        ri = self.position
+        self.position += 1
+        if typed_text(rec) is not None:
+            self.turn, self.boundary = ri, 1 + self.top
+        if rec.index >= 0:
+            self.top = max(self.top, rec.index)
+        self.flight.add(rec)
         msg = rec.message
         if msg is None:
-            continue
-        whole = _weight(msg.blocks)
+            return
+        for call in msg.tool_calls():
+            if call.id not in self.calls:
+                self.calls[call.id] = (call.name, call_brief(call))
+        whole = -1
         for bi, b in enumerate(msg.blocks):
             if isinstance(b, ToolResult):
-                share = base_counts_per_record[ri] * _weight([b]) / whole if whole else 0.0
-                found.append((ri, bi, b, share))
+                whole = _weight(msg.blocks) if whole < 0 else whole
+                self.found.append(_Found(ri, bi, b.call_id, b.name, rec.index, _weight([b]), whole,
+                                         _result_chars(b), is_placeholder(b)))
 
-    chosen: dict[int, dict[int, MaskedResult]] = {}
-    seen = 0
-    total = 0.0
-    in_flight = in_flight_start(records)  # the results the model just asked for are never cleared
-    for ri, bi, res, share in reversed(found):
-        call = calls.get(res.call_id)
-        tool = call.name if call is not None else res.name
-        if tool is not None and tool in opts.exclude_tools:
-            continue
-        seen += 1
-        total += share
-        if seen <= opts.keep_results or total <= opts.protect_tokens or is_placeholder(res) or (
-                in_flight is not None and ri >= in_flight):
-            continue
-        chars = _result_chars(res)
-        text = placeholder_text(call, tool, chars)
-        if heuristic.text_tokens(text) >= _weight([res]):
-            continue  # the placeholder would cost as much as the result
-        rec = records[ri]
-        chosen.setdefault(ri, {})[bi] = MaskedResult(
-            call_id=res.call_id, tool=tool, index=rec.index, placeholder=text, chars=chars,
-            original_tokens=math.ceil(share))
+    def plan(self, base: Sequence[int], opts: MaskParams, fmt_name: str) -> MaskPlan:
+        """Which results to clear (the module's rules), given each record's estimator tokens ``base``."""
+        if len(base) != self.position:
+            raise ValueError("one count per record is needed")
+        chosen: dict[int, dict[int, MaskedResult]] = {}
+        seen = 0
+        total = 0.0
+        in_flight = self.flight.start()  # the results the model just asked for are never cleared
+        for f in reversed(self.found):
+            share = base[f.position] * f.weight / f.whole if f.whole else 0.0
+            call = self.calls.get(f.call_id)
+            tool = call[0] if call is not None else f.name
+            if tool is not None and tool in opts.exclude_tools:
+                continue
+            seen += 1
+            total += share
+            if seen <= opts.keep_results or total <= opts.protect_tokens or f.placeholder or (
+                    in_flight is not None and f.position >= in_flight):
+                continue
+            text = placeholder_text(call[1] if call is not None else None, tool, f.chars)
+            if heuristic.text_tokens(text) >= f.weight:
+                continue  # the placeholder would cost as much as the result
+            chosen.setdefault(f.position, {})[f.block] = MaskedResult(
+                call_id=f.call_id, tool=tool, index=f.index, placeholder=text, chars=f.chars,
+                original_tokens=math.ceil(share))
+        layout = get_format(fmt_name).layout
+        # A tree layout (Claude Code) keeps its thinking: a thinking line is a link of the parentUuid chain,
+        # and a session Claude Code resumes must keep every signature and redacted payload as the API
+        # returned them.
+        clear_thinking = opts.clear_thinking and not layout.tree
+        return MaskPlan(chosen, self.turn if clear_thinking else 0, layout.split_turns if clear_thinking
+                        else False, self.boundary if clear_thinking else 0, in_flight)
 
-    layout = get_format(transcript.format).layout
-    # A tree layout (Claude Code) keeps its thinking: a thinking line is a link of the parentUuid chain, and
-    # a session Claude Code resumes must keep every signature and redacted payload as the API returned them.
-    clear_thinking = opts.clear_thinking and not layout.tree
-    drop_thinking_before = _turn_start(records) if clear_thinking else 0
-    split = layout.split_turns if clear_thinking else False
 
-    out: list[Record] = []
-    entries: list[MaskedResult] = []
-    freed = 0
-    for ri, rec in enumerate(records):
+@dataclass(slots=True)
+class MaskPlan:
+    """What masking does to each record (:meth:`record`), decided over the whole context
+    (:meth:`MaskScan.plan`): the same for a held context and a streamed ``run``'s pass 2."""
+
+    chosen: dict[int, dict[int, MaskedResult]]  # record position -> block position -> what replaces it
+    drop_thinking_before: int  # thinking of assistant records before this position is removed
+    split: bool  # the format writes each item as its own line: a thinking-only message is dropped
+    thinking_before: int  # the input index boundary of that thinking (the state's ``thinking_before``)
+    in_flight: int | None  # where the work in flight begins
+
+    def record(self, ri: int, rec: Record, before: int) -> tuple[Record | None, int, list[MaskedResult]]:
+        """Record ``ri`` of the context masked (itself when unchanged; None: dropped), the estimator tokens
+        that frees (of its ``before``) and the results cleared in it."""
         msg = rec.message
-        changes = chosen.get(ri)
-        thinking = (ri < drop_thinking_before and msg is not None and msg.role is Role.ASSISTANT
+        changes = self.chosen.get(ri)
+        thinking = (ri < self.drop_thinking_before and msg is not None and msg.role is Role.ASSISTANT
                     and any(isinstance(b, ThinkingBlock) for b in msg.blocks))
         if msg is None or (changes is None and not thinking):
-            out.append(rec)
-            continue
+            return rec, 0, []
         blocks = list(msg.blocks)
+        entries: list[MaskedResult] = []
         for bi, entry in (changes or {}).items():
             old = blocks[bi]
             assert isinstance(old, ToolResult)
@@ -270,19 +302,39 @@ def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int
         if thinking:
             assert new_msg is not None
             new_msg = _without_thinking(new_msg)
-            if new_msg is None and not split:
+            if new_msg is None and not self.split:
                 new_msg = dataclasses.replace(msg, blocks=blocks)  # a thinking-only message stays whole
-        before = base_counts_per_record[ri]
         if new_msg is None:
-            freed += before  # a thinking-only item line dropped
-            continue
+            return None, before, entries  # a thinking-only item line dropped
         if new_msg.blocks == msg.blocks:
-            out.append(rec)
-            continue
+            return rec, 0, entries
         old_w = _weight(msg.blocks)
         after = math.ceil(before * _weight(new_msg.blocks) / old_w) if old_w else 0
-        freed += max(0, before - after)
-        out.append(dataclasses.replace(rec, message=new_msg, dirty=True))
+        return dataclasses.replace(rec, message=new_msg, dirty=True), max(0, before - after), entries
+
+
+def mask_transcript(transcript: Transcript, base_counts_per_record: Sequence[int],
+                    opts: MaskParams) -> tuple[Transcript, list[MaskedResult], int]:
+    """Clear old tool results (and, with ``clear_thinking``, old thinking) by the rules of the module.
+
+    ``base_counts_per_record`` are the estimator's tokens of each record (``Counts.base``). Returns the new
+    transcript (changed records are copies marked dirty; the input is not touched), the cleared results and
+    the tokens freed. ``min_savings`` is *not* applied here: the caller decides whether the saving is worth
+    it. Pure and idempotent: masking the result again changes nothing."""
+    records = transcript.records
+    scan = MaskScan()
+    for rec in records:
+        scan.add(rec)
+    plan = scan.plan(base_counts_per_record, opts, transcript.format)
+    out: list[Record] = []
+    entries: list[MaskedResult] = []
+    freed = 0
+    for ri, rec in enumerate(records):
+        new, gained, cleared = plan.record(ri, rec, base_counts_per_record[ri])
+        freed += gained
+        entries.extend(cleared)
+        if new is not None:
+            out.append(new)
     if not entries and len(out) == len(records) and all(a is b for a, b in zip(out, records, strict=True)):
         return transcript, [], 0
     return dataclasses.replace(transcript, records=out), entries, freed
@@ -384,11 +436,44 @@ def _freed_exactly(si: StrategyInput, before: Transcript, base: Sequence[int], a
     return max(0, sum(base) - total_after)
 
 
+class HeldMask:
+    """What masking reads of a held context (:func:`mask_transcript` over its records); a streamed ``run``
+    gives its own (``StrategyInput.conversation``: ``mask_stream.StreamedMask``, the file read again by
+    the same :class:`MaskScan` and :class:`MaskPlan`)."""
+
+    def __init__(self, si: StrategyInput) -> None:
+        self.si = si
+
+    def mask(self, base: Sequence[int], params: MaskParams) -> tuple[Transcript, list[MaskedResult], int]:
+        """:func:`mask_transcript` of the context."""
+        return mask_transcript(self.si.ctx.transcript, base, params)
+
+    def freed_exactly(self, base: Sequence[int], masked: Transcript) -> int:
+        return _freed_exactly(self.si, self.si.ctx.transcript, base, masked)
+
+    def trim(self, masked: Transcript) -> tuple[Transcript, list[MaskedResult]]:
+        """Still over the threshold: the work in flight (never cleared) has its oversized results trimmed
+        (``strategies.tail.trim_in_place``)."""
+        si, cal = self.si, self.si.report.calibrated
+        records, trimmed = trim_in_place(masked.records, si.budget, si.ctx.transcript.source, cal,
+                                          si.tokens, under_threshold=True, headroom=si.budget.summary_budget)
+        return (dataclasses.replace(masked, records=records), trimmed) if trimmed else (masked, [])
+
+    def thinking_boundary(self, params: MaskParams) -> int:
+        return _thinking_boundary(self.si.ctx.transcript, params)
+
+
+def masking_of(si: StrategyInput) -> Any:  # (HeldMask, or a streamed run's with the same methods)
+    given = si.conversation
+    return given if hasattr(given, "freed_exactly") else HeldMask(si)
+
+
 def _maskable(si: StrategyInput, base: Sequence[int], params: MaskParams) -> tuple[list[Any], int]:
     """The results masking would clear now and the estimator tokens that frees."""
-    masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
+    masking = masking_of(si)
+    masked, results, freed = masking.mask(base, params)
     if masked is not si.ctx.transcript:
-        freed = _freed_exactly(si, si.ctx.transcript, base, masked)
+        freed = masking.freed_exactly(base, masked)
     return results, freed
 
 
@@ -403,9 +488,10 @@ def maskable(si: StrategyInput) -> dict[str, Any]:
 def _thinking_boundary(transcript: Transcript, params: MaskParams) -> int:
     if not params.clear_thinking or get_format(transcript.format).layout.tree:
         return 0  # nothing cleared, so nothing for later runs to clear again
-    records = transcript.records
-    start = _turn_start(records)
-    return 1 + max((r.index for r in records[:start] if r.index >= 0), default=-1)
+    scan = MaskScan()
+    for rec in transcript.records:
+        scan.add(rec)
+    return scan.boundary
 
 
 def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
@@ -414,23 +500,21 @@ def try_mask(si: StrategyInput, strategy: str = NAME) -> Outcome:
     started = time.monotonic()
     params = mask_params(si.opts, si.budget)
     base = _counts(si)
-    masked, results, freed = mask_transcript(si.ctx.transcript, base, params)
+    masking = masking_of(si)
+    masked, results, freed = masking.mask(base, params)
     cal = si.report.calibrated
     if si.budget.threshold and cal.project(sum(base) - freed) >= si.budget.threshold:
-        # still over: the work in flight (never cleared) has its oversized results trimmed (strategies.tail)
-        records, trimmed = trim_in_place(masked.records, si.budget, si.ctx.transcript.source, cal,
-                                          si.tokens, under_threshold=True, headroom=si.budget.summary_budget)
-        if trimmed:
-            masked, results = dataclasses.replace(masked, records=records), [*results, *trimmed]
+        masked, trimmed = masking.trim(masked)
+        results = [*results, *trimmed] if trimmed else results
     if masked is not si.ctx.transcript:
-        freed = _freed_exactly(si, si.ctx.transcript, base, masked)
+        freed = masking.freed_exactly(base, masked)
     before = cal.tokens
     worth = freed > 0 and freed >= params.min_savings
     if worth:
         after = si.report.calibrated.project(sum(base) - freed)
     else:
         masked, results, after = si.ctx.transcript, [], before
-    thinking_before = _thinking_boundary(si.ctx.transcript, params) if worth else 0
+    thinking_before = masking.thinking_boundary(params) if worth else 0
     duration = round(time.monotonic() - started, 3)
 
     def commit(state: State, written: Written) -> None:
@@ -503,22 +587,37 @@ class MaskStrategy:
         else:  # the --prune tiers: a summary only where a summary helps (report.decide)
             tier = "mask" if worth and (fits or not si.report.would_compact) else (
                 "summary" if si.report.would_compact else "none")
-        masking = si.state.section(Masking) if si.state is not None else None
-        previous = masking.results if masking else None
         # the mask tier is enough: that, not a summary, is what run would write (the report's projection)
         projected = {"projected_tokens_after": after} if tier == "mask" else {}
-        return {
-            **projected,
-            "would_compact": tier != "none",
-            "maskable_tokens": freed,
-            "maskable_results": len(results),
-            "tokens_after_mask": after if worth else si.report.calibrated.tokens,
-            "tier": tier,
-            "masked_results": len(previous or []),
-            "mask": {"keep_results": params.keep_results, "protect_tokens": params.protect_tokens,
-                     "min_savings": params.min_savings, "exclude_tools": sorted(params.exclude_tools),
-                     "clear_thinking": params.clear_thinking},
-        }
+        return {**projected, "would_compact": tier != "none",
+                **_keys(params, si.state, freed, len(results),
+                        after if worth else si.report.calibrated.tokens, tier)}
+
+
+def _keys(params: MaskParams, state: State | None, freed: int | None, results: int | None,
+          after: int | None, tier: str) -> dict[str, Any]:
+    """:meth:`MaskStrategy.describe`'s own keys (``quiet``'s too)."""
+    masking = state.section(Masking) if state is not None else None
+    previous = masking.results if masking else None
+    return {
+        "maskable_tokens": freed,
+        "maskable_results": results,
+        "tokens_after_mask": after,
+        "tier": tier,
+        "masked_results": len(previous or []),
+        "mask": {"keep_results": params.keep_results, "protect_tokens": params.protect_tokens,
+                 "min_savings": params.min_savings, "exclude_tools": sorted(params.exclude_tools),
+                 "clear_thinking": params.clear_thinking},
+    }
+
+
+def quiet(counted: Any, opts: Options, state: State | None) -> dict[str, Any] | None:
+    """:meth:`MaskStrategy.describe`'s keys for a streamed ``run`` below the threshold (``streaming.Counted``:
+    nothing is masked, tier ``none``), or None over it. What masking would free now needs the whole
+    context: null, as the streamed route's ``maskable_tokens`` (and ``tokens_after_mask``)."""
+    if counted.report.over_threshold:
+        return None
+    return _keys(mask_params(opts, counted.report.budget), state, None, None, None, "none")
 
 
 STRATEGY = MaskStrategy()

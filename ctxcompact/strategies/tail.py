@@ -164,18 +164,28 @@ def trim_in_place(records: list[Record], budget: Budget, source: str, cal: Calib
         return records, []
     at = next(i for i, r in enumerate(records) if r is tail[0])
     rest = count([*records[:at], *records[at + len(tail):]])
-    if not under_threshold and rest + count(tail) <= room(cal, budget.window):
+    fitted = fit_in_place(tail, rest, budget, source, cal, count, under_threshold=under_threshold,
+                          headroom=headroom)
+    if fitted is None:
         return records, []
+    return [*records[:at], *fitted.records, *records[at + len(tail):]], fitted.trimmed
+
+
+def fit_in_place(tail: list[Record], rest: int, budget: Budget, source: str, cal: Calibrated, count: Count, *,
+                 under_threshold: bool = False, headroom: int = 0) -> Tail | None:
+    """:func:`trim_in_place`'s tail (the work in flight), the rest of the context counting ``rest``: the
+    tail with its results trimmed, or None where it stays as it is (it fits whole, or even trimming cannot
+    fit it)."""
+    if not under_threshold and rest + count(tail) <= room(cal, budget.window):
+        return None
     ceilings = _ceilings(budget)
     if headroom > 0 and len(ceilings) > 1 and ceilings[0] - headroom > 0:
         ceilings.insert(0, ceilings[0] - headroom)
     for ceiling in ceilings:
         fitted = fit(tail, room(cal, ceiling) - rest, count, source)
         if fitted.records:
-            if not fitted.trimmed:
-                return records, []
-            return [*records[:at], *fitted.records, *records[at + len(tail):]], fitted.trimmed
-    return records, []
+            return fitted if fitted.trimmed else None
+    return None
 
 
 def _ceilings(budget: Budget) -> list[int]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..budget import Budget
 from ..context import Context, copies_history
+from ..errors import Unstreamable
 from ..facts.handoff import request_status
 from ..facts.text import (
     IN_PROGRESS,
@@ -258,6 +259,9 @@ class ThresholdStrategy:
                 ctx = dataclasses.replace(si.ctx, transcript=masked.transcript)
         if not si.report.would_compact:
             return None
+        if si.opts.prune and not isinstance(mask.masking_of(si), mask.HeldMask):
+            # (a streamed run's masking holds no records: the summary tier reads the masked context held)
+            raise Unstreamable("--prune's summary tier")
         with progress(f"summarizing with {si.opts.summarizer}"):
             tier = "summary" if si.opts.prune else None
             return compact(ctx, si.opts, si.budget, si.state, si.warn, tier=tier,

@@ -435,3 +435,33 @@ def test_a_skill_longer_than_the_budget_keeps_its_head_and_leaves_room_for_the_r
     assert "/handgemacht:create-beads websearch" in section(summary, "User goals and rules")
     assert "Proposed Beads" in section(summary, "Findings and answers")
     assert len(instructions) < len(summary) * 0.75
+
+
+def test_the_flight_scan_finds_the_work_in_flight_of_every_prefix_holding_only_the_last_records() -> None:
+    """facts.handoff.FlightScan (a streamed masking's in_flight_start): for every prefix of every test
+    transcript, what in_flight_start gives on the whole prefix, from the records it kept."""
+    from helpers import SAMPLES
+
+    from ctxcompact.context import build_context
+    from ctxcompact.facts.handoff import FlightScan, in_flight_start
+    from ctxcompact.options import Options
+    from ctxcompact.source import InputData
+
+    data = Path(__file__).parent.parent / "data"
+    kept_most = 0
+    for path in sorted([*data.rglob("*.jsonl"), *SAMPLES.glob("*.jsonl")]):
+        if "fuzz" in path.parts or "broken" in path.parts:
+            continue
+        try:
+            records = build_context(InputData.load(path), Options(lenient=True), None,
+                                    schema=False).transcript.records
+        except Exception:  # (a file the held route refuses: not what this reads)
+            continue
+        scan = FlightScan()
+        for k, rec in enumerate(records, 1):
+            scan.add(rec)
+            assert scan.start() == in_flight_start(records[:k]), (path.name, k)
+        kept_most = max(kept_most, len(records))
+        if path.parent.name == "openai":  # (a tool loop or a chat: its last turn)
+            assert len(scan.kept) < 20, path.name
+    assert kept_most > 100
