@@ -12,12 +12,12 @@ import hashlib
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .atomic import Staging
 from .budget import Budget
 from .compaction_stream import context_of, gathering, input_lines, may_compact_streamed, read_conversation
-from .context import build_context
+from .context import Context, build_context
 from .errors import InputError, Unstreamable
 from .formats import get_format
 from .formats.jsonl import compaction_output, write_transcript
@@ -38,6 +38,10 @@ from .state import HashedFile, State, load_state, new_state
 from .state.cache import cache_path, save_counts
 from .strategies import get_strategy, masks_streamed, reapply_all, run_gathers
 from .streaming import Counted, count_file, may_stream, may_write_streamed, staging_for, written_lines
+
+if TYPE_CHECKING:
+    from .report import EstimateReport
+    from .tokens.counts import Counts
 
 
 def run_file(path: Path, opts: Options, budget: Budget, state_path: Path | None,
@@ -156,10 +160,7 @@ def compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Opti
         # what its compaction takes of its lines includes the covered prefix's: taken in pass 2 only where the
         # state says each of them is a line the compaction copies (compaction_stream.take_prefix)
         return None
-    said: list[str] = []  # told only if this route writes: the held route says it all again otherwise
-    ignored = ignored_usage_warning(report.calibrated)
-    if ignored is not None:
-        said.append(ignored)
+    said = _said(report)
     cache = counted.cache
     try:
         with progress("reading the conversation again"):
@@ -187,17 +188,32 @@ def compact_streamed(path: Path, name: Path | None, counted: Counted, opts: Opti
         # every record read is copied as the input's (formats.jsonl.history_lines), then what is appended
         result.written = (report.records + len(appended),
                           report.records + sum(r.origin is Origin.INPUT for r in appended))
+    report.extras = {**report.extras, "maskable_tokens": None, "maskable_results": None}  # (needs the whole)
+    return _written(result, said, warn, path, name, counted, ctx, out_counts, output, state_path, view)
+
+
+def _said(report: EstimateReport) -> list[str]:
+    """What a change made in pass 2 tells, told only if that route writes (the held route says it all again
+    otherwise): to begin with, that the usage recorded was ignored."""
+    ignored = ignored_usage_warning(report.calibrated)
+    return [ignored] if ignored is not None else []
+
+
+def _written(result: RunResult, said: list[str], warn: Warn, path: Path, name: Path | None, counted: Counted,
+             ctx: Context, out_counts: Counts, output: Path | BinaryIO | None, state_path: Path | None,
+             view: Callable[[], tuple[Transcript, Transcript | None]]) -> RunResult:
+    """A change made in pass 2 (a compaction, a masking): what it says told, the state updated, the output
+    and the state written, the count cache saved; ``view`` the held route's transcripts (``held_view``)."""
     for message in said:
         warn(message)
-    report.extras = {**report.extras, "maskable_tokens": None, "maskable_results": None}  # (needs the whole)
     assert result.state is not None
-    # the fingerprint is of the bytes both passes read and hashed (state.HashedFile): the bytes summarized
+    # the fingerprint is of the bytes both passes read and hashed (state.HashedFile): the bytes changed
     update_state(result.state, name, HashedFile(path, counted.nbytes, counted.digest), ctx, result,
                  out_counts)
     write_both(result, output, state_path)
-    if state_path is not None and cache is not None:
-        save_counts(cache_path(state_path), cache)  # after the state, under its lock
-    result.held = view  # (after writing: lines() reads the compaction's records)
+    if state_path is not None and counted.cache is not None:
+        save_counts(cache_path(state_path), counted.cache)  # after the state, under its lock
+    result.held = view  # (after writing: lines() reads the records written)
     return result
 
 
@@ -214,10 +230,7 @@ def mask_streamed(path: Path, name: Path | None, counted: Counted, opts: Options
     of the context's records; or None where only the held route gives what it gives (nothing said or
     written then)."""
     report = counted.report
-    said: list[str] = []  # told only if this route writes: the held route says it all again otherwise
-    ignored = ignored_usage_warning(report.calibrated)
-    if ignored is not None:
-        said.append(ignored)
+    said = _said(report)
     cache = counted.cache
     ctx = context_of(counted, 0, 0)  # (its records and lines: once the masking read them)
     positions: dict[int, int] = {}
@@ -247,16 +260,7 @@ def mask_streamed(path: Path, name: Path | None, counted: Counted, opts: Options
 
     result.streamed = masking.lines
     result.written = (len(out_counts.heuristic), masking.from_input)
-    for message in said:
-        warn(message)
-    assert result.state is not None
-    update_state(result.state, name, HashedFile(path, counted.nbytes, counted.digest), ctx, result,
-                 out_counts)
-    write_both(result, output, state_path)
-    if state_path is not None and cache is not None:
-        save_counts(cache_path(state_path), cache)  # after the state, under its lock
-    result.held = view
-    return result
+    return _written(result, said, warn, path, name, counted, ctx, out_counts, output, state_path, view)
 
 
 def held_view(path: Path, name: Path | None, counted: Counted, opts: Options, state: State | None,
